@@ -1,0 +1,49 @@
+// Communicator: the collectives data parallelism needs (allreduce, broadcast, allgather, barrier), with
+// implementations over MPI collectives ("mpi"), our own ring over MPI point-to-point ("ring") and NCCL.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringtrain::comm {
+
+enum class ReduceOp { Sum, Average, Max, Min };
+
+class Communicator {
+public:
+    virtual ~Communicator() = default;
+
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    virtual int local_rank() const = 0;
+    virtual int local_size() const = 0;
+    virtual std::string backend() const = 0;
+
+    // In place over all ranks; every rank must call with the same count. Average = sum then scale by 1/size.
+    virtual void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) = 0;
+    // Small reductions of metrics (counts, loss sums) in double precision.
+    virtual void allreduce(std::span<double> data, ReduceOp op = ReduceOp::Sum) = 0;
+    virtual void broadcast(std::span<float> data, int root) = 0;
+    virtual void broadcast_bytes(std::span<std::byte> data, int root) = 0;
+    // Concatenation of every rank's `mine` in rank order; counts may differ between ranks.
+    virtual std::vector<float> allgather(std::span<const float> mine) = 0;
+    virtual std::vector<uint64_t> allgather(uint64_t mine) = 0;
+    virtual void barrier() = 0;
+
+    // Payload bytes this rank has sent / received through this communicator (for telemetry).
+    virtual uint64_t bytes_sent() const = 0;
+    virtual uint64_t bytes_received() const = 0;
+
+    // Brings the whole job down with `message` printed by this rank (MPI_Abort); never returns.
+    [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
+};
+
+// backend: "mpi" or "ring" (and "nccl" in CUDA builds). Requires an initialised MpiRuntime.
+// Throws InputError naming the backend if it is unknown or not built.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+
+}  // namespace ringtrain::comm

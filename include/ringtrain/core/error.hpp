@@ -1,0 +1,26 @@
+// Errors a user can act on: every message says what was wrong, where, and what to do.
+// InputError (bad config, data or arguments) maps to exit code 2; any other Error to exit code 1.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ringtrain {
+
+class Error : public std::runtime_error {
+public:
+    explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Bad input from the user: config, data files, command-line arguments.
+class InputError : public Error {
+public:
+    explicit InputError(const std::string& message) : Error(message) {}
+};
+
+// Throws Error(message) when cond is false; for invariants that should hold whatever the input.
+inline void check(bool cond, const std::string& message) {
+    if (!cond) throw Error(message);
+}
+
+}  // namespace ringtrain

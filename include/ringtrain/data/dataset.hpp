@@ -1,0 +1,26 @@
+// A Dataset is an indexable collection of (sample, label) pairs held in memory or read on demand.
+// Readers (IDX, CIFAR-10, libsvm, image folders, synthetic) implement it; the loader only sees this.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ringtrain/core/tensor.hpp"
+
+namespace ringtrain::data {
+
+class Dataset {
+public:
+    virtual ~Dataset() = default;
+    virtual int64_t size() const = 0;
+    // Shape of one sample, e.g. {1, 28, 28} for an image or {784} for a flat vector.
+    virtual Shape sample_shape() const = 0;
+    virtual int64_t num_classes() const = 0;
+    // Writes sample `index` (shape_numel(sample_shape()) floats) to x and returns its label.
+    // Must be safe to call from the prefetch thread while other threads call it too.
+    virtual float read(int64_t index, float* x) const = 0;
+    // For messages and `ringtrain info`: where the data came from.
+    virtual std::string description() const = 0;
+};
+
+}  // namespace ringtrain::data

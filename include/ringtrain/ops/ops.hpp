@@ -1,0 +1,105 @@
+// The math the layers and optimizers need: one free function per op, dispatched on the tensors' device.
+// ops/cpu implements them with Eigen; ops/cuda with cuBLAS/cuDNN/own kernels. Layers call only these.
+#pragma once
+
+#include <cstdint>
+
+#include "ringtrain/core/rng.hpp"
+#include "ringtrain/core/tensor.hpp"
+#include "ringtrain/ops/workspace.hpp"
+
+namespace ringtrain::ops {
+
+// ---- dense linear algebra ----------------------------------------------------------------------
+// c = alpha * op(a) * op(b) + beta * c, all 2-D row-major; op(x) = x^T when the flag is set.
+// c must already have the result shape [rows of op(a), cols of op(b)].
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
+          float beta = 0.0f);
+
+// y[n, k, ...] += bias[k] for every n and trailing (spatial) position. y is [N, K] or [N, K, H, W].
+void bias_add(Tensor& y, const Tensor& bias);
+// dbias[k] (+)= sum over n and spatial positions of dy[n, k, ...].
+void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate = false);
+
+// ---- convolution (NCHW, weights KCRS, cross-correlation like cuDNN/PyTorch) ---------------------
+struct Conv2dParams {
+    int64_t stride_h = 1, stride_w = 1;
+    int64_t pad_h = 0, pad_w = 0;
+};
+// Output shape [N, K, P, Q]; throws InputError when the kernel does not fit the padded input.
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+// y = conv(x, w) + bias (bias may be an empty Tensor). y must have conv2d_output_shape.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
+                    Workspace& ws);
+// dx = gradient of the loss w.r.t. x (overwritten).
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws);
+// dw (+)= gradient w.r.t. the weights; dbias (+)= sum of dy over N, P, Q (skipped if dbias is empty).
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
+                            Workspace& ws, bool accumulate = false);
+
+// ---- pooling ------------------------------------------------------------------------------------
+struct Pool2dParams {
+    int64_t kernel_h = 2, kernel_w = 2;
+    int64_t stride_h = 2, stride_w = 2;
+    int64_t pad_h = 0, pad_w = 0;  // padded positions never win the max
+};
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
+void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+// Routes dy to the first position (in row-major window order) that holds the max, as cuDNN and PyTorch do.
+void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+
+// ---- elementwise activations ---------------------------------------------------------------------
+enum class Activation { ReLU, Sigmoid, Tanh };
+void activation_forward(Activation a, const Tensor& x, Tensor& y);
+// Uses the forward output y (relu: y > 0; sigmoid: y(1-y); tanh: 1-y^2). dx may alias dy.
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
+
+// ---- dropout (inverted: kept values are scaled by 1/(1-p) at training time) ---------------------
+// mask gets 0 or 1/(1-p) per element, drawn from rng; y = x * mask.
+void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng);
+void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
+
+// ---- losses --------------------------------------------------------------------------------------
+struct LossStats {
+    double loss_sum = 0.0;  // sum over the batch of per-sample losses (not the mean)
+    int64_t correct = 0;    // samples whose prediction matches the label
+};
+// logits [N, K]; labels [N] holding class indices as floats. probs [N, K] gets the softmax.
+// Numerically stable (max subtracted). Throws InputError for a label outside [0, K).
+LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs);
+// dlogits = (probs - onehot(labels)) * scale (scale is usually 1/global batch).
+void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, float scale);
+// logits [N] or [N, 1]; targets [N] in {0, 1}. probs gets sigmoid(logits). Stable for large |logit|.
+LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs);
+void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale);
+
+// ---- vector ops for optimizers and gradient handling ---------------------------------------------
+void scale(Tensor& x, float alpha);                        // x *= alpha
+void axpy(float alpha, const Tensor& x, Tensor& y);         // y += alpha * x
+// True if every element is finite.
+bool all_finite(const Tensor& x);
+double sum_squares(const Tensor& x);
+
+struct SgdParams {
+    float lr = 0.01f, momentum = 0.0f, weight_decay = 0.0f;
+    bool nesterov = false;
+};
+// PyTorch semantics: g = grad + wd*param; v = momentum*v + g; step = nesterov ? g + momentum*v : v;
+// param -= lr * step. With momentum == 0, velocity is untouched.
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdParams& p);
+
+struct AdamParams {
+    float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+    int64_t step = 1;  // 1-based step count for bias correction
+};
+// PyTorch Adam (L2 weight decay added to the gradient).
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p);
+
+struct AdadeltaParams {
+    float lr = 1.0f, rho = 0.9f, eps = 1e-6f, weight_decay = 0.0f;
+};
+// PyTorch Adadelta: sq = rho*sq + (1-rho)g^2; d = sqrt(acc+eps)/sqrt(sq+eps)*g; acc = rho*acc + (1-rho)d^2;
+// param -= lr*d.
+void adadelta_update(Tensor& param, const Tensor& grad, Tensor& sq_avg, Tensor& acc_delta, const AdadeltaParams& p);
+
+}  // namespace ringtrain::ops
