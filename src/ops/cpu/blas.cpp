@@ -1,0 +1,125 @@
+// CPU GEMM (Eigen), bias and vector ops, and the thread-count plumbing for Eigen/OpenMP.
+#include <Eigen/Core>
+#include <atomic>
+#include <mutex>
+
+#include "cpu_ops.hpp"
+#include "ringtrain/ops/threads.hpp"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace ringtrain::ops::cpu {
+
+namespace {
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using MutMap = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+std::once_flag g_threads_once;
+std::atomic<int64_t> g_conv_min_columns{0};
+
+template <class A, class B>
+void product(MutMap& c, const A& a, const B& b, float alpha, float beta) {
+    if (beta == 0.0f) {
+        c.noalias() = alpha * a * b;
+    } else {
+        if (beta != 1.0f) c *= beta;
+        c.noalias() += alpha * a * b;
+    }
+}
+}  // namespace
+
+void apply_threads(int n) {
+    Eigen::setNbThreads(n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+}
+
+void ensure_threads_applied() {
+    std::call_once(g_threads_once, [] { apply_threads(intra_op_threads()); });
+}
+
+void set_conv_min_gemm_columns(int64_t columns) { g_conv_min_columns.store(columns); }
+int64_t conv_min_gemm_columns() {
+    const int64_t c = g_conv_min_columns.load(std::memory_order_relaxed);
+    return c > 0 ? c : 1;  // default: one GEMM per sample (fastest on the shapes measured in bench/ops)
+}
+
+void gemm_raw(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    ensure_threads_applied();
+    MutMap c(C, M, N, Eigen::OuterStride<>(ldc));
+    if (K == 0) {
+        if (beta == 0.0f) c.setZero();
+        else c *= beta;
+        return;
+    }
+    ConstMap a(A, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
+    ConstMap b(B, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
+    if (!ta && !tb) product(c, a, b, alpha, beta);
+    else if (!ta && tb) product(c, a, b.transpose(), alpha, beta);
+    else if (ta && !tb) product(c, a.transpose(), b, alpha, beta);
+    else product(c, a.transpose(), b.transpose(), alpha, beta);
+}
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+    const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a.dim(0) : a.dim(1);
+    gemm_raw(trans_a, trans_b, M, N, K, alpha, a.data(), a.dim(1), b.data(), b.dim(1), beta, c.data(), N);
+}
+
+void add_row_sums(const float* m, int64_t rows, int64_t cols, float* out) {
+    for (int64_t r = 0; r < rows; ++r) out[r] += ConstArrayMap(m + r * cols, cols).sum();
+}
+
+void bias_add(Tensor& y, const Tensor& bias) {
+    const int64_t N = y.dim(0), K = y.dim(1), inner = N == 0 || K == 0 ? 0 : y.numel() / (N * K);
+    const float* b = bias.data();
+    float* py = y.data();
+    if (inner == 1) {
+        for (int64_t n = 0; n < N; ++n) ArrayMap(py + n * K, K) += ConstArrayMap(b, K);
+        return;
+    }
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) ArrayMap(py + (n * K + k) * inner, inner) += b[k];
+}
+
+void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate) {
+    const int64_t N = dy.dim(0), K = dy.dim(1), inner = N == 0 || K == 0 ? 0 : dy.numel() / (N * K);
+    float* db = dbias.data();
+    if (!accumulate) std::fill(db, db + K, 0.0f);
+    const float* p = dy.data();
+    if (inner == 1) {
+        for (int64_t n = 0; n < N; ++n) ArrayMap(db, K) += ConstArrayMap(p + n * K, K);
+        return;
+    }
+    for (int64_t n = 0; n < N; ++n) add_row_sums(p + n * K * inner, K, inner, db);
+}
+
+void scale(Tensor& x, float alpha) { ArrayMap(x.data(), x.numel()) *= alpha; }
+
+void axpy(float alpha, const Tensor& x, Tensor& y) {
+    ArrayMap(y.data(), y.numel()) += alpha * ConstArrayMap(x.data(), x.numel());
+}
+
+bool all_finite(const Tensor& x) {
+    // Blocks so a NaN early in a big tensor returns quickly.
+    constexpr int64_t kBlock = 1 << 14;
+    const float* p = x.data();
+    for (int64_t i = 0; i < x.numel(); i += kBlock) {
+        const int64_t n = std::min(kBlock, x.numel() - i);
+        // x - x is 0 for finite x and NaN for Inf/NaN.
+        if (!((ConstArrayMap(p + i, n) - ConstArrayMap(p + i, n)) == 0.0f).all()) return false;
+    }
+    return true;
+}
+
+double sum_squares(const Tensor& x) {
+    return ConstArrayMap(x.data(), x.numel()).cast<double>().square().sum();
+}
+
+}  // namespace ringtrain::ops::cpu

@@ -1,0 +1,107 @@
+// CPU max pooling. Backward recomputes the argmax: the first position in row-major window order whose value
+// equals the forward output (falling back to a strict first-max scan), so no index tensor is stored.
+#include <algorithm>
+#include <limits>
+
+#include "cpu_ops.hpp"
+#include "parallel.hpp"
+
+namespace ringtrain::ops::cpu {
+
+namespace {
+struct PoolGeom {
+    int64_t H, W, P, Q;
+    Pool2dParams p;
+    // Window of output (op, oq) clipped to the input: rows [h0, h1), cols [w0, w1).
+    void window(int64_t op, int64_t oq, int64_t& h0, int64_t& h1, int64_t& w0, int64_t& w1) const {
+        const int64_t hs = op * p.stride_h - p.pad_h, ws = oq * p.stride_w - p.pad_w;
+        h0 = std::max<int64_t>(hs, 0);
+        h1 = std::min(hs + p.kernel_h, H);
+        w0 = std::max<int64_t>(ws, 0);
+        w1 = std::min(ws + p.kernel_w, W);
+    }
+};
+
+// Index (into the plane) of the first maximum of the window; -1 for an empty window.
+inline int64_t first_max(const float* xp, const PoolGeom& g, int64_t op, int64_t oq, float* value) {
+    int64_t h0, h1, w0, w1;
+    g.window(op, oq, h0, h1, w0, w1);
+    int64_t best = -1;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t h = h0; h < h1; ++h)
+        for (int64_t w = w0; w < w1; ++w) {
+            const float v = xp[h * g.W + w];
+            if (best < 0 || v > m) {
+                m = v;
+                best = h * g.W + w;
+            }
+        }
+    *value = m;
+    return best;
+}
+}  // namespace
+
+void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
+    const PoolGeom g{x.dim(2), x.dim(3), y.dim(2), y.dim(3), p};
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const float* px = x.data();
+    float* py = y.data();
+    const bool fast22 = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                        p.pad_w == 0;
+    parallel_for(planes, [&](int64_t i) {
+        const float* xp = px + i * g.H * g.W;
+        float* yp = py + i * g.P * g.Q;
+        if (fast22) {
+            for (int64_t op = 0; op < g.P; ++op) {
+                const float* r0 = xp + 2 * op * g.W;
+                const float* r1 = r0 + g.W;
+                for (int64_t oq = 0; oq < g.Q; ++oq) {
+                    float m = r0[2 * oq];
+                    if (r0[2 * oq + 1] > m) m = r0[2 * oq + 1];
+                    if (r1[2 * oq] > m) m = r1[2 * oq];
+                    if (r1[2 * oq + 1] > m) m = r1[2 * oq + 1];
+                    yp[op * g.Q + oq] = m;
+                }
+            }
+            return;
+        }
+        for (int64_t op = 0; op < g.P; ++op)
+            for (int64_t oq = 0; oq < g.Q; ++oq) first_max(xp, g, op, oq, &yp[op * g.Q + oq]);
+    });
+}
+
+void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+    const PoolGeom g{x.dim(2), x.dim(3), y.dim(2), y.dim(3), p};
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const float* px = x.data();
+    const float* py = y.data();
+    const float* pdy = dy.data();
+    float* pdx = dx.data();
+    parallel_for(planes, [&](int64_t i) {
+        const float* xp = px + i * g.H * g.W;
+        const float* yp = py + i * g.P * g.Q;
+        const float* dyp = pdy + i * g.P * g.Q;
+        float* dxp = pdx + i * g.H * g.W;
+        std::fill(dxp, dxp + g.H * g.W, 0.0f);
+        for (int64_t op = 0; op < g.P; ++op)
+            for (int64_t oq = 0; oq < g.Q; ++oq) {
+                const float target = yp[op * g.Q + oq];
+                int64_t h0, h1, w0, w1;
+                g.window(op, oq, h0, h1, w0, w1);
+                int64_t at = -1;
+                for (int64_t h = h0; h < h1 && at < 0; ++h)
+                    for (int64_t w = w0; w < w1; ++w)
+                        if (xp[h * g.W + w] == target) {
+                            at = h * g.W + w;
+                            break;
+                        }
+                if (at < 0) {  // y does not come from this x (or is NaN): use the first max of x
+                    float v;
+                    at = first_max(xp, g, op, oq, &v);
+                }
+                if (at >= 0) dxp[at] += dyp[op * g.Q + oq];
+            }
+    });
+}
+
+}  // namespace ringtrain::ops::cpu

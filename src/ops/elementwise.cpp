@@ -1,0 +1,73 @@
+// Dispatch for activations, dropout and losses.
+#include <cmath>
+
+#include "dispatch.hpp"
+#include "ringtrain/ops/ops.hpp"
+
+namespace ringtrain::ops {
+
+using detail::require;
+
+void activation_forward(Activation a, const Tensor& x, Tensor& y) {
+    require(x.numel() == y.numel(), "activation_forward", "x and y must have the same number of elements",
+            {{"x", &x}, {"y", &y}});
+    RT_DISPATCH(detail::device_of("activation_forward", {&x, &y}), activation_forward, a, x, y);
+}
+
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) {
+    require(y.numel() == dy.numel() && dx.numel() == y.numel(), "activation_backward",
+            "y, dy and dx must have the same number of elements", {{"y", &y}, {"dy", &dy}, {"dx", &dx}});
+    RT_DISPATCH(detail::device_of("activation_backward", {&y, &dy, &dx}), activation_backward, a, y, dy, dx);
+}
+
+void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng) {
+    if (!(p >= 0.0f && p < 1.0f))
+        throw InputError("dropout probability must be in [0, 1), got " + std::to_string(p));
+    require(x.numel() == y.numel() && x.numel() == mask.numel(), "dropout_forward",
+            "x, y and mask must have the same number of elements", {{"x", &x}, {"y", &y}, {"mask", &mask}});
+    RT_DISPATCH(detail::device_of("dropout_forward", {&x, &y, &mask}), dropout_forward, x, y, mask, p, rng);
+}
+
+void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
+    require(dy.numel() == mask.numel() && dx.numel() == dy.numel(), "dropout_backward",
+            "dy, mask and dx must have the same number of elements", {{"dy", &dy}, {"mask", &mask}, {"dx", &dx}});
+    RT_DISPATCH(detail::device_of("dropout_backward", {&dy, &mask, &dx}), dropout_backward, dy, mask, dx);
+}
+
+LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+    require(logits.ndim() == 2 && labels.numel() == logits.dim(0) && probs.shape() == logits.shape(),
+            "softmax_cross_entropy_forward", "logits must be [N,K], labels [N] and probs [N,K]",
+            {{"logits", &logits}, {"labels", &labels}, {"probs", &probs}});
+    RT_DISPATCH(detail::device_of("softmax_cross_entropy_forward", {&logits, &labels, &probs}),
+                softmax_cross_entropy_forward, logits, labels, probs);
+}
+
+void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, float scale) {
+    require(probs.ndim() == 2 && labels.numel() == probs.dim(0) && dlogits.shape() == probs.shape(),
+            "softmax_cross_entropy_backward", "probs must be [N,K], labels [N] and dlogits [N,K]",
+            {{"probs", &probs}, {"labels", &labels}, {"dlogits", &dlogits}});
+    RT_DISPATCH(detail::device_of("softmax_cross_entropy_backward", {&probs, &labels, &dlogits}),
+                softmax_cross_entropy_backward, probs, labels, dlogits, scale);
+}
+
+namespace {
+bool is_binary_logits(const Tensor& t) { return t.ndim() == 1 || (t.ndim() == 2 && t.dim(1) == 1); }
+}  // namespace
+
+LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs) {
+    require(is_binary_logits(logits) && targets.numel() == logits.numel() && probs.numel() == logits.numel(),
+            "sigmoid_bce_forward", "logits must be [N] or [N,1], targets [N] and probs like logits",
+            {{"logits", &logits}, {"targets", &targets}, {"probs", &probs}});
+    RT_DISPATCH(detail::device_of("sigmoid_bce_forward", {&logits, &targets, &probs}), sigmoid_bce_forward, logits,
+                targets, probs);
+}
+
+void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale) {
+    require(is_binary_logits(probs) && targets.numel() == probs.numel() && dlogits.numel() == probs.numel(),
+            "sigmoid_bce_backward", "probs must be [N] or [N,1], targets [N] and dlogits like probs",
+            {{"probs", &probs}, {"targets", &targets}, {"dlogits", &dlogits}});
+    RT_DISPATCH(detail::device_of("sigmoid_bce_backward", {&probs, &targets, &dlogits}), sigmoid_bce_backward, probs,
+                targets, dlogits, scale);
+}
+
+}  // namespace ringtrain::ops

@@ -1,0 +1,23 @@
+#include "ringtrain/ops/threads.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "cpu/cpu_ops.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::ops {
+
+namespace {
+std::atomic<int> g_threads{1};
+}
+
+void set_intra_op_threads(int n) {
+    if (n < 1) throw InputError("intra-op thread count must be at least 1, got " + std::to_string(n));
+    g_threads.store(n);
+    cpu::apply_threads(n);
+}
+
+int intra_op_threads() { return g_threads.load(std::memory_order_relaxed); }
+
+}  // namespace ringtrain::ops
