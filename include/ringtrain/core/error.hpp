@@ -24,3 +24,24 @@ inline void check(bool cond, const std::string& message) {
 }
 
 }  // namespace ringtrain
+
+namespace ringtrain {
+
+// An InputError that every rank raises together at the same point of a collective check (e.g. mismatched
+// models), so the job can end cleanly with exit code 2 instead of being aborted.
+class CollectiveInputError : public InputError {
+public:
+    explicit CollectiveInputError(const std::string& message) : InputError(message) {}
+};
+
+// Raised on the ranks that did not fail when another rank failed during set-up; carries that rank's exit code.
+class PeerFailure : public Error {
+public:
+    PeerFailure(const std::string& message, int exit_code) : Error(message), exit_code_(exit_code) {}
+    int exit_code() const { return exit_code_; }
+
+private:
+    int exit_code_;
+};
+
+}  // namespace ringtrain

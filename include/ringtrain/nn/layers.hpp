@@ -1,0 +1,92 @@
+// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, Sigmoid, Tanh, Dropout, Flatten.
+// Weights use PyTorch's default initialisation (uniform in +-1/sqrt(fan_in)), so accuracies compare with it.
+#pragma once
+
+#include "ringtrain/nn/layer.hpp"
+#include "ringtrain/ops/ops.hpp"
+
+namespace ringtrain::nn {
+
+class Linear : public Layer {
+public:
+    Linear(int64_t out_features, bool bias = true) : out_(out_features), has_bias_(bias) {}
+    std::string type() const override { return "linear"; }
+    Shape output_shape(const Shape& input) const override;
+    void build(const Shape& input, Rng& rng) override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+    std::vector<Parameter*> parameters() override;
+
+private:
+    int64_t in_ = 0, out_;
+    bool has_bias_;
+    Parameter weight_, bias_;  // weight [out, in] as in PyTorch
+};
+
+class Conv2d : public Layer {
+public:
+    Conv2d(int64_t out_channels, int64_t kernel_h, int64_t kernel_w, ops::Conv2dParams p, bool bias = true)
+        : out_(out_channels), kh_(kernel_h), kw_(kernel_w), p_(p), has_bias_(bias) {}
+    std::string type() const override { return "conv2d"; }
+    Shape output_shape(const Shape& input) const override;
+    void build(const Shape& input, Rng& rng) override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+    std::vector<Parameter*> parameters() override;
+
+private:
+    int64_t in_ = 0, out_, kh_, kw_;
+    ops::Conv2dParams p_;
+    bool has_bias_;
+    Parameter weight_, bias_;  // weight [out, in, kh, kw]
+    ops::Workspace ws_;
+};
+
+class MaxPool2d : public Layer {
+public:
+    explicit MaxPool2d(ops::Pool2dParams p) : p_(p) {}
+    std::string type() const override { return "maxpool2d"; }
+    Shape output_shape(const Shape& input) const override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+
+private:
+    ops::Pool2dParams p_;
+};
+
+class ActivationLayer : public Layer {
+public:
+    explicit ActivationLayer(ops::Activation a) : a_(a) {}
+    std::string type() const override;
+    Shape output_shape(const Shape& input) const override { return input; }
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+
+private:
+    ops::Activation a_;
+};
+
+class Dropout : public Layer {
+public:
+    explicit Dropout(float p);
+    std::string type() const override { return "dropout"; }
+    Shape output_shape(const Shape& input) const override { return input; }
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+    float p() const { return p_; }
+
+private:
+    float p_;
+    Tensor mask_;
+    bool last_training_ = false;
+};
+
+class Flatten : public Layer {
+public:
+    std::string type() const override { return "flatten"; }
+    Shape output_shape(const Shape& input) const override { return {shape_numel(input)}; }
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+};
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,65 @@
+// Model: a sequence of layers built from a JSON architecture (models/*.json), with reused activation buffers.
+// Backward walks the layers in reverse and reports each parameter's gradient as ready (the hook for overlap).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ringtrain/nn/layer.hpp"
+#include "ringtrain/nn/loss.hpp"
+
+namespace ringtrain::nn {
+
+class Model {
+public:
+    // Builds the layers described by `arch` for samples of shape `input` and initialises them from `rng`.
+    // `source` names the file in error messages. Throws InputError for unknown layers, bad keys, misfit shapes.
+    Model(const nlohmann::json& arch, const Shape& input, Rng& rng, const std::string& source = "model");
+    static Model from_file(const std::string& path, const Shape& input, Rng& rng);
+
+    const std::string& name() const { return name_; }
+    const Shape& input_shape() const { return input_; }
+    const Shape& output_shape() const { return output_; }
+    Loss& loss() { return *loss_; }
+
+    // All parameters in a fixed order: layer order, weight before bias.
+    const std::vector<Parameter*>& parameters() const { return params_; }
+    int64_t parameter_count() const;
+    // A summary of layers and shapes for `ringtrain info` and logs.
+    std::string describe() const;
+
+    // Runs every layer; returns the logits (a buffer owned by the model, valid until the next forward).
+    const Tensor& forward(const Tensor& x, const ForwardContext& ctx);
+    // Back-propagates dlogits. `on_ready(p)` is called once per parameter as soon as its gradient is final,
+    // last layer first. With accumulate, gradients are added to the existing ones.
+    void backward(const Tensor& dlogits, const std::function<void(Parameter&)>& on_ready = {},
+                  bool accumulate = false);
+    void zero_grad();
+
+    // Per-layer time of the last forward and backward (seconds), for the per-layer profile.
+    struct LayerTiming {
+        std::string name;
+        double forward_s = 0, backward_s = 0;
+    };
+    const std::vector<LayerTiming>& layer_timings() const { return timings_; }
+    void set_profile(bool on) { profile_ = on; }
+
+private:
+    std::string name_;
+    Shape input_, output_;
+    std::vector<std::unique_ptr<Layer>> layers_;
+    std::vector<std::vector<Parameter*>> layer_params_;
+    std::vector<Parameter*> params_;
+    std::unique_ptr<Loss> loss_;
+    // acts_[0] aliases the input; acts_[i+1] is layer i's output. grads_ likewise for gradients.
+    std::vector<Tensor> acts_;
+    std::vector<Tensor> grads_;
+    std::vector<LayerTiming> timings_;
+    bool profile_ = false;
+};
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,43 @@
+// Experiment configuration: a JSON file checked against a schema of every known key (type, range, choices),
+// with defaults filled in and `--set a.b=value` overrides. Errors name the key as a JSON path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringtrain::train {
+
+class Config {
+public:
+    // Reads `path`, applies overrides ("a.b=value"), validates, fills defaults. Throws InputError.
+    static Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+    // The same from an in-memory document (`source` names it in messages).
+    static Config from_json(nlohmann::json doc, const std::string& source,
+                            const std::vector<std::string>& overrides = {});
+
+    // Typed access by dotted path ("train.batch_size"); the key must be in the schema.
+    int64_t integer(const std::string& key) const;
+    double number(const std::string& key) const;
+    bool boolean(const std::string& key) const;
+    std::string string(const std::string& key) const;
+    bool is_null(const std::string& key) const;
+    std::vector<int64_t> integers(const std::string& key) const;
+
+    // The full document with defaults filled (written into summaries and checkpoints).
+    const nlohmann::json& document() const { return doc_; }
+    const std::string& source() const { return source_; }
+    // Absolute path of the model architecture file (searched next to the config and in the source tree).
+    std::string model_path() const;
+
+    // Human-readable list of every key with type, default and meaning (for `ringtrain --help-config`).
+    static std::string schema_help();
+
+private:
+    nlohmann::json doc_;
+    std::string source_;
+    std::string base_dir_;
+};
+
+}  // namespace ringtrain::train

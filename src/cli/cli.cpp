@@ -1,0 +1,184 @@
+#include "ringtrain/cli/cli.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/config.hpp"
+#include "ringtrain/train/trainer.hpp"
+
+namespace ringtrain::cli {
+
+namespace {
+
+const char* kUsage = R"(ringtrain - data-parallel training with ring allreduce (one process per rank)
+
+Usage:
+  ringtrain train --config FILE [--set key=value]...
+  ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
+  ringtrain info  [--config FILE] [--set key=value]...
+  ringtrain --help | --help-config | --version
+
+Examples:
+  ringtrain train --config configs/lenet5_fashion.json
+  mpirun -np 4 ringtrain train --config configs/mnist_cnn_fashion.json --set train.epochs=2
+  srun ringtrain train --config configs/logreg_fashion.json --set sync.backend=mpi
+  ringtrain train --config configs/lenet5_fashion.json --set checkpoint.resume=auto
+  ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001875.bin
+
+train.batch_size is per rank: N ranks train with a global batch of N x batch_size, and the learning rate is
+scaled by optimizer.lr_scaling (linear by default: lr x N, with optional warmup).
+Exit codes: 0 success, 2 bad input (config, data, arguments), 1 any other failure.
+)";
+
+struct Args {
+    std::string command;
+    std::string config;
+    std::string checkpoint;
+    std::vector<std::string> overrides;
+};
+
+Args parse(int argc, char** argv) {
+    Args a;
+    std::vector<std::string> v(argv + 1, argv + argc);
+    if (v.empty()) throw InputError("no command given; try `ringtrain --help`");
+    size_t i = 0;
+    a.command = v[i++];
+    auto value = [&](const std::string& flag) -> std::string {
+        if (i >= v.size()) throw InputError(flag + " needs a value; try `ringtrain --help`");
+        return v[i++];
+    };
+    while (i < v.size()) {
+        const std::string f = v[i++];
+        if (f == "--config" || f == "-c")
+            a.config = value(f);
+        else if (f == "--checkpoint")
+            a.checkpoint = value(f);
+        else if (f == "--set")
+            a.overrides.push_back(value(f));
+        else if (f.rfind("--config=", 0) == 0)
+            a.config = f.substr(9);
+        else if (f.rfind("--set=", 0) == 0)
+            a.overrides.push_back(f.substr(6));
+        else if (f.rfind("--checkpoint=", 0) == 0)
+            a.checkpoint = f.substr(13);
+        else
+            throw InputError("unknown argument '" + f + "'; try `ringtrain --help`");
+    }
+    return a;
+}
+
+int command_train(const Args& a, comm::Communicator& comm) {
+    if (a.config.empty()) throw InputError("train needs --config FILE");
+    const auto cfg = train::Config::load(a.config, a.overrides);
+    train::Trainer trainer(cfg, comm);
+    const auto summary = trainer.train();
+    if (comm.rank() == 0) {
+        std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
+                     static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),
+                     summary["samples_per_s"].get<double>(), cfg.string("output.dir").c_str());
+    }
+    return 0;
+}
+
+int command_eval(const Args& a, comm::Communicator& comm) {
+    if (a.config.empty() || a.checkpoint.empty()) throw InputError("eval needs --config FILE and --checkpoint CKPT");
+    const auto cfg = train::Config::load(a.config, a.overrides);
+    train::Trainer trainer(cfg, comm);
+    const auto result = trainer.evaluate_checkpoint(a.checkpoint);
+    if (comm.rank() == 0) std::cout << result.dump() << std::endl;
+    return 0;
+}
+
+int command_info(const Args& a, comm::Communicator& comm) {
+    nlohmann::json info = {{"world_size", comm.size()}, {"backend", comm.backend()}};
+    const auto local = comm.allgather(static_cast<uint64_t>(comm.local_rank()));
+    const auto local_sizes = comm.allgather(static_cast<uint64_t>(comm.local_size()));
+    if (comm.rank() == 0) {
+        std::printf("ringtrain %s: %d rank(s), backend %s\n", "0.1.0", comm.size(), comm.backend().c_str());
+        for (int r = 0; r < comm.size(); ++r)
+            std::printf("  rank %d: local rank %llu of %llu, device cpu\n", r, static_cast<unsigned long long>(local[r]),
+                        static_cast<unsigned long long>(local_sizes[r]));
+        std::printf("backends built: ring, mpi%s\n", "");
+    }
+    if (!a.config.empty()) {
+        const auto cfg = train::Config::load(a.config, a.overrides);
+        if (comm.rank() == 0) std::cout << cfg.document().dump(2) << std::endl;
+    }
+    return 0;
+}
+
+int exit_code_for(const std::exception& e) {
+    if (auto* p = dynamic_cast<const PeerFailure*>(&e)) return p->exit_code();
+    if (dynamic_cast<const InputError*>(&e)) return 2;
+    return 1;
+}
+
+}  // namespace
+
+int run(int argc, char** argv, int world_rank, int world_size) {
+    Args args;
+    try {
+        args = parse(argc, argv);
+    } catch (const InputError& e) {
+        if (world_rank == 0) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        return 2;
+    }
+    if (args.command == "--help" || args.command == "-h" || args.command == "help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (args.command == "--help-config") {
+        std::printf("Config keys (JSON sections; override any with --set key=value):\n%s",
+                    train::Config::schema_help().c_str());
+        return 0;
+    }
+    if (args.command == "--version") {
+        std::printf("ringtrain 0.1.0\n");
+        return 0;
+    }
+    if (args.command != "train" && args.command != "eval" && args.command != "info") {
+        if (world_rank == 0)
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval or info (see --help)\n",
+                     args.command.c_str());
+        return 2;
+    }
+
+    std::unique_ptr<comm::Communicator> comm;
+    int rank = world_rank, world = world_size;
+    try {
+        // The backend is needed before the full config is read; peek at it (the config is validated later).
+        std::string backend = "ring";
+        if (!args.config.empty()) backend = train::Config::load(args.config, args.overrides).string("sync.backend");
+        comm = comm::make_communicator(backend);
+        rank = comm->rank();
+        world = comm->size();
+        if (args.command == "train") return command_train(args, *comm);
+        if (args.command == "eval") return command_eval(args, *comm);
+        return command_info(args, *comm);
+    } catch (const PeerFailure& e) {
+        // This rank is fine; the failing rank printed the reason. Leave quietly with its exit code.
+        if (rank == 0) std::fprintf(stderr, "ringtrain: rank 0: stopping: %s\n", e.what());
+        return e.exit_code();
+    } catch (const std::exception& e) {
+        const int code = exit_code_for(e);
+        const bool together = dynamic_cast<const CollectiveInputError*>(&e) != nullptr;
+        if (world > 1)
+            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank, e.what());
+        else
+            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        std::fflush(stderr);
+        // Before the communicator exists every rank fails alike (same config), and collective errors are
+        // raised everywhere at once: a normal exit is safe. Otherwise the others may wait forever: abort.
+        if (!comm || together || world == 1) return code;
+        comm->abort(e.what(), code);
+    }
+    return 1;
+}
+
+}  // namespace ringtrain::cli

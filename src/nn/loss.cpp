@@ -1,0 +1,33 @@
+#include "ringtrain/nn/loss.hpp"
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::nn {
+
+ops::LossStats SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
+    probs_.resize(logits.shape());
+    return ops::softmax_cross_entropy_forward(logits, labels, probs_);
+}
+
+void SoftmaxCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {
+    dlogits.resize(probs_.shape());
+    ops::softmax_cross_entropy_backward(probs_, labels, dlogits, scale);
+}
+
+ops::LossStats SigmoidBinaryCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
+    probs_.resize(logits.shape());
+    return ops::sigmoid_bce_forward(logits, labels, probs_);
+}
+
+void SigmoidBinaryCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {
+    dlogits.resize(probs_.shape());
+    ops::sigmoid_bce_backward(probs_, labels, dlogits, scale);
+}
+
+std::unique_ptr<Loss> make_loss(const std::string& name) {
+    if (name == "softmax_cross_entropy") return std::make_unique<SoftmaxCrossEntropy>();
+    if (name == "sigmoid_bce") return std::make_unique<SigmoidBinaryCrossEntropy>();
+    throw InputError("unknown loss '" + name + "'; use softmax_cross_entropy or sigmoid_bce");
+}
+
+}  // namespace ringtrain::nn

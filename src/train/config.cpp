@@ -1,0 +1,271 @@
+#include "ringtrain/train/config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::train {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Kind { Int, Number, Bool, String, IntArray };
+
+struct KeySpec {
+    Kind kind;
+    json fallback;  // null with nullable = false means required
+    std::optional<double> min, max;
+    std::vector<std::string> choices;
+    bool nullable = false;
+    const char* doc = "";
+};
+
+const std::map<std::string, KeySpec>& schema() {
+    static const std::map<std::string, KeySpec> s = {
+        {"model", {Kind::String, nullptr, {}, {}, {}, false, "architecture file (models/*.json)"}},
+        {"device", {Kind::String, "auto", {}, {}, {"auto", "cpu", "cuda"}, false, "where each rank computes"}},
+        {"data.format", {Kind::String, "idx", {}, {}, {"idx", "synthetic"}, false, "data set reader"}},
+        {"data.dir", {Kind::String, "/usr/share/datasets/fashion-mnist", {}, {}, {}, false,
+                      "folder with the four IDX files (train-images-idx3-ubyte[.gz] ...)"}},
+        {"data.mean", {Kind::Number, 0.0, {}, {}, {}, false, "subtracted after scaling pixels to [0,1]"}},
+        {"data.std", {Kind::Number, 1.0, 1e-12, {}, {}, false, "divides after subtracting the mean"}},
+        {"data.prefetch", {Kind::Bool, true, {}, {}, {}, false, "fill the next batch on a background thread"}},
+        {"data.synthetic_train_size", {Kind::Int, 8192, 1, {}, {}, false, "synthetic: training samples"}},
+        {"data.synthetic_test_size", {Kind::Int, 2048, 1, {}, {}, false, "synthetic: test samples"}},
+        {"data.synthetic_shape", {Kind::IntArray, json::array({1, 28, 28}), 1, {}, {}, false, "synthetic: sample shape"}},
+        {"data.synthetic_classes", {Kind::Int, 10, 2, {}, {}, false, "synthetic: number of classes"}},
+        {"train.batch_size", {Kind::Int, 64, 1, 1 << 20, {}, false, "samples per rank per step (global = N x this)"}},
+        {"train.epochs", {Kind::Int, 1, 1, 100000, {}, false, "passes over the training set"}},
+        {"train.seed", {Kind::Int, 42, 0, {}, {}, false, "seed for initialisation, shuffling and dropout"}},
+        {"train.threads", {Kind::Int, 1, 1, 1024, {}, false, "intra-op CPU threads per rank"}},
+        {"train.max_steps", {Kind::Int, 0, 0, {}, {}, false, "stop after this many steps in all (0 = no cap)"}},
+        {"train.eval_batch_size", {Kind::Int, 1000, 1, 1 << 20, {}, false, "batch size for evaluation"}},
+        {"train.log_every_steps", {Kind::Int, 50, 1, {}, {}, false, "steps between metrics lines and progress lines"}},
+        {"train.profile_layers", {Kind::Bool, false, {}, {}, {}, false, "time each layer (adds per-layer times to the summary)"}},
+        {"optimizer.name", {Kind::String, "sgd", {}, {}, {"sgd", "adam", "adadelta"}, false, "update rule"}},
+        {"optimizer.lr", {Kind::Number, 0.01, 1e-12, 1e6, {}, false, "single-rank learning rate (scaled by lr_scaling)"}},
+        {"optimizer.lr_scaling", {Kind::String, "linear", {}, {}, {"linear", "sqrt", "none"}, false,
+                                  "world-size rule: lr x N, lr x sqrt(N) or lr"}},
+        {"optimizer.momentum", {Kind::Number, 0.0, 0.0, 0.999999, {}, false, "SGD momentum"}},
+        {"optimizer.nesterov", {Kind::Bool, false, {}, {}, {}, false, "SGD Nesterov momentum"}},
+        {"optimizer.weight_decay", {Kind::Number, 0.0, 0.0, 1.0, {}, false, "L2 penalty added to the gradient"}},
+        {"optimizer.beta1", {Kind::Number, 0.9, 0.0, 0.999999, {}, false, "Adam"}},
+        {"optimizer.beta2", {Kind::Number, 0.999, 0.0, 0.999999999, {}, false, "Adam"}},
+        {"optimizer.eps", {Kind::Number, nullptr, 1e-20, 1.0, {}, true, "Adam (default 1e-8) / Adadelta (default 1e-6)"}},
+        {"optimizer.rho", {Kind::Number, 0.9, 0.0, 0.999999, {}, false, "Adadelta decay"}},
+        {"optimizer.schedule", {Kind::String, "constant", {}, {}, {"constant", "step", "cosine"}, false, "decay after warmup"}},
+        {"optimizer.step_epochs", {Kind::Number, 30.0, 1e-9, {}, {}, false, "step schedule: epochs between decays"}},
+        {"optimizer.gamma", {Kind::Number, 0.1, 0.0, 1.0, {}, false, "step schedule: decay factor"}},
+        {"optimizer.min_lr_factor", {Kind::Number, 0.0, 0.0, 1.0, {}, false, "cosine: final lr as a fraction of the peak"}},
+        {"optimizer.warmup_epochs", {Kind::Number, 0.0, 0.0, {}, {}, false, "linear warmup length (Goyal et al.)"}},
+        {"optimizer.warmup_start_lr", {Kind::Number, nullptr, 0.0, {}, {}, true, "warmup start (default: the unscaled lr)"}},
+        {"sync.backend", {Kind::String, "ring", {}, {}, {"ring", "mpi", "nccl"}, false, "allreduce implementation"}},
+        {"checkpoint.every_epochs", {Kind::Int, 1, 0, {}, {}, false, "write a checkpoint every k epochs (0 = never)"}},
+        {"checkpoint.every_steps", {Kind::Int, 0, 0, {}, {}, false, "write a checkpoint every k steps (0 = never)"}},
+        {"checkpoint.keep", {Kind::Int, 3, 1, {}, {}, false, "how many recent checkpoints to keep"}},
+        {"checkpoint.resume", {Kind::String, "", {}, {}, {}, false, "\"\" = fresh start, \"auto\" = latest in output.dir, or a path"}},
+        {"output.dir", {Kind::String, "runs/default", {}, {}, {}, false, "where rank 0 writes summary, metrics, checkpoints"}},
+        {"output.progress", {Kind::String, "auto", {}, {}, {"auto", "bar", "lines", "none"}, false,
+                             "progress on stderr: live bar on a terminal, lines in a pipe"}},
+    };
+    return s;
+}
+
+std::string kind_name(Kind k) {
+    switch (k) {
+        case Kind::Int: return "an integer";
+        case Kind::Number: return "a number";
+        case Kind::Bool: return "true or false";
+        case Kind::String: return "a string";
+        case Kind::IntArray: return "an array of integers";
+    }
+    return "?";
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s;
+}
+
+json::json_pointer pointer(const std::string& key) {
+    std::string p;
+    std::stringstream ss(key);
+    std::string part;
+    while (std::getline(ss, part, '.')) p += "/" + part;
+    return json::json_pointer(p);
+}
+
+void check_value(const std::string& src, const std::string& key, const KeySpec& spec, const json& v) {
+    const std::string where = src + ": " + key;
+    if (v.is_null()) {
+        if (spec.nullable) return;
+        throw InputError(where + ": expected " + kind_name(spec.kind) + ", got null");
+    }
+    bool ok = false;
+    switch (spec.kind) {
+        case Kind::Int: ok = v.is_number_integer(); break;
+        case Kind::Number: ok = v.is_number(); break;
+        case Kind::Bool: ok = v.is_boolean(); break;
+        case Kind::String: ok = v.is_string(); break;
+        case Kind::IntArray:
+            ok = v.is_array() && !v.empty();
+            if (ok)
+                for (const auto& e : v) ok = ok && e.is_number_integer();
+            break;
+    }
+    if (!ok) throw InputError(where + ": expected " + kind_name(spec.kind) + ", got " + v.dump());
+    auto range_check = [&](double x) {
+        if ((spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
+            std::ostringstream os;
+            os << where << ": " << v.dump() << " is out of range; allowed";
+            if (spec.min) os << " >= " << *spec.min;
+            if (spec.min && spec.max) os << " and";
+            if (spec.max) os << " <= " << *spec.max;
+            throw InputError(os.str());
+        }
+    };
+    if (spec.kind == Kind::Int || spec.kind == Kind::Number) range_check(v.get<double>());
+    if (spec.kind == Kind::IntArray)
+        for (const auto& e : v) range_check(e.get<double>());
+    if (!spec.choices.empty() &&
+        std::find(spec.choices.begin(), spec.choices.end(), v.get<std::string>()) == spec.choices.end())
+        throw InputError(where + ": '" + v.get<std::string>() + "' is not one of: " + join(spec.choices));
+}
+
+// Every leaf of the user's document must be a schema key; sections must be objects.
+void check_known(const std::string& src, const json& node, const std::string& prefix) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+        const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+        if (schema().count(key)) continue;
+        bool is_section = false;
+        for (const auto& [k, _] : schema())
+            if (k.rfind(key + ".", 0) == 0) is_section = true;
+        if (!is_section) throw InputError(src + ": " + key + ": unknown key (see `ringtrain --help-config`)");
+        if (!it->is_object()) throw InputError(src + ": " + key + ": expected a section (a JSON object), got " + it->dump());
+        check_known(src, *it, key);
+    }
+}
+
+json parse_override_value(const KeySpec& spec, const std::string& text) {
+    if (spec.kind == Kind::String) {
+        // Accept both bare words and JSON strings.
+        if (text.size() >= 2 && text.front() == '"') {
+            try {
+                return json::parse(text);
+            } catch (const json::exception&) {
+            }
+        }
+        return text;
+    }
+    try {
+        return json::parse(text);
+    } catch (const json::exception&) {
+        return text;  // reported as a type error by check_value
+    }
+}
+
+}  // namespace
+
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
+    std::ifstream in(path);
+    if (!in) throw InputError(path + ": config file not found; pass an existing file, e.g. configs/lenet5_fashion.json");
+    json doc;
+    try {
+        doc = json::parse(in);
+    } catch (const json::parse_error& e) {
+        throw InputError(path + ": not valid JSON: " + e.what());
+    }
+    Config c = from_json(std::move(doc), path, overrides);
+    c.base_dir_ = fs::absolute(fs::path(path)).parent_path().string();
+    return c;
+}
+
+Config Config::from_json(json doc, const std::string& source, const std::vector<std::string>& overrides) {
+    if (!doc.is_object()) throw InputError(source + ": a config must be a JSON object");
+    check_known(source, doc, "");
+    for (const std::string& o : overrides) {
+        const auto eq = o.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw InputError("--set " + o + ": expected key=value, e.g. --set train.epochs=2");
+        const std::string key = o.substr(0, eq);
+        auto it = schema().find(key);
+        if (it == schema().end()) throw InputError("--set " + key + ": unknown key (see `ringtrain --help-config`)");
+        doc[pointer(key)] = parse_override_value(it->second, o.substr(eq + 1));
+    }
+    for (const auto& [key, spec] : schema()) {
+        const auto ptr = pointer(key);
+        if (doc.contains(ptr)) {
+            check_value(source, key, spec, doc[ptr]);
+        } else if (spec.fallback.is_null() && !spec.nullable) {
+            throw InputError(source + ": " + key + ": missing; it is required (" + spec.doc + ")");
+        } else {
+            doc[ptr] = spec.fallback;
+        }
+    }
+    Config c;
+    c.doc_ = std::move(doc);
+    c.source_ = source;
+    c.base_dir_ = fs::current_path().string();
+    return c;
+}
+
+namespace {
+const json& lookup(const json& doc, const std::string& key) {
+    if (!schema().count(key)) throw Error("internal: config key '" + key + "' is not in the schema");
+    return doc.at(pointer(key));
+}
+}  // namespace
+
+int64_t Config::integer(const std::string& key) const { return lookup(doc_, key).get<int64_t>(); }
+double Config::number(const std::string& key) const { return lookup(doc_, key).get<double>(); }
+bool Config::boolean(const std::string& key) const { return lookup(doc_, key).get<bool>(); }
+std::string Config::string(const std::string& key) const { return lookup(doc_, key).get<std::string>(); }
+bool Config::is_null(const std::string& key) const { return lookup(doc_, key).is_null(); }
+std::vector<int64_t> Config::integers(const std::string& key) const {
+    return lookup(doc_, key).get<std::vector<int64_t>>();
+}
+
+std::string Config::model_path() const {
+    const fs::path m = string("model");
+    std::vector<fs::path> tries;
+    if (m.is_absolute()) {
+        tries.push_back(m);
+    } else {
+        tries.push_back(fs::current_path() / m);
+        tries.push_back(fs::path(base_dir_) / m);
+        tries.push_back(fs::path(base_dir_).parent_path() / m);  // configs/ sits beside models/
+#ifdef RINGTRAIN_SOURCE_DIR
+        tries.push_back(fs::path(RINGTRAIN_SOURCE_DIR) / m);
+#endif
+    }
+    for (const auto& t : tries)
+        if (fs::is_regular_file(t)) return fs::absolute(t).lexically_normal().string();
+    std::string looked;
+    for (const auto& t : tries) looked += "\n  " + t.string();
+    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in:" + looked);
+}
+
+std::string Config::schema_help() {
+    std::ostringstream os;
+    for (const auto& [key, spec] : schema()) {
+        os << "  " << key << " (" << kind_name(spec.kind);
+        if (!spec.choices.empty()) os << ": " << join(spec.choices);
+        os << ")";
+        if (spec.fallback.is_null() && !spec.nullable)
+            os << " required";
+        else
+            os << " default " << spec.fallback.dump();
+        os << "\n      " << spec.doc << "\n";
+    }
+    return os.str();
+}
+
+}  // namespace ringtrain::train

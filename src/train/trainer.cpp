@@ -1,0 +1,450 @@
+#include "ringtrain/train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "datasets.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/memory.hpp"
+#include "ringtrain/data/sharded_loader.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/ops/threads.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/telemetry/metrics_writer.hpp"
+#include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/telemetry/progress.hpp"
+#include "ringtrain/telemetry/resources.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+
+namespace ringtrain::train {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using telemetry::Phase;
+using telemetry::ScopedPhase;
+
+namespace {
+
+Device pick_device(const std::string& wanted) {
+    if (wanted == "cuda") {
+        if (!cuda_available())
+            throw InputError("device: cuda was asked for but " +
+                             std::string("this build has no CUDA support or no GPU is visible; set device to cpu or auto"));
+        return Device::CUDA;
+    }
+    if (wanted == "auto" && cuda_available()) return Device::CUDA;
+    return Device::CPU;
+}
+
+// Per-rank dropout streams differ (each rank drops different units, as in Horovod/DDP) but are reproducible.
+uint64_t dropout_seed(uint64_t seed, int rank) { return seed * 0x9E3779B97F4A7C15ULL + 0x5851F42D4C957F2DULL * (rank + 1); }
+
+}  // namespace
+
+struct Trainer::State {
+    const Config& cfg;
+    comm::Communicator& comm;
+    int rank, world;
+    Device device = Device::CPU;
+    detail::Datasets data;
+    Rng init_rng;
+    Rng dropout_rng;
+    std::unique_ptr<nn::Model> model;
+    std::unique_ptr<optim::Optimizer> opt;
+    std::unique_ptr<optim::LrSchedule> schedule;
+    std::unique_ptr<sync::GradientSync> gsync;
+    std::string out_dir, ckpt_dir;
+    int64_t batch = 0;
+
+    State(const Config& c, comm::Communicator& cm)
+        : cfg(c), comm(cm), rank(cm.rank()), world(cm.size()),
+          init_rng(static_cast<uint64_t>(c.integer("train.seed"))),
+          dropout_rng(dropout_seed(static_cast<uint64_t>(c.integer("train.seed")), cm.rank())) {}
+
+    bool is_root() const { return rank == 0; }
+
+    // Test-set accuracy and loss over all ranks' shares (exact global values).
+    json evaluate() {
+        data::LoaderOptions lo;
+        lo.batch_size = cfg.integer("train.eval_batch_size");
+        lo.rank = rank;
+        lo.world = world;
+        lo.mode = data::LoaderMode::Eval;
+        lo.prefetch = cfg.boolean("data.prefetch");
+        data::ShardedLoader loader(*data.test, lo);
+        loader.start_epoch(0);
+        data::Batch b;
+        double sums[3] = {0, 0, 0};  // loss sum, correct, samples
+        nn::ForwardContext ctx{false, nullptr};
+        while (loader.next(b)) {
+            const Tensor& logits = model->forward(b.x, ctx);
+            const auto st = model->loss().forward(logits, b.y);
+            sums[0] += st.loss_sum;
+            sums[1] += static_cast<double>(st.correct);
+            sums[2] += static_cast<double>(b.size());
+        }
+        comm.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
+        const double n = std::max(sums[2], 1.0);
+        return {{"test_loss", sums[0] / n}, {"test_accuracy", sums[1] / n}, {"test_samples", sums[2]}};
+    }
+};
+
+Trainer::Trainer(const Config& cfg, comm::Communicator& comm) : s_(std::make_unique<State>(cfg, comm)) {
+    sync::run_then_agree(comm, [&] { build_locally(); });
+    build_collectively();
+}
+
+void Trainer::build_locally() {
+    State& s = *s_;
+    const Config& cfg = s.cfg;
+    ops::set_intra_op_threads(static_cast<int>(cfg.integer("train.threads")));
+    s.device = pick_device(cfg.string("device"));
+    s.batch = cfg.integer("train.batch_size");
+    s.data = detail::make_datasets(cfg);
+    s.model = std::make_unique<nn::Model>(nn::Model::from_file(cfg.model_path(), s.data.train->sample_shape(), s.init_rng));
+    const auto out = s.model->output_shape();
+    const bool bce = s.model->loss().type() == "sigmoid_bce";
+    const int64_t want_outputs = bce ? 1 : s.data.train->num_classes();
+    if (out.size() != 1 || out[0] != want_outputs)
+        throw InputError(cfg.model_path() + ": the model ends in shape " + shape_string(out) + " but the data set has " +
+                         std::to_string(s.data.train->num_classes()) + " classes; the last layer needs " +
+                         std::to_string(want_outputs) + " outputs");
+    s.model->set_profile(cfg.boolean("train.profile_layers"));
+    build_optimizer();
+}
+
+void Trainer::build_optimizer() {
+    State& s = *s_;
+    const Config& cfg = s.cfg;
+
+    optim::OptimizerOptions oo;
+    oo.name = cfg.string("optimizer.name");
+    oo.momentum = static_cast<float>(cfg.number("optimizer.momentum"));
+    oo.nesterov = cfg.boolean("optimizer.nesterov");
+    oo.weight_decay = static_cast<float>(cfg.number("optimizer.weight_decay"));
+    oo.beta1 = static_cast<float>(cfg.number("optimizer.beta1"));
+    oo.beta2 = static_cast<float>(cfg.number("optimizer.beta2"));
+    oo.rho = static_cast<float>(cfg.number("optimizer.rho"));
+    oo.eps = cfg.is_null("optimizer.eps") ? (oo.name == "adadelta" ? 1e-6f : 1e-8f)
+                                          : static_cast<float>(cfg.number("optimizer.eps"));
+    s.opt = optim::make_optimizer(oo, s.model->parameters());
+
+    optim::ScheduleOptions so;
+    so.lr = static_cast<float>(cfg.number("optimizer.lr"));
+    so.scaling = cfg.string("optimizer.lr_scaling");
+    so.decay = cfg.string("optimizer.schedule");
+    so.warmup_epochs = cfg.number("optimizer.warmup_epochs");
+    so.warmup_start_lr = cfg.is_null("optimizer.warmup_start_lr") ? -1.0 : cfg.number("optimizer.warmup_start_lr");
+    so.step_epochs = cfg.number("optimizer.step_epochs");
+    so.gamma = cfg.number("optimizer.gamma");
+    so.min_lr_factor = cfg.number("optimizer.min_lr_factor");
+    so.total_epochs = static_cast<double>(cfg.integer("train.epochs"));
+    s.schedule = std::make_unique<optim::LrSchedule>(so, s.world);
+}
+
+void Trainer::build_collectively() {
+    State& s = *s_;
+    const Config& cfg = s.cfg;
+    comm::Communicator& comm = s.comm;
+
+    // Every rank must build the same model before any gradient is averaged; then all start from rank 0's values.
+    sync::verify_same_parameters(comm, s.model->parameters());
+    sync::broadcast_from_root(comm, s.model->parameters(), s.opt->state());
+    s.gsync = std::make_unique<sync::GradientSync>(comm, s.model->parameters());
+
+    s.out_dir = cfg.string("output.dir");
+    s.ckpt_dir = s.out_dir + "/checkpoints";
+}
+
+Trainer::~Trainer() = default;
+
+uint64_t Trainer::parameter_hash() const { return sync::parameter_value_hash(s_->model->parameters()); }
+
+std::vector<float> Trainer::parameters_flat() const {
+    std::vector<float> v;
+    for (auto* p : s_->model->parameters()) v.insert(v.end(), p->value.data(), p->value.data() + p->value.numel());
+    return v;
+}
+
+json Trainer::train() {
+    State& s = *s_;
+    const Config& cfg = s.cfg;
+    const double t_start = telemetry::now_seconds();
+    const int64_t epochs = cfg.integer("train.epochs");
+    const int64_t max_steps = cfg.integer("train.max_steps");
+    const int64_t log_every = cfg.integer("train.log_every_steps");
+    const int64_t ckpt_every_epochs = cfg.integer("checkpoint.every_epochs");
+    const int64_t ckpt_every_steps = cfg.integer("checkpoint.every_steps");
+    const bool checkpointing = ckpt_every_epochs > 0 || ckpt_every_steps > 0;
+
+    data::LoaderOptions lo;
+    lo.batch_size = s.batch;
+    lo.seed = static_cast<uint64_t>(cfg.integer("train.seed"));
+    lo.rank = s.rank;
+    lo.world = s.world;
+    lo.mode = data::LoaderMode::Train;
+    lo.prefetch = cfg.boolean("data.prefetch");
+    data::ShardedLoader loader(*s.data.train, lo);
+    const int64_t steps_per_epoch = loader.steps_per_epoch();
+    if (steps_per_epoch == 0)
+        throw InputError("train.batch_size: " + std::to_string(s.batch) + " per rank x " + std::to_string(s.world) +
+                         " ranks is more than the " + std::to_string(s.data.train->size()) +
+                         " training samples; use a smaller batch or fewer ranks");
+
+    // ---- resume, then outputs (rank 0 only); a failure on any rank ends the job on all of them ----
+    LoopState loop;
+    std::string resumed_from;
+    telemetry::MetricsWriter metrics;
+    sync::run_then_agree(s.comm, [&] {
+        const std::string resume = cfg.string("checkpoint.resume");
+        if (!resume.empty()) {
+            const std::string path = resume == "auto" ? latest_checkpoint(s.ckpt_dir) : resume;
+            if (!path.empty()) {
+                loop = load_checkpoint(path, s.model->parameters(), s.opt.get());
+                resumed_from = path;
+                if (static_cast<int>(loop.rng_states.size()) == s.world)
+                    s.dropout_rng.set_state(loop.rng_states[s.rank]);
+            } else if (resume != "auto") {
+                throw InputError("checkpoint.resume: '" + resume + "' not found");
+            }
+        }
+        if (s.is_root()) {
+            fs::create_directories(s.ckpt_dir);
+            metrics = telemetry::MetricsWriter(s.out_dir + "/metrics.jsonl", !resumed_from.empty());
+        }
+    });
+    // Ranks on separate file systems may have read different files (or none): rank 0's state wins.
+    if (s.world > 1) {
+        double pos[6] = {resumed_from.empty() ? 0.0 : 1.0, double(loop.epoch), double(loop.step_in_epoch),
+                         double(loop.global_step), loop.epoch_loss_sum, loop.epoch_samples};
+        s.comm.broadcast_bytes(std::as_writable_bytes(std::span<double>(pos, 6)), 0);
+        if (pos[0] != 0.0) {
+            loop.epoch = static_cast<int64_t>(pos[1]);
+            loop.step_in_epoch = static_cast<int64_t>(pos[2]);
+            loop.global_step = static_cast<int64_t>(pos[3]);
+            loop.epoch_loss_sum = pos[4];
+            loop.epoch_samples = pos[5];
+            std::vector<Rng::State> rngs(s.world, s.dropout_rng.state());
+            if (s.is_root() && static_cast<int>(loop.rng_states.size()) == s.world) rngs = loop.rng_states;
+            s.comm.broadcast_bytes(std::as_writable_bytes(std::span<Rng::State>(rngs)), 0);
+            s.dropout_rng.set_state(rngs[s.rank]);
+            if (resumed_from.empty()) resumed_from = "(rank 0's checkpoint)";
+            sync::broadcast_from_root(s.comm, s.model->parameters(), s.opt->state());
+            double opt_steps = static_cast<double>(s.opt->steps_taken());
+            s.comm.broadcast_bytes(std::as_writable_bytes(std::span<double>(&opt_steps, 1)), 0);
+            s.opt->set_steps_taken(static_cast<int64_t>(opt_steps));
+        }
+    }
+    telemetry::Progress progress(cfg.string("output.progress"), s.is_root(), log_every);
+    if (!resumed_from.empty())
+        progress.line("resumed from " + resumed_from + " at epoch " + std::to_string(loop.epoch + 1) + ", step " +
+                      std::to_string(loop.step_in_epoch));
+
+    auto write_checkpoint = [&](const LoopState& st) {
+        // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
+        std::vector<Rng::State> states(s.world);
+        const auto mine = s.dropout_rng.state();
+        for (int w = 0; w < 4; ++w) {
+            const auto all = s.comm.allgather(mine[w]);
+            for (int r = 0; r < s.world; ++r) states[r][w] = all[r];
+        }
+        if (!s.is_root()) return;
+        LoopState full = st;
+        full.rng_states = states;
+        full.extra = {{"world_size", s.world}, {"config", cfg.document()}};
+        const std::string name = checkpoint_file_name(st.global_step);
+        save_checkpoint(s.ckpt_dir + "/" + name, s.model->parameters(), s.opt.get(), full);
+        publish_checkpoint(s.ckpt_dir, name, cfg.integer("checkpoint.keep"));
+    };
+
+    telemetry::PhaseTimes phases;
+    data::Batch batch;
+    Tensor dlogits;
+    json last_eval = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
+    double train_loss = std::nan("");
+    double train_seconds = 0.0, eval_seconds = 0.0;
+    int64_t steps_this_run = 0;
+    bool stopped_by_max_steps = false;
+    const float loss_scale = 1.0f / static_cast<float>(s.batch);
+
+    int64_t epoch = loop.epoch;
+    for (; epoch < epochs && !stopped_by_max_steps; ++epoch) {
+        const double epoch_t0 = telemetry::now_seconds();
+        const int64_t first = epoch == loop.epoch ? loop.step_in_epoch : 0;
+        double loss_sum = epoch == loop.epoch ? loop.epoch_loss_sum : 0.0;
+        double loss_samples = epoch == loop.epoch ? loop.epoch_samples : 0.0;
+        // loss_sum/loss_samples hold all ranks' totals at checkpoint time; keep local additions separate.
+        double local_sum = 0.0, local_samples = 0.0;
+        loader.start_epoch(epoch, first);
+        double window_t0 = telemetry::now_seconds();
+        int64_t window_steps = 0;
+        for (int64_t step = first; step < steps_per_epoch; ++step) {
+            if (max_steps > 0 && loop.global_step >= max_steps) {
+                stopped_by_max_steps = true;
+                loop.epoch = epoch;
+                loop.step_in_epoch = step;
+                break;
+            }
+            {
+                ScopedPhase p(phases, Phase::Data);
+                if (!loader.next(batch)) throw Error("data loader ended early at step " + std::to_string(step));
+            }
+            ops::LossStats st;
+            {
+                ScopedPhase p(phases, Phase::Forward);
+                const Tensor& logits = s.model->forward(batch.x, {true, &s.dropout_rng});
+                st = s.model->loss().forward(logits, batch.y);
+            }
+            const double step_loss = st.loss_sum / static_cast<double>(batch.size());
+            if (!std::isfinite(step_loss)) {
+                throw Error("training diverged: the loss is " + std::to_string(step_loss) + " at epoch " +
+                            std::to_string(epoch + 1) + ", step " + std::to_string(step) + " on rank " +
+                            std::to_string(s.rank) + " (lr " + std::to_string(s.schedule->at(epoch)) +
+                            "); lower optimizer.lr, add warmup, or check the data normalisation");
+            }
+            {
+                ScopedPhase p(phases, Phase::Backward);
+                s.model->loss().backward(batch.y, loss_scale, dlogits);
+                s.model->backward(dlogits, [&](nn::Parameter& prm) { s.gsync->on_gradient_ready(prm); });
+            }
+            {
+                ScopedPhase p(phases, Phase::SyncWait);
+                s.gsync->synchronize();
+            }
+            const float lr = s.schedule->at(static_cast<double>(epoch) + static_cast<double>(step) / steps_per_epoch);
+            {
+                ScopedPhase p(phases, Phase::Optimizer);
+                s.opt->step(lr);
+            }
+            local_sum += st.loss_sum;
+            local_samples += static_cast<double>(batch.size());
+            ++loop.global_step;
+            ++steps_this_run;
+            ++window_steps;
+            const int64_t done = step + 1;
+            if (done % log_every == 0 || done == steps_per_epoch) {
+                const double now = telemetry::now_seconds();
+                const double sps = window_steps * s.batch * s.world / std::max(now - window_t0, 1e-9);
+                metrics.write({{"type", "step"}, {"epoch", epoch + 1}, {"step", done}, {"global_step", loop.global_step},
+                               {"loss", step_loss}, {"lr", lr}, {"samples_per_s", sps}});
+                progress.step(epoch, epochs, done, steps_per_epoch, step_loss, sps);
+                window_t0 = now;
+                window_steps = 0;
+            }
+            if (ckpt_every_steps > 0 && loop.global_step % ckpt_every_steps == 0) {
+                double sums[2] = {local_sum, local_samples};
+                s.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
+                LoopState at{epoch, done, loop.global_step, loss_sum + sums[0], loss_samples + sums[1], {}, {}};
+                write_checkpoint(at);
+            }
+        }
+        double sums[2] = {local_sum, local_samples};
+        s.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
+        loss_sum += sums[0];
+        loss_samples += sums[1];
+        train_seconds += telemetry::now_seconds() - epoch_t0;
+        if (stopped_by_max_steps) {
+            loop.epoch_loss_sum = loss_sum;
+            loop.epoch_samples = loss_samples;
+            if (loss_samples > 0) train_loss = loss_sum / loss_samples;
+            break;
+        }
+        train_loss = loss_samples > 0 ? loss_sum / loss_samples : std::nan("");
+        const double eval_t0 = telemetry::now_seconds();
+        last_eval = s.evaluate();
+        eval_seconds += telemetry::now_seconds() - eval_t0;
+        json rec = {{"type", "epoch"}, {"epoch", epoch + 1}, {"global_step", loop.global_step},
+                    {"train_loss", train_loss}, {"wall_s", telemetry::now_seconds() - t_start}};
+        rec.update(last_eval);
+        metrics.write(rec);
+        std::ostringstream os;
+        os.precision(4);
+        os << "epoch " << epoch + 1 << "/" << epochs << ": train loss " << train_loss << ", test loss "
+           << last_eval["test_loss"].get<double>() << ", test accuracy " << last_eval["test_accuracy"].get<double>();
+        progress.line(os.str());
+        loop.epoch = epoch + 1;
+        loop.step_in_epoch = 0;
+        loop.epoch_loss_sum = 0;
+        loop.epoch_samples = 0;
+        if (ckpt_every_epochs > 0 && (epoch + 1) % ckpt_every_epochs == 0) write_checkpoint(loop);
+    }
+    progress.finish();
+    // The final position is always saved, so a run stopped by max_steps resumes where it stopped.
+    if (checkpointing && steps_this_run > 0 &&
+        (stopped_by_max_steps || ckpt_every_epochs == 0 || epoch % ckpt_every_epochs != 0))
+        write_checkpoint(loop);
+    if (stopped_by_max_steps && last_eval["test_accuracy"].is_null()) {
+        const double eval_t0 = telemetry::now_seconds();
+        last_eval = s.evaluate();
+        eval_seconds += telemetry::now_seconds() - eval_t0;
+    }
+
+    // ---- summary ----
+    const auto sent = s.comm.allgather(s.comm.bytes_sent());
+    const auto received = s.comm.allgather(s.comm.bytes_received());
+    const auto usage = telemetry::current_resource_usage();
+    const double wall = telemetry::now_seconds() - t_start;
+    json phase_s = json::object();
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        phase_s[telemetry::phase_name(static_cast<Phase>(p))] = phases.get(static_cast<Phase>(p));
+    json summary = {
+        {"world_size", s.world},
+        {"batch_size_per_rank", s.batch},
+        {"global_batch_size", s.batch * s.world},
+        {"epochs", epochs},
+        {"epochs_completed", loop.epoch},
+        {"steps", loop.global_step},
+        {"steps_this_run", steps_this_run},
+        {"stopped_by_max_steps", stopped_by_max_steps},
+        {"test_accuracy", last_eval["test_accuracy"]},
+        {"test_loss", last_eval["test_loss"]},
+        {"train_loss", std::isfinite(train_loss) ? json(train_loss) : json(nullptr)},
+        {"wall_s", wall},
+        {"train_s", train_seconds},
+        {"eval_s", eval_seconds},
+        {"samples_per_s", train_seconds > 0 ? steps_this_run * s.batch * s.world / train_seconds : 0.0},
+        {"phase_s", phase_s},
+        {"bytes_sent", s.comm.bytes_sent()},
+        {"bytes_received", s.comm.bytes_received()},
+        {"bytes_sent_per_rank", sent},
+        {"bytes_received_per_rank", received},
+        {"backend", s.comm.backend()},
+        {"device", to_string(s.device)},
+        {"model", s.model->name()},
+        {"parameters", s.model->parameter_count()},
+        {"optimizer", s.opt->name()},
+        {"lr", cfg.number("optimizer.lr")},
+        {"lr_peak", s.schedule->peak()},
+        {"lr_scaling", cfg.string("optimizer.lr_scaling")},
+        {"threads_per_rank", cfg.integer("train.threads")},
+        {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
+        {"peak_rss_mb", usage.peak_rss_mb},
+        {"resumed_from", resumed_from.empty() ? json(nullptr) : json(resumed_from)},
+        {"data", s.data.train->description()},
+    };
+    if (cfg.boolean("train.profile_layers")) {
+        json layers = json::array();
+        for (const auto& t : s.model->layer_timings())
+            layers.push_back({{"layer", t.name}, {"forward_s", t.forward_s}, {"backward_s", t.backward_s}});
+        summary["last_step_layer_s"] = layers;
+    }
+    if (s.is_root()) telemetry::write_json_atomically(s.out_dir + "/summary.json", summary);
+    return summary;
+}
+
+json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
+    load_checkpoint(checkpoint, s_->model->parameters(), nullptr);
+    json r = s_->evaluate();
+    r["checkpoint"] = checkpoint;
+    r["world_size"] = s_->world;
+    return r;
+}
+
+}  // namespace ringtrain::train
