@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set-up, build, then train LeNet-5 on Fashion-MNIST (Debian's dataset-fashion-mnist) with 2 ranks.
+# Extra arguments are passed to `ringtrain train`, e.g. scripts/demo.sh --set train.epochs=2
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+ranks="${RANKS:-2}"
+cd "$root"
+mpirun --oversubscribe --bind-to none -np "$ranks" "${BUILD_DIR:-$root/build}/ringtrain" train \
+  --config configs/lenet5_fashion.json --set train.epochs=1 --set output.dir=runs/demo "$@"
+echo "demo: summary in runs/demo/summary.json, per-step metrics in runs/demo/metrics.jsonl"
