@@ -10,6 +10,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "ringtrain/core/tensor.hpp"
 #include "ringtrain/data/dataset.hpp"
@@ -43,33 +44,56 @@ public:
     // Steps per epoch for this rank (identical on every rank in Train mode).
     int64_t steps_per_epoch() const;
     // Begins epoch `epoch` at step `first_step` (non-zero when resuming mid-epoch).
+    // next() without a start_epoch() first begins epoch 0 at step 0.
     void start_epoch(int64_t epoch, int64_t first_step = 0);
     // Fills `out` with the next batch; false at the end of the epoch. `out` is overwritten, its buffers reused.
+    // With prefetch on, the buffers `out` held before the call go to the prefetch thread, which overwrites
+    // them with the batch after this one: do not keep views of a batch across the next call.
+    // An exception thrown while reading a batch (here or on the prefetch thread) is rethrown here; the same
+    // step is read again if next() is called again.
     bool next(Batch& out);
     // Seconds the caller spent waiting inside next() since construction (the data-wait phase).
     double wait_seconds() const { return wait_seconds_; }
+
+    // Position, for checkpoints and logs: the current epoch and the step the next call to next() returns.
+    int64_t epoch() const { return epoch_; }
+    int64_t step() const { return step_; }
+    // Samples this rank reads per epoch (steps x batch in Train mode; its share of the set in Eval mode).
+    int64_t samples_per_epoch() const;
+    const Dataset& dataset() const { return dataset_; }
+    const LoaderOptions& options() const { return opt_; }
 
 private:
     void fill(int64_t step, Batch& b) const;
     void worker();
     void stop_worker();
+    void request(int64_t step);  // asks the worker for `step` (mu_ held)
+    void make_order();            // the permutation for epoch_ (Train mode)
+    int64_t eval_begin(int rank) const;
 
     const Dataset& dataset_;
     LoaderOptions opt_;
-    std::vector<int64_t> order_;
+    Shape sample_shape_;
+    int64_t sample_numel_ = 0;
+    int64_t steps_ = 0;
+    std::vector<int64_t> order_;  // Train mode: this epoch's permutation of [0, N)
+    bool started_ = false;
     int64_t epoch_ = 0;
     int64_t step_ = 0;
     double wait_seconds_ = 0.0;
 
-    // Prefetch state: the worker fills `ready_` for step `ready_step_`.
+    // Prefetch state (under mu_): the worker fills `ready_` for step `want_step_`, then sets `ready_step_`.
+    // `order_` is only changed while the worker is idle (no request pending, not busy).
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
     Batch ready_;
     int64_t ready_step_ = -1;
     int64_t want_step_ = -1;
+    bool busy_ = false;
     bool quit_ = false;
     std::exception_ptr error_;
+    int64_t error_step_ = -1;
 };
 
 }  // namespace ringtrain::data

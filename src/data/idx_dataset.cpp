@@ -1,0 +1,45 @@
+#include "idx_dataset.hpp"
+
+#include <algorithm>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::data {
+
+IdxDataset::IdxDataset(std::string dir, Split split, std::string images_path, IdxArray images, IdxArray labels,
+                       const Normalization& norm)
+    : dir_(std::move(dir)),
+      split_(split),
+      images_path_(std::move(images_path)),
+      n_(images.dims.at(0)),
+      rows_(images.dims.at(1)),
+      cols_(images.dims.at(2)),
+      pixels_(std::move(images.values)),
+      labels_(std::move(labels.values)) {
+    check(static_cast<int64_t>(labels_.size()) == n_ && static_cast<int64_t>(pixels_.size()) == n_ * rows_ * cols_,
+          "IdxDataset: image and label arrays do not match");
+    const int max_label = labels_.empty() ? 0 : *std::max_element(labels_.begin(), labels_.end());
+    num_classes_ = std::max(2, max_label + 1);
+    for (int b = 0; b < 256; ++b) {
+        float v = static_cast<float>(b);
+        if (norm.scale_to_unit) v /= 255.0f;
+        lut_[b] = (v - norm.mean) / norm.stddev;
+    }
+}
+
+float IdxDataset::read(int64_t index, float* x) const {
+    check(index >= 0 && index < n_,
+          "IdxDataset::read: index " + std::to_string(index) + " out of range [0, " + std::to_string(n_) + ")");
+    const int64_t m = rows_ * cols_;
+    const uint8_t* src = pixels_.data() + index * m;
+    for (int64_t i = 0; i < m; ++i) x[i] = lut_[src[i]];
+    return static_cast<float>(labels_[index]);
+}
+
+std::string IdxDataset::description() const {
+    return "IDX " + dir_ + " (" + (split_ == Split::Train ? "train" : "test") + " split, " + std::to_string(n_) +
+           " samples of 1x" + std::to_string(rows_) + "x" + std::to_string(cols_) + ", " +
+           std::to_string(num_classes_) + " classes, from " + images_path_ + ")";
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,38 @@
+// IdxDataset: an MNIST-style IDX image/label pair held in memory (private to the data layer).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/idx.hpp"
+
+namespace ringtrain::data {
+
+class IdxDataset final : public Dataset {
+public:
+    // images: {N, rows, cols}; labels: {N}. Both are checked by the caller.
+    IdxDataset(std::string dir, Split split, std::string images_path, IdxArray images, IdxArray labels,
+               const Normalization& norm);
+
+    int64_t size() const override { return n_; }
+    Shape sample_shape() const override { return {1, rows_, cols_}; }
+    int64_t num_classes() const override { return num_classes_; }
+    float read(int64_t index, float* x) const override;
+    std::string description() const override;
+
+private:
+    std::string dir_;
+    Split split_;
+    std::string images_path_;
+    int64_t n_ = 0, rows_ = 0, cols_ = 0, num_classes_ = 2;
+    // Pixels stay as bytes (a quarter of the memory of floats); `lut_` maps each byte to its normalised
+    // float, so read() returns exactly what storing normalised floats would.
+    std::vector<uint8_t> pixels_;
+    std::vector<uint8_t> labels_;
+    std::array<float, 256> lut_{};
+};
+
+}  // namespace ringtrain::data

@@ -1,0 +1,207 @@
+#include "ringtrain/data/sharded_loader.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <utility>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/rng.hpp"
+
+namespace ringtrain::data {
+
+namespace {
+
+uint64_t mix_seed(uint64_t seed, uint64_t epoch) {
+    uint64_t z = seed ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+ShardedLoader::ShardedLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), opt_(options) {
+    check(opt_.world >= 1 && opt_.rank >= 0 && opt_.rank < opt_.world,
+          "ShardedLoader: rank " + std::to_string(opt_.rank) + " is outside a world of " +
+              std::to_string(opt_.world));
+    if (opt_.batch_size < 1)
+        throw InputError("batch size must be at least 1 (got " + std::to_string(opt_.batch_size) +
+                         "); set a positive per-rank batch size");
+    const int64_t n = dataset_.size();
+    if (n < 1) throw InputError(dataset_.description() + ": holds no samples; check the data source");
+    sample_shape_ = dataset_.sample_shape();
+    sample_numel_ = shape_numel(sample_shape_);
+    if (opt_.mode == LoaderMode::Train) {
+        const int64_t global = opt_.batch_size * opt_.world;
+        steps_ = n / global;
+        if (steps_ == 0)
+            throw InputError(dataset_.description() + ": " + std::to_string(n) +
+                             " samples are fewer than one global batch (" + std::to_string(opt_.world) +
+                             " ranks x batch " + std::to_string(opt_.batch_size) + " = " + std::to_string(global) +
+                             "); lower the batch size or use fewer ranks");
+    } else {
+        const int64_t count = eval_begin(opt_.rank + 1) - eval_begin(opt_.rank);
+        steps_ = (count + opt_.batch_size - 1) / opt_.batch_size;
+    }
+    if (opt_.prefetch) thread_ = std::thread([this] { worker(); });
+}
+
+ShardedLoader::~ShardedLoader() { stop_worker(); }
+
+int64_t ShardedLoader::steps_per_epoch() const { return steps_; }
+
+int64_t ShardedLoader::samples_per_epoch() const {
+    if (opt_.mode == LoaderMode::Train) return steps_ * opt_.batch_size;
+    return eval_begin(opt_.rank + 1) - eval_begin(opt_.rank);
+}
+
+int64_t ShardedLoader::eval_begin(int rank) const {
+    // floor(r*N/world): consecutive ranks' shares differ by at most one sample and cover [0, N) exactly.
+    return static_cast<int64_t>(static_cast<__int128>(rank) * dataset_.size() / opt_.world);
+}
+
+void ShardedLoader::make_order() {
+    if (opt_.mode != LoaderMode::Train) return;
+    const int64_t n = dataset_.size();
+    order_.resize(static_cast<size_t>(n));
+    std::iota(order_.begin(), order_.end(), int64_t(0));
+    Rng rng(mix_seed(opt_.seed, static_cast<uint64_t>(epoch_)));
+    for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
+        const int64_t j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
+        std::swap(order_[i], order_[j]);
+    }
+}
+
+void ShardedLoader::start_epoch(int64_t epoch, int64_t first_step) {
+    if (epoch < 0) throw InputError("epoch must be >= 0 (got " + std::to_string(epoch) + ")");
+    if (first_step < 0 || first_step > steps_)
+        throw InputError("cannot resume at step " + std::to_string(first_step) + " of an epoch of " +
+                         std::to_string(steps_) +
+                         " steps; did the batch size, world size or data set change since the checkpoint?");
+    std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+    if (opt_.prefetch) {
+        lk.lock();
+        want_step_ = -1;  // cancel a request the worker has not taken yet
+        cv_.wait(lk, [this] { return !busy_; });
+        ready_step_ = -1;
+        error_ = nullptr;
+        error_step_ = -1;
+    }
+    // The worker is idle with nothing requested, so it does not read order_ while it changes.
+    const bool same_order = started_ && epoch == epoch_;
+    epoch_ = epoch;
+    step_ = first_step;
+    started_ = true;
+    if (!same_order) make_order();
+    if (opt_.prefetch && step_ < steps_) request(step_);
+}
+
+void ShardedLoader::request(int64_t step) {
+    want_step_ = step;
+    cv_.notify_all();
+}
+
+bool ShardedLoader::next(Batch& out) {
+    if (!started_) start_epoch(0, 0);
+    if (step_ >= steps_) return false;
+    const auto t0 = Clock::now();
+    if (!opt_.prefetch) {
+        try {
+            fill(step_, out);
+        } catch (...) {
+            wait_seconds_ += seconds_since(t0);
+            throw;
+        }
+        ++step_;
+        wait_seconds_ += seconds_since(t0);
+        return true;
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    while (ready_step_ != step_) {
+        if (error_ && error_step_ == step_) {
+            std::exception_ptr e = std::exchange(error_, nullptr);
+            error_step_ = -1;
+            lk.unlock();
+            wait_seconds_ += seconds_since(t0);
+            std::rethrow_exception(e);
+        }
+        if (!busy_ && want_step_ != step_) request(step_);  // e.g. retrying after an error
+        cv_.wait(lk);
+    }
+    std::swap(out.x, ready_.x);
+    std::swap(out.y, ready_.y);
+    ready_step_ = -1;
+    ++step_;
+    if (step_ < steps_) request(step_);
+    lk.unlock();
+    wait_seconds_ += seconds_since(t0);
+    return true;
+}
+
+void ShardedLoader::fill(int64_t step, Batch& b) const {
+    const int64_t B = opt_.batch_size;
+    int64_t n = B;
+    const int64_t* idx = nullptr;
+    int64_t first = 0;
+    if (opt_.mode == LoaderMode::Train) {
+        idx = order_.data() + (step * opt_.world + opt_.rank) * B;
+    } else {
+        first = eval_begin(opt_.rank) + step * B;
+        n = std::min(B, eval_begin(opt_.rank + 1) - first);
+    }
+    Shape xs;
+    xs.reserve(sample_shape_.size() + 1);
+    xs.push_back(n);
+    xs.insert(xs.end(), sample_shape_.begin(), sample_shape_.end());
+    if (b.x.device() != Device::CPU) b.x = Tensor();
+    if (b.y.device() != Device::CPU) b.y = Tensor();
+    b.x.resize(std::move(xs));
+    b.y.resize({n});
+    float* x = b.x.data();
+    float* y = b.y.data();
+    for (int64_t i = 0; i < n; ++i) y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
+}
+
+void ShardedLoader::worker() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+        cv_.wait(lk, [this] { return quit_ || want_step_ >= 0; });
+        if (quit_) return;
+        const int64_t s = std::exchange(want_step_, -1);
+        busy_ = true;
+        lk.unlock();
+        std::exception_ptr err;
+        try {
+            fill(s, ready_);
+        } catch (...) {
+            err = std::current_exception();
+        }
+        lk.lock();
+        busy_ = false;
+        if (err) {
+            error_ = err;
+            error_step_ = s;
+            ready_step_ = -1;
+        } else {
+            ready_step_ = s;
+        }
+        cv_.notify_all();
+    }
+}
+
+void ShardedLoader::stop_worker() {
+    if (!thread_.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+}  // namespace ringtrain::data
