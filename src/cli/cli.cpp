@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/trainer.hpp"
@@ -151,13 +152,33 @@ int run(int argc, char** argv, int world_rank, int world_size) {
 
     std::unique_ptr<comm::Communicator> comm;
     int rank = world_rank, world = world_size;
+    auto report = [&](const std::exception& e) {
+        if (world > 1)
+            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank, e.what());
+        else
+            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        std::fflush(stderr);
+    };
+
+    // Read the config, then agree over the whole job before the first collective: a rank that failed here
+    // (say its copy of the config is broken) must not leave the others waiting in their first collective.
+    int setup_code = 0;
+    std::string backend = "ring";
     try {
-        // The backend is needed before the full config is read; peek at it (the config is validated later).
-        std::string backend = "ring";
         if (!args.config.empty()) backend = train::Config::load(args.config, args.overrides).string("sync.backend");
+    } catch (const std::exception& e) {
+        report(e);
+        setup_code = exit_code_for(e);
+    }
+    const int worst = comm::max_over_world(setup_code);
+    if (worst != 0) {
+        if (setup_code == 0 && rank == 0)
+            std::fprintf(stderr, "ringtrain: rank 0: stopping: another rank failed during set-up (its message says why)\n");
+        return worst;
+    }
+
+    try {
         comm = comm::make_communicator(backend);
-        rank = comm->rank();
-        world = comm->size();
         if (args.command == "train") return command_train(args, *comm);
         if (args.command == "eval") return command_eval(args, *comm);
         return command_info(args, *comm);
@@ -168,14 +189,10 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     } catch (const std::exception& e) {
         const int code = exit_code_for(e);
         const bool together = dynamic_cast<const CollectiveInputError*>(&e) != nullptr;
-        if (world > 1)
-            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank, e.what());
-        else
-            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        std::fflush(stderr);
-        // Before the communicator exists every rank fails alike (same config), and collective errors are
-        // raised everywhere at once: a normal exit is safe. Otherwise the others may wait forever: abort.
-        if (!comm || together || world == 1) return code;
+        report(e);
+        // Collective errors are raised on every rank at once, so a normal exit is safe. Otherwise the
+        // other ranks may be waiting in a collective (and MPI_Finalize would wait for them): abort the job.
+        if (together || world == 1 || !comm) return code;
         comm->abort(e.what(), code);
     }
     return 1;

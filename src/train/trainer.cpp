@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -389,6 +390,8 @@ json Trainer::train() {
     // ---- summary ----
     const auto sent = s.comm.allgather(s.comm.bytes_sent());
     const auto received = s.comm.allgather(s.comm.bytes_received());
+    // Data parallelism's invariant, checked at the end of every run: identical parameters on every rank.
+    const auto hashes = s.comm.allgather(sync::parameter_value_hash(s.model->parameters()));
     const auto usage = telemetry::current_resource_usage();
     const double wall = telemetry::now_seconds() - t_start;
     json phase_s = json::object();
@@ -415,6 +418,8 @@ json Trainer::train() {
         {"bytes_received", s.comm.bytes_received()},
         {"bytes_sent_per_rank", sent},
         {"bytes_received_per_rank", received},
+        {"parameter_hash_per_rank", hashes},
+        {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
         {"backend", s.comm.backend()},
         {"device", to_string(s.device)},
         {"model", s.model->name()},

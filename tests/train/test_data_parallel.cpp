@@ -1,0 +1,144 @@
+// Data parallelism, end to end through mpirun: N ranks x batch B must equal 1 rank x batch N*B, every rank
+// must end with the same parameters, and a rank that cannot go on must bring the job down with a message.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "fixtures.hpp"
+
+using namespace rt_test;
+
+namespace {
+
+constexpr int kSteps = 10;
+constexpr size_t kParamTensors = 6;  // conv w,b; fc1 w,b; fc2 w,b
+
+std::vector<float> final_parameters(const std::string& out) {
+    return checkpoint_parameters(out + "/checkpoints/ckpt-" + std::string(9 - std::to_string(kSteps).size(), '0') +
+                                     std::to_string(kSteps) + ".bin",
+                                 kParamTensors);
+}
+
+}  // namespace
+
+TEST_CASE("N ranks x batch B reach the parameters of 1 rank x batch N*B", "[train][mpi]") {
+    const std::string dir = temp_dir("equiv");
+    write_file(dir + "/tiny.json", kTinyCnnNoDropout);
+    const std::string common = R"(, "optimizer": {"name": "sgd", "lr": 0.1, "lr_scaling": "none"},
+                                   "checkpoint": {"every_epochs": 0, "every_steps": )" + std::to_string(kSteps) + "}";
+    for (const std::string backend : {"ring", "mpi"}) {
+        for (int n : {2, 3, 4}) {
+            SECTION(backend + " at " + std::to_string(n) + " ranks") {
+                const std::string single = dir + "/single" + std::to_string(n) + backend;
+                const std::string multi = dir + "/multi" + std::to_string(n) + backend;
+                write_file(dir + "/s.json", tiny_config(dir + "/tiny.json", single, common));
+                write_file(dir + "/m.json", tiny_config(dir + "/tiny.json", multi, common));
+                const std::string steps = " --set train.max_steps=" + std::to_string(kSteps) + " --set sync.backend=" + backend;
+                auto r = run_command(binary() + " train --config " + dir + "/s.json --set train.batch_size=" +
+                                     std::to_string(8 * n) + steps);
+                INFO(r.output);
+                REQUIRE(r.exit_code == 0);
+                r = run_command(mpirun(n) + binary() + " train --config " + dir + "/m.json --set train.batch_size=8" + steps);
+                INFO(r.output);
+                REQUIRE(r.exit_code == 0);
+
+                const auto s = read_json(multi + "/summary.json");
+                CHECK(s["world_size"] == n);
+                CHECK(s["global_batch_size"] == 8 * n);
+                CHECK(s["parameters_identical"] == true);
+                CHECK(s["bytes_sent"].get<uint64_t>() > 0);
+
+                const auto a = final_parameters(single);
+                const auto b = final_parameters(multi);
+                REQUIRE(a.size() == b.size());
+                REQUIRE(!a.empty());
+                double diff2 = 0, norm2 = 0, maxabs = 0, maxdiff = 0;
+                for (size_t i = 0; i < a.size(); ++i) {
+                    const double d = double(a[i]) - b[i];
+                    diff2 += d * d;
+                    norm2 += double(a[i]) * a[i];
+                    maxabs = std::max(maxabs, std::fabs(double(a[i])));
+                    maxdiff = std::max(maxdiff, std::fabs(d));
+                }
+                CHECK(std::sqrt(diff2 / norm2) < 1e-5);
+                CHECK(maxdiff < 1e-5 * maxabs + 1e-7);
+                // And the runs did move the parameters (the comparison is not vacuous).
+                const auto s1 = read_json(single + "/summary.json");
+                CHECK(s1["steps"] == kSteps);
+            }
+        }
+    }
+}
+
+TEST_CASE("ranks started from different seeds end with identical parameters", "[train][mpi]") {
+    const std::string dir = temp_dir("seeds");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out",
+                                            R"(, "optimizer": {"name": "adam", "lr": 0.01}, "checkpoint": {"every_epochs": 0})"));
+    const std::string args = " train --config " + dir + "/c.json --set train.max_steps=15";
+    // MPMD launch: each rank gets its own seed (so its own initial weights and dropout masks).
+    std::string cmd = "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader,tcp";
+    for (int r = 0; r < 3; ++r) cmd += (r ? " :" : "") + std::string(" -np 1 ") + binary() + args + " --set train.seed=" + std::to_string(11 + r);
+    const auto r = run_command(cmd);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto s = read_json(dir + "/out/summary.json");
+    REQUIRE(s["parameter_hash_per_rank"].size() == 3);
+    CHECK(s["parameter_hash_per_rank"][0] == s["parameter_hash_per_rank"][1]);
+    CHECK(s["parameter_hash_per_rank"][0] == s["parameter_hash_per_rank"][2]);
+    CHECK(s["parameters_identical"] == true);
+}
+
+TEST_CASE("mismatched models on two ranks: clear error on every rank, quick non-zero exit", "[train][mpi]") {
+    const std::string dir = temp_dir("mismatch");
+    write_file(dir + "/a.json", kTinyCnn);
+    std::string other = kTinyCnn;
+    other.replace(other.find("\"out_features\": 16"), 18, "\"out_features\": 17");
+    write_file(dir + "/b.json", other);
+    write_file(dir + "/ca.json", tiny_config(dir + "/a.json", dir + "/out"));
+    write_file(dir + "/cb.json", tiny_config(dir + "/b.json", dir + "/out"));
+    const std::string cmd = "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader,tcp -np 1 " +
+                            binary() + " train --config " + dir + "/ca.json : -np 1 " + binary() + " train --config " +
+                            dir + "/cb.json";
+    const auto r = run_command("timeout 60 " + cmd);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);  // not a hang killed by timeout
+    CHECK(r.seconds < 30);
+    CHECK_THAT(r.output, Catch::Contains("rank 0: the ranks build different models: parameter #2"));
+    CHECK_THAT(r.output, Catch::Contains("rank 1: the ranks build different models"));
+    CHECK_THAT(r.output, Catch::Contains("[16,64]"));
+    CHECK_THAT(r.output, Catch::Contains("[17,64]"));
+}
+
+TEST_CASE("a rank that fails brings the whole job down with its message", "[train][mpi]") {
+    const std::string dir = temp_dir("fail");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    const std::string base = "timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader,tcp -np 1 " +
+                             binary() + " train --config " + dir + "/c.json : -np 1 " + binary() + " train --config " +
+                             dir + "/c.json ";
+    SECTION("during set-up: rank 1 cannot read its data") {
+        const auto r = run_command(base + "--set data.format=idx --set data.dir=/nonexistent/data");
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Catch::Contains("/nonexistent/data"));
+        CHECK(r.seconds < 30);
+    }
+    SECTION("before the communicator exists: rank 1's config is bad") {
+        const auto r = run_command(base + "--set optimizer.lr=1e30");
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Catch::Contains("rank 1: "));
+        CHECK_THAT(r.output, Catch::Contains("optimizer.lr: 1e+30 is out of range"));
+        CHECK(r.seconds < 30);
+    }
+    SECTION("during training: rank 1 diverges") {
+        const auto r = run_command(base + "--set optimizer.lr=1e6 --set optimizer.lr_scaling=none");
+        INFO(r.output);
+        CHECK(r.exit_code != 0);
+        CHECK(r.exit_code != 124);
+        CHECK_THAT(r.output, Catch::Contains("training diverged"));
+        CHECK(r.seconds < 30);
+    }
+}

@@ -1,0 +1,90 @@
+// Checkpoint and resume: a run stopped part-way and resumed continues exactly as an uninterrupted one.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "fixtures.hpp"
+
+using namespace rt_test;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<double> step_losses(const std::string& metrics) {
+    std::vector<double> v;
+    for (const auto& r : read_jsonl(metrics))
+        if (r["type"] == "step") v.push_back(r["loss"].get<double>());
+    return v;
+}
+}  // namespace
+
+TEST_CASE("resume after max_steps reproduces the uninterrupted loss sequence", "[train][checkpoint]") {
+    const std::string dir = temp_dir("resume");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    // Momentum and Adam state and dropout RNG all have to survive the checkpoint for the sequences to agree.
+    for (const std::string opt : {R"("optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9})",
+                                  R"("optimizer": {"name": "adam", "lr": 0.01})"}) {
+        SECTION(opt) {
+            const std::string a = dir + "/a", b = dir + "/b";
+            write_file(dir + "/a.json", tiny_config(dir + "/tiny.json", a, ", " + opt));
+            write_file(dir + "/b.json", tiny_config(dir + "/tiny.json", b, ", " + opt));
+            // 60 steps per epoch, 120 in all: stop in epoch 1 (step 37), again in epoch 2 (step 85), then finish.
+            auto r = run_command(binary() + " train --config " + dir + "/a.json");
+            INFO(r.output);
+            REQUIRE(r.exit_code == 0);
+            r = run_command(binary() + " train --config " + dir + "/b.json --set train.max_steps=37");
+            REQUIRE(r.exit_code == 0);
+            auto partial = read_json(b + "/summary.json");
+            CHECK(partial["steps"] == 37);
+            CHECK(partial["stopped_by_max_steps"] == true);
+            REQUIRE(fs::exists(b + "/checkpoints/latest"));
+            r = run_command(binary() + " train --config " + dir + "/b.json --set train.max_steps=85 --set checkpoint.resume=auto");
+            REQUIRE(r.exit_code == 0);
+            r = run_command(binary() + " train --config " + dir + "/b.json --set checkpoint.resume=auto");
+            REQUIRE(r.exit_code == 0);
+
+            const auto la = step_losses(a + "/metrics.jsonl");
+            const auto lb = step_losses(b + "/metrics.jsonl");
+            REQUIRE(la.size() == 120);
+            REQUIRE(lb.size() == la.size());
+            for (size_t i = 0; i < la.size(); ++i) {
+                INFO("step " << i + 1);
+                REQUIRE(lb[i] == la[i]);  // bit-for-bit: same arithmetic in the same order
+            }
+            const auto sa = read_json(a + "/summary.json");
+            const auto sb = read_json(b + "/summary.json");
+            CHECK(sb["steps"] == 120);
+            CHECK(sb["test_accuracy"] == sa["test_accuracy"]);
+            CHECK(sb["test_loss"] == sa["test_loss"]);
+            CHECK(sb["parameter_hash_per_rank"] == sa["parameter_hash_per_rank"]);
+            CHECK(sb["resumed_from"].is_string());
+        }
+    }
+}
+
+TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train][checkpoint]") {
+    const std::string dir = temp_dir("keep");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out",
+                                            R"(, "checkpoint": {"every_steps": 10, "keep": 2})"));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir + "/out/checkpoints"))
+        if (e.path().extension() == ".bin") ++n;
+    CHECK(n == 2);
+    std::string latest;
+    std::ifstream(dir + "/out/checkpoints/latest") >> latest;
+    CHECK(latest == "ckpt-000000120.bin");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir + "/out/checkpoints/" + latest);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = read_json(dir + "/out/summary.json");
+    const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    CHECK(line["test_accuracy"] == summary["test_accuracy"]);
+    // A file that is not a checkpoint is bad input.
+    write_file(dir + "/junk.bin", "not a checkpoint at all");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir + "/junk.bin");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("not a ringtrain checkpoint"));
+}
