@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -78,6 +79,22 @@ std::unique_ptr<Layer> make_layer(const json& spec, const std::string& where) {
     if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
         throw InputError(where + ": each layer must be an object with a string \"type\"");
     const std::string type = spec["type"].get<std::string>();
+    static const std::map<std::string, std::set<std::string>> allowed = {
+        {"linear", {"out_features", "bias"}},
+        {"conv2d", {"out_channels", "kernel", "stride", "padding", "bias"}},
+        {"maxpool2d", {"kernel", "stride", "padding"}},
+        {"relu", {}}, {"sigmoid", {}}, {"tanh", {}}, {"dropout", {"p"}}, {"flatten", {}},
+    };
+    const auto known = allowed.find(type);
+    if (known == allowed.end())
+        throw InputError(where + ".type: unknown layer type '" + type +
+                         "'; known: linear, conv2d, maxpool2d, relu, sigmoid, tanh, dropout, flatten");
+    // Unknown keys first, so a misspelt required key is reported as what it is.
+    for (auto it = spec.begin(); it != spec.end(); ++it)
+        if (it.key() != "type" && it.key() != "name" && !known->second.count(it.key()))
+            throw InputError(where + "." + it.key() + ": unknown key for a " + type + " layer");
+    if (spec.contains("name") && !spec["name"].is_string())
+        throw InputError(where + ".name: expected a string, got " + spec["name"].dump());
     SpecReader r(spec, where);
     std::unique_ptr<Layer> layer;
     if (type == "linear") {
@@ -126,6 +143,9 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
     for (auto it = arch.begin(); it != arch.end(); ++it)
         if (!known.count(it.key()))
             throw InputError(source + ": ." + it.key() + ": unknown key; known: name, input, layers, loss, description");
+    for (const char* key : {"name", "loss", "description"})
+        if (arch.contains(key) && !arch[key].is_string())
+            throw InputError(source + ": ." + key + ": expected a string, got " + arch[key].dump());
     name_ = arch.value("name", std::string("model"));
     if (arch.contains("input")) {
         Shape declared;
@@ -152,7 +172,12 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
         std::string lname = layers[i].value("name", layer->type() + std::to_string(i));
         if (!names.insert(lname).second) throw InputError(where + ".name: duplicate layer name '" + lname + "'");
         layer->set_name(lname);
-        const Shape out = layer->output_shape(shape);
+        Shape out;
+        try {
+            out = layer->output_shape(shape);
+        } catch (const InputError& e) {
+            throw InputError(where + ": " + e.what());
+        }
         layer->build(shape, rng);
         shape = out;
         layer_params_.push_back(layer->parameters());
@@ -182,6 +207,16 @@ int64_t Model::parameter_count() const {
     int64_t n = 0;
     for (const Parameter* p : params_) n += p->value.numel();
     return n;
+}
+
+double Model::forward_flops_per_sample() const {
+    double f = 0;
+    Shape s = input_;
+    for (const auto& l : layers_) {
+        f += l->forward_flops(s);
+        s = l->output_shape(s);
+    }
+    return f;
 }
 
 std::string Model::describe() const {

@@ -325,10 +325,8 @@ TEST_CASE("bad model JSON: shape misfits name the layer", "[nn][model][errors]")
     }
 }
 
-// Known gap (reported, not fixed here): shape errors come from Layer::output_shape, which names the layer
-// ("layer big (conv2d): ...") but Model's constructor does not add the source file or the JSON path
-// (".layers[i]") as it does for every other bad-JSON error, so an unnamed layer is hard to find in the file.
-TEST_CASE("bad model JSON: shape misfits also name the file and JSON path", "[nn][model][errors][!mayfail]") {
+// Shape errors come from Layer::output_shape; Model adds the file and the JSON path, so the layer can be found.
+TEST_CASE("bad model JSON: shape misfits also name the file and JSON path", "[nn][model][errors]") {
     SECTION("kernel bigger than input") {
         const auto msg = build_error(with_layers({{{"type", "conv2d"}, {"out_channels", 2}, {"kernel", 9}}}));
         REQUIRE_THAT(msg, Catch::Contains("bad.json") && Catch::Contains("layers[0]"));
@@ -339,20 +337,16 @@ TEST_CASE("bad model JSON: shape misfits also name the file and JSON path", "[nn
     }
 }
 
-// Known gap (reported): a misspelt required key ("kernal" for "kernel") is reported as the required key
-// being missing, because required keys are read before unknown keys are looked for; the message then does
-// not show the user the key they actually wrote.
-TEST_CASE("bad model JSON: a misspelt required key is reported by its path", "[nn][model][errors][!mayfail]") {
+// A misspelt required key ("kernal" for "kernel") is reported as the unknown key the user wrote.
+TEST_CASE("bad model JSON: a misspelt required key is reported by its path", "[nn][model][errors]") {
     const json conv = {{"type", "conv2d"}, {"out_channels", 2}, {"kernel", 3}};
     const auto msg = build_error(with_layers({conv, {{"type", "conv2d"}, {"out_channels", 2}, {"kernal", 3}}}));
     CHECK_THAT(msg, Catch::Contains("layers[1]"));
     REQUIRE_THAT(msg, Catch::Contains("layers[1].kernal"));
 }
 
-// Bug (reported, not fixed here): Model reads "name" and "loss" with nlohmann's json::value(), which throws
-// nlohmann::json::type_error (not an InputError naming the path) when the value is not a string, so a typo
-// such as "name": 1 ends the CLI as an internal error instead of a user error (exit code 2).
-TEST_CASE("bad model JSON: non-string name or loss is an InputError", "[nn][model][errors][!mayfail]") {
+// A non-string "name" or "loss" is bad input naming its path, not an internal JSON type error.
+TEST_CASE("bad model JSON: non-string name or loss is an InputError", "[nn][model][errors]") {
     SECTION("layer name") {
         const auto msg = build_error(with_layers({{{"type", "flatten"}, {"name", 1}}}));
         REQUIRE_THAT(msg, Catch::Contains("layers[0].name"));

@@ -12,9 +12,20 @@ public:
     explicit Rng(uint64_t seed = 0) { seed_with(seed); }
     void seed_with(uint64_t seed);
 
-    uint64_t next_u64();
-    // Uniform in [0, 1).
-    float uniform();
+    // Inline: dropout draws one number per activation, so a call per draw would dominate it.
+    uint64_t next_u64() {
+        const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+        const uint64_t t = s_[1] << 17;
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = rotl(s_[3], 45);
+        return result;
+    }
+    // Uniform in [0, 1), 24 bits of resolution.
+    float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
     float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
     // Standard normal (Box-Muller, no cached second value so the state is just the four words).
     float normal();
@@ -26,6 +37,7 @@ public:
     void set_state(const State& s) { s_ = s; }
 
 private:
+    static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     State s_{};
 };
 

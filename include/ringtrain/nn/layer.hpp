@@ -43,6 +43,8 @@ public:
     virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) = 0;
 
     virtual std::vector<Parameter*> parameters() { return {}; }
+    // Floating-point operations of one sample's forward pass (multiply-adds x 2; 0 for cheap layers).
+    virtual double forward_flops(const Shape& input) const { return 0.0; }
 
 private:
     std::string name_;

@@ -12,6 +12,7 @@ public:
     Linear(int64_t out_features, bool bias = true) : out_(out_features), has_bias_(bias) {}
     std::string type() const override { return "linear"; }
     Shape output_shape(const Shape& input) const override;
+    double forward_flops(const Shape& input) const override { return 2.0 * double(shape_numel(input)) * out_; }
     void build(const Shape& input, Rng& rng) override;
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
@@ -29,6 +30,9 @@ public:
         : out_(out_channels), kh_(kernel_h), kw_(kernel_w), p_(p), has_bias_(bias) {}
     std::string type() const override { return "conv2d"; }
     Shape output_shape(const Shape& input) const override;
+    double forward_flops(const Shape& input) const override {
+        return 2.0 * double(shape_numel(output_shape(input))) * double(input.at(0)) * double(kh_ * kw_);
+    }
     void build(const Shape& input, Rng& rng) override;
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;

@@ -29,6 +29,8 @@ public:
     // All parameters in a fixed order: layer order, weight before bias.
     const std::vector<Parameter*>& parameters() const { return params_; }
     int64_t parameter_count() const;
+    // Forward FLOPs per sample (backward costs about twice that).
+    double forward_flops_per_sample() const;
     // A summary of layers and shapes for `ringtrain info` and logs.
     std::string describe() const;
 
