@@ -1,0 +1,91 @@
+// MPI-backed communicators. MpiCommunicatorBase holds what every backend shares (its own duplicate of
+// MPI_COMM_WORLD, rank/size, node-local rank/size, byte counters, and broadcast/allgather/barrier/double
+// allreduce through MPI collectives); MpiCommunicator ("mpi") adds the float allreduce via MPI_Allreduce.
+//
+// Threading: one Communicator may be used by one thread at a time (MPI requires collectives on a communicator to
+// be issued in the same order on every rank). Use one communicator per thread; each has its own MPI communicator,
+// so calls on different Communicators never mix, even concurrently (needs MPI_THREAD_MULTIPLE).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+
+#include "ringtrain/comm/communicator.hpp"
+
+namespace ringtrain::comm {
+
+// Bytes a ring allreduce of `count` floats sends / receives on `rank` of `size` ranks: the buffer is cut into `size`
+// segments (remainder spread over the first ones); rank r sends every segment but (r+1) and (r+2) once in each phase
+// and receives every segment but r and (r+1). Totals ≈ 2(N−1)/N · 4·count each way.
+struct ByteCount {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+};
+ByteCount ring_allreduce_bytes(size_t count, size_t elem_size, int rank, int size);
+
+class MpiCommunicatorBase : public Communicator {
+public:
+    // Duplicates `parent` (collective over it), so this communicator's traffic never mixes with anyone else's.
+    explicit MpiCommunicatorBase(MPI_Comm parent = MPI_COMM_WORLD);
+    ~MpiCommunicatorBase() override;
+    MpiCommunicatorBase(const MpiCommunicatorBase&) = delete;
+    MpiCommunicatorBase& operator=(const MpiCommunicatorBase&) = delete;
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    int local_rank() const override { return local_rank_; }
+    int local_size() const override { return local_size_; }
+
+    // Metrics reductions in double via MPI_Allreduce (Average = sum then scale by 1/size).
+    void allreduce(std::span<double> data, ReduceOp op = ReduceOp::Sum) override;
+    using Communicator::allreduce;
+    void broadcast(std::span<float> data, int root) override;
+    void broadcast_bytes(std::span<std::byte> data, int root) override;
+    std::vector<float> allgather(std::span<const float> mine) override;
+    std::vector<uint64_t> allgather(uint64_t mine) override;
+    void barrier() override;
+
+    // For MPI collectives the counters are estimates of what a bandwidth-optimal algorithm moves (MPI does not
+    // say what its algorithm sent): allreduce as a ring (see ring_allreduce_bytes), broadcast S received on every
+    // non-root and S sent by the root, allgather as a ring (received: everyone else's parts; sent: all parts but
+    // the right neighbour's).
+    uint64_t bytes_sent() const override { return sent_.load(std::memory_order_relaxed); }
+    uint64_t bytes_received() const override { return received_.load(std::memory_order_relaxed); }
+
+    // Prints "ringtrain: rank R: <message>" to stderr, then MPI_Abort(MPI_COMM_WORLD, exit_code).
+    [[noreturn]] void abort(const std::string& message, int exit_code) override;
+
+    MPI_Comm mpi_comm() const { return comm_; }
+
+protected:
+    void count_bytes(uint64_t sent, uint64_t received) {
+        sent_.fetch_add(sent, std::memory_order_relaxed);
+        received_.fetch_add(received, std::memory_order_relaxed);
+    }
+    void count_ring_allreduce(size_t count, size_t elem_size) {
+        const ByteCount b = ring_allreduce_bytes(count, elem_size, rank_, size_);
+        count_bytes(b.sent, b.received);
+    }
+
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0;
+    int size_ = 1;
+    int local_rank_ = 0;
+    int local_size_ = 1;
+
+private:
+    std::atomic<uint64_t> sent_{0};
+    std::atomic<uint64_t> received_{0};
+};
+
+// "mpi": float allreduce via MPI_Allreduce(MPI_IN_PLACE). Byte counters are the ring estimate (see above).
+class MpiCommunicator final : public MpiCommunicatorBase {
+public:
+    explicit MpiCommunicator(MPI_Comm parent = MPI_COMM_WORLD) : MpiCommunicatorBase(parent) {}
+    std::string backend() const override { return "mpi"; }
+    void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) override;
+    using MpiCommunicatorBase::allreduce;
+};
+
+}  // namespace ringtrain::comm

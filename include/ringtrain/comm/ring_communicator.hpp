@@ -1,0 +1,69 @@
+// RingCommunicator ("ring"): our own float allreduce over non-blocking MPI point-to-point.
+//
+// Large messages: bandwidth-optimal ring. The buffer is cut into N segments (remainder spread over the first ones);
+// reduce-scatter runs N−1 steps (send a segment to the right neighbour, receive one from the left and reduce it
+// into ours), then allgather runs N−1 steps (forward the finished segments around). Each segment is cut into
+// pipeline chunks and the whole exchange is streamed chunk by chunk: receives are posted `pipeline_depth` chunks
+// ahead into a small scratch ring (cache-resident), so receiving chunk i+1 overlaps reducing chunk i, and a reduced
+// chunk is forwarded at once, so consecutive steps overlap too. Allgather receives land directly in the user buffer.
+//
+// Small messages (< small_message_bytes): recursive doubling, log2(N) exchanges of the whole buffer; a world size
+// that is not a power of two first folds the 2·(N−P) lowest ranks pairwise into P (a power of two) and sends
+// the result back at the end.
+//
+// Results are deterministic run to run (fixed summation order for a given count and world size) and bitwise
+// identical on every rank. Scratch is allocated once and grown, never per call. Byte counters are exact.
+// NaN inputs to Max/Min may give rank-dependent results.
+#pragma once
+
+#include <vector>
+
+#include "ringtrain/comm/mpi_communicator.hpp"
+
+namespace ringtrain::comm {
+
+struct RingOptions {
+    // Messages below this many bytes use recursive doubling; at or above it, the ring. 0 = always the ring.
+    // Default from bench/allreduce on a 2-core VM (see bench/RESULTS-allreduce.md).
+    size_t small_message_bytes = 128 * 1024;
+    // Pipeline chunk size (bytes, rounded down to whole floats, at least one float).
+    size_t chunk_bytes = 512 * 1024;
+    // Receives posted ahead of the one being reduced (scratch = depth × chunk).
+    int pipeline_depth = 4;
+    // Recursive doubling sends each exchange in pieces of at most this many bytes, all in flight at once, so each
+    // stays under the MPI library's eager limit (Open MPI shared memory: 4 KiB including its header) and needs no
+    // rendezvous handshake.
+    size_t small_piece_bytes = 4000;
+};
+
+class RingCommunicator final : public MpiCommunicatorBase {
+public:
+    explicit RingCommunicator(RingOptions options = {}, MPI_Comm parent = MPI_COMM_WORLD);
+    ~RingCommunicator() override;
+
+    std::string backend() const override { return "ring"; }
+    void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) override;
+    using MpiCommunicatorBase::allreduce;
+
+    const RingOptions& options() const { return options_; }
+
+private:
+    void ring_allreduce(float* data, size_t count, ReduceOp op);
+    void recursive_doubling(float* data, size_t count, ReduceOp op);
+    // Sends `count` floats from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
+    // skipped), in pieces of small_piece_bytes; counts the bytes.
+    void exchange(const float* send, int dest, float* recv, int source, size_t count);
+
+    RingOptions options_;
+    size_t chunk_elems_ = 1;
+    float* scratch_ = nullptr;  // grown, 64-byte aligned
+    size_t scratch_capacity_ = 0;
+    std::vector<MPI_Request> send_requests_;
+    std::vector<MPI_Request> recv_requests_;
+    std::vector<size_t> send_step_base_;
+    std::vector<MPI_Request> small_requests_;
+
+    float* ensure_scratch(size_t elems);
+};
+
+}  // namespace ringtrain::comm

@@ -1,0 +1,20 @@
+// make_communicator: the sync.backend names.
+#include "ringtrain/comm/communicator.hpp"
+
+#include "ringtrain/comm/launch_env.hpp"
+#include "ringtrain/comm/mpi_communicator.hpp"
+#include "ringtrain/comm/ring_communicator.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::comm {
+
+std::vector<std::string> communicator_backends() { return {"ring", "mpi"}; }
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
+    if (backend == "ring") return std::make_unique<RingCommunicator>();
+    if (backend == "mpi") return std::make_unique<MpiCommunicator>();
+    if (backend == "nccl") throw InputError("sync.backend nccl needs a CUDA build with NCCL; use ring or mpi");
+    throw InputError("sync.backend '" + backend + "' is not a communicator backend; choose one of: ring, mpi, nccl (CUDA builds)");
+}
+
+}  // namespace ringtrain::comm

@@ -1,0 +1,150 @@
+// MpiCommunicatorBase (shared collectives, counters, abort) and MpiCommunicator (MPI_Allreduce).
+#include "ringtrain/comm/mpi_communicator.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::comm {
+
+namespace {
+
+constexpr size_t kMaxMpiCount = static_cast<size_t>(INT_MAX);
+
+MPI_Op mpi_op(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Average: return MPI_SUM;
+        case ReduceOp::Max: return MPI_MAX;
+        case ReduceOp::Min: return MPI_MIN;
+    }
+    return MPI_SUM;
+}
+
+template <class T>
+void scale(std::span<T> data, T factor) {
+    T* __restrict p = data.data();
+    const size_t n = data.size();
+    for (size_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
+// MPI_Allreduce in place, in pieces of at most INT_MAX elements.
+template <class T>
+void mpi_allreduce_in_place(MPI_Comm comm, std::span<T> data, MPI_Datatype type, ReduceOp op) {
+    for (size_t off = 0; off < data.size(); off += kMaxMpiCount) {
+        const int n = static_cast<int>(std::min(kMaxMpiCount, data.size() - off));
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, data.data() + off, n, type, mpi_op(op), comm), "MPI_Allreduce");
+    }
+}
+
+}  // namespace
+
+ByteCount ring_allreduce_bytes(size_t count, size_t elem_size, int rank, int size) {
+    if (size <= 1 || count == 0) return {};
+    const size_t n = static_cast<size_t>(size);
+    const size_t base = count / n, rem = count % n;
+    auto seg = [&](int k) { return base + (static_cast<size_t>(((k % size) + size) % size) < rem ? 1 : 0); };
+    // Sent: every segment but (r+1) in reduce-scatter, every segment but (r+2) in allgather.
+    // Received: every segment but r in reduce-scatter, every segment but (r+1) in allgather.
+    ByteCount b;
+    b.sent = (2 * count - seg(rank + 1) - seg(rank + 2)) * elem_size;
+    b.received = (2 * count - seg(rank) - seg(rank + 1)) * elem_size;
+    return b;
+}
+
+MpiCommunicatorBase::MpiCommunicatorBase(MPI_Comm parent) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) throw Error("communicator created before MPI was initialised (create an MpiRuntime first)");
+    check_mpi(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    MPI_Comm local = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    check_mpi(MPI_Comm_rank(local, &local_rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(local, &local_size_), "MPI_Comm_size");
+    MPI_Comm_free(&local);
+}
+
+MpiCommunicatorBase::~MpiCommunicatorBase() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicatorBase::allreduce(std::span<double> data, ReduceOp op) {
+    if (data.empty()) return;
+    mpi_allreduce_in_place(comm_, data, MPI_DOUBLE, op);
+    if (op == ReduceOp::Average) scale(data, 1.0 / size_);
+    count_ring_allreduce(data.size(), sizeof(double));
+}
+
+void MpiCommunicatorBase::broadcast(std::span<float> data, int root) {
+    broadcast_bytes(std::as_writable_bytes(data), root);
+}
+
+void MpiCommunicatorBase::broadcast_bytes(std::span<std::byte> data, int root) {
+    if (root < 0 || root >= size_)
+        throw Error("broadcast: root " + std::to_string(root) + " is not a rank (world size " + std::to_string(size_) + ")");
+    if (data.empty() || size_ == 1) return;
+    for (size_t off = 0; off < data.size(); off += kMaxMpiCount) {
+        const int n = static_cast<int>(std::min(kMaxMpiCount, data.size() - off));
+        check_mpi(MPI_Bcast(data.data() + off, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+    }
+    if (rank_ == root) count_bytes(data.size(), 0);
+    else count_bytes(0, data.size());
+}
+
+std::vector<float> MpiCommunicatorBase::allgather(std::span<const float> mine) {
+    if (mine.size() > kMaxMpiCount) throw Error("allgather: " + std::to_string(mine.size()) + " floats on one rank exceeds 2^31-1");
+    const int my_count = static_cast<int>(mine.size());
+    std::vector<int> counts(size_), displs(size_);
+    check_mpi(MPI_Allgather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    size_t total = 0;
+    for (int k = 0; k < size_; ++k) {
+        if (total > kMaxMpiCount) throw Error("allgather: total of " + std::to_string(total) + "+ floats exceeds 2^31-1");
+        displs[k] = static_cast<int>(total);
+        total += static_cast<size_t>(counts[k]);
+    }
+    if (total > kMaxMpiCount) throw Error("allgather: total of " + std::to_string(total) + " floats exceeds 2^31-1");
+    std::vector<float> out(total);
+    if (total > 0)
+        check_mpi(MPI_Allgatherv(mine.data(), my_count, MPI_FLOAT, out.data(), counts.data(), displs.data(), MPI_FLOAT, comm_),
+                  "MPI_Allgatherv");
+    if (size_ > 1) {
+        const size_t right = static_cast<size_t>(counts[(rank_ + 1) % size_]);
+        count_bytes((total - right) * sizeof(float), (total - mine.size()) * sizeof(float));
+    }
+    return out;
+}
+
+std::vector<uint64_t> MpiCommunicatorBase::allgather(uint64_t mine) {
+    std::vector<uint64_t> out(size_);
+    check_mpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+    if (size_ > 1) count_bytes((size_ - 1) * sizeof(uint64_t), (size_ - 1) * sizeof(uint64_t));
+    return out;
+}
+
+void MpiCommunicatorBase::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+void MpiCommunicatorBase::abort(const std::string& message, int exit_code) {
+    std::fprintf(stderr, "ringtrain: rank %d: %s\n", rank_, message.c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort should not return; make sure we never do
+}
+
+void MpiCommunicator::allreduce(std::span<float> data, ReduceOp op) {
+    if (data.empty()) return;
+    if (size_ > 1) mpi_allreduce_in_place(comm_, data, MPI_FLOAT, op);
+    if (op == ReduceOp::Average && size_ > 1) scale(data, 1.0f / static_cast<float>(size_));
+    count_ring_allreduce(data.size(), sizeof(float));
+}
+
+}  // namespace ringtrain::comm

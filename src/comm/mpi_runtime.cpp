@@ -1,0 +1,58 @@
+// MpiRuntime and the MPI error check.
+#include "ringtrain/comm/mpi_runtime.hpp"
+
+#include <mpi.h>
+
+#include <string>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::comm {
+
+void check_mpi(int rc, const char* call) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    throw Error(std::string(call) + " failed: " + (len > 0 ? std::string(text, len) : "MPI error code " + std::to_string(rc)));
+}
+
+const char* thread_level_name(int level) {
+    switch (level) {
+        case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+        case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+        case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+        case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+        default: return "unknown";
+    }
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (finalized) throw Error("MpiRuntime: MPI was already finalized in this process; it cannot be restarted");
+        MPI_Query_thread(&thread_level_);
+        owns_ = false;
+    } else {
+        const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
+        if (rc != MPI_SUCCESS) throw Error("MPI_Init_thread failed (code " + std::to_string(rc) + "); is the MPI installation working?");
+        owns_ = true;
+    }
+    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+}
+
+MpiRuntime::~MpiRuntime() {
+    if (!owns_) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+bool MpiRuntime::thread_multiple() const { return thread_level_ >= MPI_THREAD_MULTIPLE; }
+
+}  // namespace ringtrain::comm

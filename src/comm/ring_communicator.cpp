@@ -1,0 +1,276 @@
+// RingCommunicator: pipelined ring allreduce (reduce-scatter + allgather) and recursive doubling over MPI p2p.
+//
+// Ring schedule on rank r of N (segments indexed mod N), 2(N−1) steps t:
+//   reduce-scatter, t = 0..N−2:  send segment r−t,            receive segment r−t−1 and reduce it into ours
+//   allgather,      t = N−1+a:   send segment r+1−a,          receive segment r−a straight into the buffer
+// The segment sent at step t+1 is the one received at step t, so the exchange is one stream of chunks: a chunk is
+// forwarded as soon as it has been reduced (or received), and the receives run `pipeline_depth` chunks ahead.
+// Every rank cuts the buffer identically, so the k-th message from the left matches the k-th receive posted
+// (MPI keeps messages between a pair with the same tag and communicator in order); one tag suffices.
+//
+//   r−1 ──chunks──> r ──chunks──> r+1        (send right, receive from left)
+//
+// Write-after-send: an allgather receive lands in the region that the reduce-scatter sent at step a. That send is
+// waited for before the receive is posted (it has always been issued by then; the receive is not posted early).
+#include "ringtrain/comm/ring_communicator.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::comm {
+
+namespace {
+
+constexpr int kTagRing = 11;
+constexpr int kTagDoubling = 12;
+
+// Plain loops over restrict pointers so the compiler vectorises them (addps/maxps/minps).
+void reduce_sum(float* __restrict dst, const float* __restrict src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+void reduce_max(float* __restrict dst, const float* __restrict src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = dst[i] > src[i] ? dst[i] : src[i];
+}
+void reduce_min(float* __restrict dst, const float* __restrict src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = dst[i] < src[i] ? dst[i] : src[i];
+}
+
+inline void reduce_into(float* dst, const float* src, size_t n, ReduceOp op) {
+    switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Average: reduce_sum(dst, src, n); break;
+        case ReduceOp::Max: reduce_max(dst, src, n); break;
+        case ReduceOp::Min: reduce_min(dst, src, n); break;
+    }
+}
+
+void scale(float* __restrict p, size_t n, float factor) {
+    for (size_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
+}  // namespace
+
+RingCommunicator::RingCommunicator(RingOptions options, MPI_Comm parent)
+    : MpiCommunicatorBase(parent), options_(options) {
+    if (options_.pipeline_depth < 1) throw Error("RingCommunicator: pipeline_depth must be at least 1");
+    chunk_elems_ = std::clamp<size_t>(options_.chunk_bytes / sizeof(float), 1, static_cast<size_t>(INT_MAX));
+    recv_requests_.assign(static_cast<size_t>(options_.pipeline_depth), MPI_REQUEST_NULL);
+}
+
+RingCommunicator::~RingCommunicator() { std::free(scratch_); }
+
+float* RingCommunicator::ensure_scratch(size_t elems) {
+    if (elems <= scratch_capacity_) return scratch_;
+    const size_t bytes = (elems * sizeof(float) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    std::free(scratch_);
+    scratch_ = static_cast<float*>(p);
+    scratch_capacity_ = elems;
+    return scratch_;
+}
+
+void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
+    const size_t count = data.size();
+    if (count == 0) return;  // every rank passes the same count, so every rank returns here: no deadlock
+    if (size_ > 1) {
+        const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
+        const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
+        if (small) recursive_doubling(data.data(), count, combine);
+        else ring_allreduce(data.data(), count, combine);
+        if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
+    }
+}
+
+void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
+    const int N = size_, r = rank_;
+    const int right = (r + 1) % N, left = (r + N - 1) % N;
+    const size_t n = static_cast<size_t>(N);
+    const size_t base = count / n, rem = count % n;
+    const size_t C = chunk_elems_;
+    const int steps = 2 * (N - 1);
+    const size_t D = static_cast<size_t>(options_.pipeline_depth);
+
+    auto wrap = [N](int k) { return static_cast<size_t>(((k % N) + N) % N); };
+    auto seg_off = [&](int k) { const size_t s = wrap(k); return s * base + std::min(s, rem); };
+    auto seg_len = [&](int k) { return base + (wrap(k) < rem ? 1 : 0); };
+    auto chunks = [&](int k) { return (seg_len(k) + C - 1) / C; };
+    auto recv_seg = [&](int t) { return t < N - 1 ? r - t - 1 : r - (t - (N - 1)); };
+    auto send_seg = [&](int t) { return t < N - 1 ? r - t : r + 1 - (t - (N - 1)); };
+
+    // Send indices: step 0 sends segment r; step t > 0 forwards what step t−1 received, in chunk order.
+    send_step_base_.resize(static_cast<size_t>(steps) + 1);
+    size_t total_sends = 0, total_recvs = 0;
+    for (int t = 0; t < steps; ++t) {
+        send_step_base_[t] = total_sends;
+        total_sends += chunks(send_seg(t));
+        total_recvs += chunks(recv_seg(t));
+    }
+    send_step_base_[steps] = total_sends;
+    send_requests_.assign(total_sends, MPI_REQUEST_NULL);  // keeps capacity: no allocation once grown
+    size_t sends_issued = 0;
+
+    const size_t slot_elems = std::min(C, base + (rem ? 1 : 0));  // no receive is longer than this
+    float* scratch = ensure_scratch(D * slot_elems);
+    uint64_t sent_elems = 0, received_elems = 0;
+
+    auto isend = [&](size_t index, const float* p, size_t len) {
+        check_mpi(MPI_Isend(p, static_cast<int>(len), MPI_FLOAT, right, kTagRing, comm_, &send_requests_[index]), "MPI_Isend");
+        sent_elems += len;
+        ++sends_issued;
+    };
+
+    // A cursor over (step, chunk) in stream order, skipping empty segments.
+    struct Cursor {
+        int t = 0;
+        size_t c = 0;
+    };
+    auto normalise = [&](Cursor& cur) {
+        while (cur.t < steps && cur.c >= chunks(recv_seg(cur.t))) {
+            ++cur.t;
+            cur.c = 0;
+        }
+    };
+    auto advance = [&](Cursor& cur) {
+        ++cur.c;
+        normalise(cur);
+    };
+    auto chunk_region = [&](const Cursor& cur, size_t& off, size_t& len) {
+        const int s = recv_seg(cur.t);
+        off = seg_off(s) + cur.c * C;
+        len = std::min(C, seg_len(s) - cur.c * C);
+    };
+
+    // Step 0: send all of our own segment.
+    {
+        const size_t off = seg_off(r), len = seg_len(r);
+        for (size_t c = 0; c * C < len; ++c) isend(send_step_base_[0] + c, data + off + c * C, std::min(C, len - c * C));
+    }
+
+    Cursor post, proc;
+    normalise(post);
+    normalise(proc);
+    size_t posted = 0, processed = 0;
+
+    // Posts the next receive if its slot is free and, for an allgather receive, the reduce-scatter send out of the
+    // same region has been issued (it is then waited for). Returns false when nothing could be posted.
+    auto try_post = [&]() -> bool {
+        if (posted >= total_recvs || posted >= processed + D) return false;
+        size_t off = 0, len = 0;
+        chunk_region(post, off, len);
+        const size_t slot = posted % D;
+        float* dst = nullptr;
+        if (post.t < N - 1) {
+            dst = scratch + slot * slot_elems;
+        } else {
+            const size_t hazard = send_step_base_[post.t - (N - 1)] + post.c;
+            if (hazard >= sends_issued) return false;
+            check_mpi(MPI_Wait(&send_requests_[hazard], MPI_STATUS_IGNORE), "MPI_Wait");
+            dst = data + off;
+        }
+        check_mpi(MPI_Irecv(dst, static_cast<int>(len), MPI_FLOAT, left, kTagRing, comm_, &recv_requests_[slot]), "MPI_Irecv");
+        ++posted;
+        advance(post);
+        return true;
+    };
+
+    while (try_post()) {
+    }
+    while (processed < total_recvs) {
+        if (processed == posted) {  // cannot happen (the hazard send is issued before its receive is due); be safe
+            throw Error("ring allreduce: internal schedule error (receive not posted)");
+        }
+        const size_t slot = processed % D;
+        check_mpi(MPI_Wait(&recv_requests_[slot], MPI_STATUS_IGNORE), "MPI_Wait");
+        size_t off = 0, len = 0;
+        chunk_region(proc, off, len);
+        received_elems += len;
+        if (proc.t < N - 1) reduce_into(data + off, scratch + slot * slot_elems, len, op);
+        ++processed;
+        if (proc.t + 1 < steps) isend(send_step_base_[proc.t + 1] + proc.c, data + off, len);
+        while (try_post()) {
+        }
+        advance(proc);
+    }
+    check_mpi(MPI_Waitall(static_cast<int>(total_sends), send_requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    count_bytes(sent_elems * sizeof(float), received_elems * sizeof(float));
+}
+
+void RingCommunicator::exchange(const float* send, int dest, float* recv, int source, size_t count) {
+    // Pieces of at most small_piece_bytes, all posted at once: under the MPI library's eager limit each piece goes
+    // out without a rendezvous handshake, which is what dominates small-message latency.
+    const size_t piece = std::clamp<size_t>(options_.small_piece_bytes / sizeof(float), 1, static_cast<size_t>(INT_MAX));
+    const size_t pieces = (count + piece - 1) / piece;
+    if (pieces == 1) {  // one message each way: the plain blocking calls have the least overhead
+        const int n = static_cast<int>(count);
+        if (send && recv)
+            check_mpi(MPI_Sendrecv(send, n, MPI_FLOAT, dest, kTagDoubling, recv, n, MPI_FLOAT, source, kTagDoubling, comm_,
+                                   MPI_STATUS_IGNORE),
+                      "MPI_Sendrecv");
+        else if (send)
+            check_mpi(MPI_Send(send, n, MPI_FLOAT, dest, kTagDoubling, comm_), "MPI_Send");
+        else
+            check_mpi(MPI_Recv(recv, n, MPI_FLOAT, source, kTagDoubling, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+        count_bytes(send ? count * sizeof(float) : 0, recv ? count * sizeof(float) : 0);
+        return;
+    }
+    size_t k = 0;
+    small_requests_.resize(2 * pieces);
+    if (recv)
+        for (size_t off = 0; off < count; off += piece)
+            check_mpi(MPI_Irecv(recv + off, static_cast<int>(std::min(piece, count - off)), MPI_FLOAT, source, kTagDoubling,
+                                comm_, &small_requests_[k++]),
+                      "MPI_Irecv");
+    if (send)
+        for (size_t off = 0; off < count; off += piece)
+            check_mpi(MPI_Isend(send + off, static_cast<int>(std::min(piece, count - off)), MPI_FLOAT, dest, kTagDoubling,
+                                comm_, &small_requests_[k++]),
+                      "MPI_Isend");
+    check_mpi(MPI_Waitall(static_cast<int>(k), small_requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    count_bytes(send ? count * sizeof(float) : 0, recv ? count * sizeof(float) : 0);
+}
+
+void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op) {
+    const int N = size_, r = rank_;
+    int P = 1;
+    while (P * 2 <= N) P *= 2;
+    const int extra = N - P;  // ranks 0..2·extra−1 pair up: even ones hand their data to the odd one and wait
+    float* tmp = ensure_scratch(count);
+
+    int vrank;  // rank inside the power-of-two group, or −1 while folded out
+    if (r < 2 * extra) {
+        if (r % 2 == 0) {
+            exchange(data, r + 1, nullptr, -1, count);
+            vrank = -1;
+        } else {
+            exchange(nullptr, -1, tmp, r - 1, count);
+            reduce_into(data, tmp, count, op);
+            vrank = r / 2;
+        }
+    } else {
+        vrank = r - extra;
+    }
+
+    if (vrank >= 0) {
+        for (int mask = 1; mask < P; mask <<= 1) {
+            const int vpeer = vrank ^ mask;
+            const int peer = vpeer < extra ? vpeer * 2 + 1 : vpeer + extra;
+            exchange(data, peer, tmp, peer, count);
+            // a+b == b+a in IEEE arithmetic, so both partners hold bitwise identical results after every round.
+            reduce_into(data, tmp, count, op);
+        }
+    }
+
+    if (r < 2 * extra) {
+        if (r % 2 == 1) exchange(data, r - 1, nullptr, -1, count);
+        else exchange(nullptr, -1, data, r + 1, count);
+    }
+}
+
+}  // namespace ringtrain::comm

@@ -1,0 +1,435 @@
+// Communicator tests, run under mpirun at 1–4 ranks. Each rank generates every rank's random input from seeds, so
+// the exact result is computed locally in double and compared with what the collective returned.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/launch_env.hpp"
+#include "ringtrain/comm/mpi_communicator.hpp"
+#include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/comm/ring_communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/rng.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::comm;
+
+namespace {
+
+int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+std::vector<float> rank_data(size_t count, int rank, uint64_t seed) {
+    Rng rng(seed * 1000003u + static_cast<uint64_t>(rank) * 7919u + 17u);
+    std::vector<float> v(count);
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f) * (1.0f + 3.0f * rng.uniform());
+    return v;
+}
+
+// The exact reductions of every rank's data (computed in double), and this rank's own input.
+struct Reference {
+    std::vector<float> mine;
+    std::vector<double> sum, sum_abs;
+    std::vector<float> max, min;
+};
+
+Reference make_reference(size_t count, uint64_t seed) {
+    const int n = world_size(), me = world_rank();
+    Reference ref;
+    ref.sum.assign(count, 0.0);
+    ref.sum_abs.assign(count, 0.0);
+    ref.max.assign(count, -std::numeric_limits<float>::infinity());
+    ref.min.assign(count, std::numeric_limits<float>::infinity());
+    for (int k = 0; k < n; ++k) {
+        std::vector<float> v = rank_data(count, k, seed);
+        for (size_t i = 0; i < count; ++i) {
+            ref.sum[i] += v[i];
+            ref.sum_abs[i] += std::fabs(v[i]);
+            ref.max[i] = std::max(ref.max[i], v[i]);
+            ref.min[i] = std::min(ref.min[i], v[i]);
+        }
+        if (k == me) ref.mine = std::move(v);
+    }
+    return ref;
+}
+
+// Worst-case rounding of an N-term float sum: (N−1)·u·Σ|x|, u = 2^−24; we allow twice that (plus one ulp of the
+// average's scaling).
+double sum_tolerance(double sum_abs, int n) { return 2.0 * std::max(n - 1, 1) * std::ldexp(sum_abs, -24); }
+
+uint64_t fnv1a(std::span<const float> v) {
+    uint64_t h = 1469598103934665603ull;
+    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t i = 0; i < v.size_bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+// Counts (not per-element CHECKs) so a failure prints once, and never skips a collective on one rank only.
+struct Mismatch {
+    size_t bad = 0;
+    size_t first = 0;
+    double got = 0, want = 0;
+    void add(size_t i, double g, double w) {
+        if (bad++ == 0) {
+            first = i;
+            got = g;
+            want = w;
+        }
+    }
+};
+
+std::vector<size_t> test_counts() {
+    const size_t n = static_cast<size_t>(world_size());
+    std::vector<size_t> c = {0, 1, n - 1, 7, 13, 10007, (size_t{1} << 20) + 3, 4194301};
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    return c;
+}
+
+struct Variant {
+    const char* name;
+    std::unique_ptr<Communicator> comm;
+};
+
+std::vector<Variant> all_variants() {
+    std::vector<Variant> v;
+    v.push_back({"mpi", std::make_unique<MpiCommunicator>()});
+    v.push_back({"ring default", std::make_unique<RingCommunicator>()});
+    // Pure ring with small chunks: many pipeline chunks per segment even at moderate counts.
+    v.push_back({"ring only, 16 KB chunks", std::make_unique<RingCommunicator>(RingOptions{0, 16 * 1024, 3})});
+    // Recursive doubling for every size.
+    v.push_back({"recursive doubling", std::make_unique<RingCommunicator>(
+                                           RingOptions{std::numeric_limits<size_t>::max(), 1 << 20, 4, 1 << 20})});
+    return v;
+}
+
+void check_sum(const char* variant, ReduceOp op, const std::vector<float>& got, const Reference& ref, int n) {
+    Mismatch m;
+    for (size_t i = 0; i < got.size(); ++i) {
+        double want = ref.sum[i], tol = sum_tolerance(ref.sum_abs[i], n);
+        if (op == ReduceOp::Average) {
+            want /= n;
+            tol = tol / n + std::ldexp(std::fabs(want), -23);
+        }
+        if (!(std::fabs(got[i] - want) <= tol)) m.add(i, got[i], want);
+    }
+    INFO(variant << " op " << static_cast<int>(op) << " count " << got.size() << ": first bad index " << m.first << " got "
+                 << m.got << " want " << m.want);
+    CHECK(m.bad == 0);
+}
+
+void check_exact(const char* variant, const std::vector<float>& got, const std::vector<float>& want) {
+    Mismatch m;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) m.add(i, got[i], want[i]);
+    INFO(variant << " count " << got.size() << ": first bad index " << m.first << " got " << m.got << " want " << m.want);
+    CHECK(m.bad == 0);
+}
+
+// Every rank holds bitwise the same result.
+bool same_on_all_ranks(Communicator& comm, std::span<const float> v) {
+    const std::vector<uint64_t> h = comm.allgather(fnv1a(v));
+    return std::all_of(h.begin(), h.end(), [&](uint64_t x) { return x == h[0]; });
+}
+
+// What the ring moves on `rank`, derived from the schedule: reduce-scatter step t sends segment r−t and receives
+// r−t−1; allgather step a sends r+1−a and receives r−a.
+ByteCount expected_ring_bytes(size_t count, int rank, int n) {
+    ByteCount b;
+    if (n == 1 || count == 0) return b;
+    auto seg = [&](int k) {
+        k = ((k % n) + n) % n;
+        return count / n + (static_cast<size_t>(k) < count % n ? 1 : 0);
+    };
+    for (int t = 0; t < n - 1; ++t) {
+        b.sent += seg(rank - t) * 4;
+        b.received += seg(rank - t - 1) * 4;
+        b.sent += seg(rank + 1 - t) * 4;
+        b.received += seg(rank - t) * 4;
+    }
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("allreduce matches a serial reference on every backend and path", "[comm][allreduce]") {
+    const int n = world_size();
+    auto variants = all_variants();
+    MpiCommunicator check_comm;
+    uint64_t seed = 1;
+    for (size_t count : test_counts()) {
+        const Reference ref = make_reference(count, seed++);
+        std::vector<float> mpi_sum;
+        for (auto& v : variants) {
+            std::vector<float> buf = ref.mine;
+            v.comm->allreduce(buf, ReduceOp::Sum);
+            check_sum(v.name, ReduceOp::Sum, buf, ref, n);
+            if (std::string(v.name) != "mpi") {
+                INFO(v.name << " count " << count);
+                CHECK(same_on_all_ranks(check_comm, buf));
+                // Run to run determinism.
+                std::vector<float> again = ref.mine;
+                v.comm->allreduce(again, ReduceOp::Sum);
+                CHECK(fnv1a(again) == fnv1a(buf));
+            }
+            if (mpi_sum.empty()) {
+                mpi_sum = buf;
+            } else {  // ring and mpi agree within float rounding
+                Mismatch m;
+                for (size_t i = 0; i < count; ++i)
+                    if (!(std::fabs(buf[i] - mpi_sum[i]) <= 2 * sum_tolerance(ref.sum_abs[i], n))) m.add(i, buf[i], mpi_sum[i]);
+                INFO(v.name << " vs mpi, count " << count << " first bad " << m.first);
+                CHECK(m.bad == 0);
+            }
+
+            if (count > (1u << 21) && std::string(v.name) == "ring only, 16 KB chunks") continue;  // keep it quick
+            buf = ref.mine;
+            v.comm->allreduce(buf, ReduceOp::Average);
+            check_sum(v.name, ReduceOp::Average, buf, ref, n);
+            buf = ref.mine;
+            v.comm->allreduce(buf, ReduceOp::Max);
+            check_exact(v.name, buf, ref.max);
+            buf = ref.mine;
+            v.comm->allreduce(buf, ReduceOp::Min);
+            check_exact(v.name, buf, ref.min);
+        }
+    }
+}
+
+TEST_CASE("ring pipeline with tiny chunks and shallow depth; recursive doubling in tiny pieces", "[comm][allreduce]") {
+    const int n = world_size();
+    for (int depth : {1, 2, 5, 0}) {
+        // Two floats per chunk; depth 0 stands for recursive doubling in pieces of three floats.
+        RingCommunicator ring(depth > 0 ? RingOptions{0, 8, depth}
+                                        : RingOptions{std::numeric_limits<size_t>::max(), 8, 1, 12});
+        for (size_t count : {size_t{1}, size_t(n + 1), size_t{13}, size_t{101}, size_t{1009}}) {
+            const Reference ref = make_reference(count, 100 + count);
+            std::vector<float> buf = ref.mine;
+            ring.allreduce(buf, ReduceOp::Sum);
+            INFO("depth " << depth);
+            check_sum("ring tiny chunks", ReduceOp::Sum, buf, ref, n);
+            buf = ref.mine;
+            ring.allreduce(buf, ReduceOp::Max);
+            check_exact("ring tiny chunks max", buf, ref.max);
+        }
+    }
+}
+
+TEST_CASE("ring byte counters are exact", "[comm][bytes]") {
+    const int n = world_size(), me = world_rank();
+    RingCommunicator ring(RingOptions{0, 4096, 4});
+    MpiCommunicator mpi;
+    for (size_t count : {size_t{0}, size_t{1}, size_t(n + 2), size_t{10007}, size_t{65536 + 3}}) {
+        std::vector<float> buf = rank_data(count, me, 7);
+        const uint64_t s0 = ring.bytes_sent(), r0 = ring.bytes_received();
+        ring.allreduce(buf, ReduceOp::Sum);
+        const ByteCount want = expected_ring_bytes(count, me, n);
+        INFO("count " << count);
+        CHECK(ring.bytes_sent() - s0 == want.sent);
+        CHECK(ring.bytes_received() - r0 == want.received);
+        CHECK(ring_allreduce_bytes(count, 4, me, n).sent == want.sent);
+        CHECK(ring_allreduce_bytes(count, 4, me, n).received == want.received);
+        if (n > 1 && count > 0 && count % n == 0) CHECK(want.sent == 2 * (n - 1) * (count / n) * 4);
+        // The MPI backend reports the same (estimated) volume.
+        const uint64_t m0 = mpi.bytes_sent(), mr0 = mpi.bytes_received();
+        buf = rank_data(count, me, 7);
+        mpi.allreduce(buf, ReduceOp::Sum);
+        CHECK(mpi.bytes_sent() - m0 == want.sent);
+        CHECK(mpi.bytes_received() - mr0 == want.received);
+    }
+
+    // Recursive doubling: log2(P) full exchanges, plus the fold of the 2(N−P) lowest ranks.
+    RingCommunicator rd(RingOptions{std::numeric_limits<size_t>::max(), 4096, 4});
+    const size_t count = 1000;
+    int P = 1, levels = 0;
+    while (P * 2 <= n) P *= 2, ++levels;
+    const int extra = n - P;
+    uint64_t want_sent = 0, want_recv = 0;
+    if (me < 2 * extra) {
+        want_sent = want_recv = (me % 2 == 0) ? count * 4 : (levels + 1) * count * 4;
+    } else {
+        want_sent = want_recv = levels * count * 4;
+    }
+    std::vector<float> buf = rank_data(count, me, 9);
+    rd.allreduce(buf, ReduceOp::Sum);
+    CHECK(rd.bytes_sent() == want_sent);
+    CHECK(rd.bytes_received() == want_recv);
+}
+
+TEST_CASE("broadcast from the first and the last rank", "[comm][broadcast]") {
+    const int n = world_size(), me = world_rank();
+    for (const char* backend : {"mpi", "ring"}) {
+        auto comm = make_communicator(backend);
+        for (int root : {0, n - 1}) {
+            for (size_t count : {size_t{0}, size_t{1}, size_t{10007}, size_t{1} << 20}) {
+                const std::vector<float> want = rank_data(count, root, 31);
+                std::vector<float> buf = me == root ? want : std::vector<float>(count, -7.0f);
+                comm->broadcast(buf, root);
+                INFO(backend << " root " << root << " count " << count);
+                check_exact("broadcast", buf, want);
+            }
+            std::vector<std::byte> bytes(1001);
+            for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(me == root ? (i * 7 + root) & 0xff : 0);
+            comm->broadcast_bytes(bytes, root);
+            size_t bad = 0;
+            for (size_t i = 0; i < bytes.size(); ++i) bad += bytes[i] != std::byte((i * 7 + root) & 0xff);
+            CHECK(bad == 0);
+        }
+        std::vector<float> one(3);
+        CHECK_THROWS_AS(comm->broadcast(one, n), Error);
+    }
+}
+
+TEST_CASE("allgather with a different count on every rank", "[comm][allgather]") {
+    const int n = world_size(), me = world_rank();
+    auto count_of = [](int k) { return k % 3 == 0 ? size_t{0} : size_t(k * 1000 + 1); };
+    for (const char* backend : {"mpi", "ring"}) {
+        auto comm = make_communicator(backend);
+        const std::vector<float> mine = rank_data(count_of(me), me, 55);
+        const std::vector<float> got = comm->allgather(mine);
+        std::vector<float> want;
+        for (int k = 0; k < n; ++k) {
+            const auto v = rank_data(count_of(k), k, 55);
+            want.insert(want.end(), v.begin(), v.end());
+        }
+        REQUIRE(got.size() == want.size());
+        check_exact("allgather", got, want);
+
+        // Everyone contributes nothing.
+        CHECK(comm->allgather(std::span<const float>{}).empty());
+
+        const std::vector<uint64_t> ids = comm->allgather(uint64_t(1000 + me * me));
+        REQUIRE(ids.size() == size_t(n));
+        for (int k = 0; k < n; ++k) CHECK(ids[k] == uint64_t(1000 + k * k));
+        comm->barrier();
+    }
+}
+
+TEST_CASE("double allreduce for metrics", "[comm][allreduce]") {
+    const int n = world_size(), me = world_rank();
+    for (const char* backend : {"mpi", "ring"}) {
+        auto comm = make_communicator(backend);
+        std::vector<double> v = {double(me), 1.0, 0.25 * me};
+        comm->allreduce(std::span<double>(v), ReduceOp::Sum);
+        CHECK(v[0] == Approx(n * (n - 1) / 2.0));
+        CHECK(v[1] == n);
+        std::vector<double> a = {double(me)};
+        comm->allreduce(std::span<double>(a), ReduceOp::Average);
+        CHECK(a[0] == Approx((n - 1) / 2.0));
+        std::vector<double> mx = {double(me)}, mn = {double(me)};
+        comm->allreduce(std::span<double>(mx), ReduceOp::Max);
+        comm->allreduce(std::span<double>(mn), ReduceOp::Min);
+        CHECK(mx[0] == n - 1);
+        CHECK(mn[0] == 0);
+    }
+}
+
+TEST_CASE("rank, size and local placement come from MPI", "[comm][env]") {
+    const int n = world_size(), me = world_rank();
+    for (const char* backend : {"mpi", "ring"}) {
+        auto comm = make_communicator(backend);
+        CHECK(comm->backend() == backend);
+        CHECK(comm->rank() == me);
+        CHECK(comm->size() == n);
+        // The tests run on one host.
+        CHECK(comm->local_size() == n);
+        CHECK(comm->local_rank() == me);
+    }
+    const LaunchEnvironment le = describe_launch_environment();
+    CHECK(le.world_size == n);
+    CHECK(le.node_count == 1);
+    REQUIRE(le.ranks.size() == size_t(n));
+    for (int k = 0; k < n; ++k) {
+        CHECK(le.ranks[k].rank == k);
+        CHECK(le.ranks[k].local_rank == k);
+        CHECK(le.ranks[k].local_size == n);
+        CHECK(le.ranks[k].hostname == le.ranks[0].hostname);
+        CHECK_FALSE(le.ranks[k].hostname.empty());
+    }
+    CHECK(le.launcher == "open-mpi");  // the tests are started by Open MPI's mpirun
+    const bool has_rank_var = std::any_of(le.variables.begin(), le.variables.end(), [&](const auto& p) {
+        return p.first == "OMPI_COMM_WORLD_RANK" && p.second == std::to_string(me);
+    });
+    CHECK(has_rank_var);
+    CHECK(communicator_backends() == std::vector<std::string>{"ring", "mpi"});
+}
+
+TEST_CASE("make_communicator names its backends", "[comm][factory]") {
+    CHECK(make_communicator("ring")->backend() == "ring");
+    CHECK(make_communicator("mpi")->backend() == "mpi");
+    try {
+        make_communicator("nccl");
+        FAIL("nccl should be refused in a CPU build");
+    } catch (const InputError& e) {
+        CHECK(std::string(e.what()) == "sync.backend nccl needs a CUDA build with NCCL; use ring or mpi");
+    }
+    try {
+        make_communicator("gloo");
+        FAIL("unknown backend accepted");
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("gloo") != std::string::npos);
+        CHECK(msg.find("ring") != std::string::npos);
+        CHECK(msg.find("mpi") != std::string::npos);
+    }
+}
+
+TEST_CASE("MpiRuntime does not own an MPI that is already initialised", "[comm][runtime]") {
+    int argc = 0;
+    char** argv = nullptr;
+    {
+        MpiRuntime rt(&argc, &argv);
+        CHECK_FALSE(rt.owns_mpi());
+        CHECK(rt.world_rank() == world_rank());
+        CHECK(rt.world_size() == world_size());
+        int provided = 0;
+        MPI_Query_thread(&provided);
+        CHECK(rt.thread_level() == provided);
+    }
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    CHECK(finalized == 0);  // still usable
+    CHECK_THROWS_WITH(check_mpi(MPI_ERR_COUNT, "MPI_Isend"), Catch::Contains("MPI_Isend failed"));
+    CHECK_NOTHROW(check_mpi(MPI_SUCCESS, "MPI_Isend"));
+    CHECK(std::string(thread_level_name(MPI_THREAD_MULTIPLE)) == "MPI_THREAD_MULTIPLE");
+}
+
+TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threads]") {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        WARN("MPI did not grant MPI_THREAD_MULTIPLE; skipping");
+        return;
+    }
+    const int n = world_size();
+    RingCommunicator a(RingOptions{0, 4096, 4}), b(RingOptions{0, 4096, 4});
+    const Reference ra = make_reference(30011, 901), rb = make_reference(20011, 902);
+    std::vector<float> out_a, out_b;
+    auto run = [](RingCommunicator& c, const Reference& ref, std::vector<float>& out) {
+        for (int it = 0; it < 5; ++it) {
+            out = ref.mine;
+            c.allreduce(out, ReduceOp::Sum);
+        }
+    };
+    std::thread ta(run, std::ref(a), std::cref(ra), std::ref(out_a));
+    std::thread tb(run, std::ref(b), std::cref(rb), std::ref(out_b));
+    ta.join();
+    tb.join();
+    check_sum("thread a", ReduceOp::Sum, out_a, ra, n);
+    check_sum("thread b", ReduceOp::Sum, out_b, rb, n);
+}
