@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/launch_env.hpp"
 #include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/train/config.hpp"
@@ -97,15 +98,22 @@ int command_eval(const Args& a, comm::Communicator& comm) {
 }
 
 int command_info(const Args& a, comm::Communicator& comm) {
-    nlohmann::json info = {{"world_size", comm.size()}, {"backend", comm.backend()}};
-    const auto local = comm.allgather(static_cast<uint64_t>(comm.local_rank()));
-    const auto local_sizes = comm.allgather(static_cast<uint64_t>(comm.local_size()));
+    const auto env = comm::describe_launch_environment();
     if (comm.rank() == 0) {
-        std::printf("ringtrain %s: %d rank(s), backend %s\n", "0.1.0", comm.size(), comm.backend().c_str());
-        for (int r = 0; r < comm.size(); ++r)
-            std::printf("  rank %d: local rank %llu of %llu, device cpu\n", r, static_cast<unsigned long long>(local[r]),
-                        static_cast<unsigned long long>(local_sizes[r]));
-        std::printf("backends built: ring, mpi%s\n", "");
+        std::string backends;
+        for (const auto& b : comm::communicator_backends()) backends += (backends.empty() ? "" : ", ") + b;
+        std::printf("ringtrain 0.1.0: %d rank(s) on %d host(s), launcher %s, MPI thread level %d, backend %s\n",
+                    env.world_size, env.node_count, env.launcher.c_str(), env.thread_level, comm.backend().c_str());
+        for (const auto& r : env.ranks)
+            std::printf("  rank %d: host %s (node %d), local rank %d of %d, device cpu\n", r.rank, r.hostname.c_str(),
+                        r.node, r.local_rank, r.local_size);
+        std::printf("backends built: %s\n", backends.c_str());
+        if (!env.variables.empty()) {
+            std::printf("launcher variables on rank 0:");
+            for (const auto& [k, v] : env.variables) std::printf(" %s=%s", k.c_str(), v.c_str());
+            std::printf("\n");
+        }
+        for (const auto& n : env.notes) std::printf("note: %s\n", n.c_str());
     }
     if (!a.config.empty()) {
         const auto cfg = train::Config::load(a.config, a.overrides);
