@@ -20,7 +20,7 @@ std::string shape_string(const Shape& s) {
 int64_t shape_numel(const Shape& s) {
     int64_t n = 1;
     for (int64_t d : s) {
-        check(d >= 0, "negative dimension in shape " + shape_string(s));
+        if (d < 0) throw Error("negative dimension in shape " + shape_string(s));
         n *= d;
     }
     return n;
@@ -41,17 +41,17 @@ Tensor Tensor::filled(Shape shape, float value, Device device) {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
-    check(shape_numel(shape) == numel_,
-          "reshape from " + shape_string(shape_) + " to " + shape_string(shape) + " changes the element count");
+    if (shape_numel(shape) != numel_)
+        throw Error("reshape from " + shape_string(shape_) + " to " + shape_string(shape) + " changes the element count");
     Tensor t = *this;
     t.shape_ = std::move(shape);
     return t;
 }
 
 Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
-    check(!shape_.empty() && begin >= 0 && begin <= end && end <= shape_[0],
-          "slice_rows [" + std::to_string(begin) + "," + std::to_string(end) + ") out of range for " +
-              shape_string(shape_));
+    if (shape_.empty() || begin < 0 || begin > end || end > shape_[0])
+        throw Error("slice_rows [" + std::to_string(begin) + "," + std::to_string(end) + ") out of range for " +
+                    shape_string(shape_));
     Tensor t = *this;
     const int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
     t.shape_[0] = end - begin;
@@ -72,8 +72,9 @@ void Tensor::fill(float value) {
 }
 
 void Tensor::copy_from(const Tensor& other) {
-    check(other.numel_ == numel_, "copy between tensors of different sizes: " + shape_string(shape_) + " <- " +
-                                      shape_string(other.shape_));
+    if (other.numel_ != numel_)
+        throw Error("copy between tensors of different sizes: " + shape_string(shape_) + " <- " +
+                    shape_string(other.shape_));
     if (numel_ > 0) copy_floats(data(), device_, other.data(), other.device_, static_cast<size_t>(numel_));
 }
 

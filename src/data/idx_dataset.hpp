@@ -28,11 +28,10 @@ private:
     Split split_;
     std::string images_path_;
     int64_t n_ = 0, rows_ = 0, cols_ = 0, num_classes_ = 2;
-    // Pixels stay as bytes (a quarter of the memory of floats); `lut_` maps each byte to its normalised
-    // float, so read() returns exactly what storing normalised floats would.
+    // Pixels stay as bytes (a quarter of the memory of floats), normalised as they are read.
     std::vector<uint8_t> pixels_;
     std::vector<uint8_t> labels_;
-    std::array<float, 256> lut_{};
+    float scale_ = 1.0f, offset_ = 0.0f;  // normalisation: x = byte * scale_ + offset_
 };
 
 }  // namespace ringtrain::data

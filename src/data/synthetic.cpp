@@ -47,7 +47,7 @@ int64_t SyntheticDataset::label(int64_t index) const {
 }
 
 float SyntheticDataset::read(int64_t index, float* x) const {
-    check(index >= 0 && index < opt_.size, "SyntheticDataset::read: index " + std::to_string(index) +
+    if (index < 0 || index >= opt_.size) throw Error("SyntheticDataset::read: index " + std::to_string(index) +
                                                " out of range [0, " + std::to_string(opt_.size) + ")");
     const int64_t c = label(index);
     // Odd multiplier: distinct classes (up to kWindow of them) get distinct windows of the pattern table.
