@@ -8,6 +8,11 @@
 
 namespace ringtrain::comm {
 
+void Communicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire) {
+    if (wire == WireFormat::Float32) return allreduce(data, op);
+    throw Error("the " + backend() + " communicator has no " + wire_format_name(wire) + " compressed allreduce");
+}
+
 std::vector<std::string> communicator_backends() { return {"ring", "mpi"}; }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "ringtrain/comm/half.hpp"
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 
@@ -138,6 +139,75 @@ void MpiCommunicatorBase::abort(const std::string& message, int exit_code) {
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, exit_code);
     std::_Exit(exit_code);  // MPI_Abort should not return; make sure we never do
+}
+
+namespace {
+
+int op_index(ReduceOp op) { return op == ReduceOp::Max ? 1 : op == ReduceOp::Min ? 2 : 0; }
+
+// MPI user function: inout[i] = encode(decode(in[i]) ∘ decode(inout[i])) with ∘ in float32. Commutative because
+// a+b, max(a,b), min(a,b) are (NaN aside for max/min).
+template <WireFormat W, int Op>
+void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
+    constexpr size_t kBlock = 512;
+    alignas(64) float a[kBlock];
+    alignas(64) float b[kBlock];
+    const auto* x = static_cast<const uint16_t*>(in);
+    auto* y = static_cast<uint16_t*>(inout);
+    const size_t n = static_cast<size_t>(*len);
+    for (size_t off = 0; off < n; off += kBlock) {
+        const size_t m = std::min(kBlock, n - off);
+        decode16(W, x + off, a, m);
+        decode16(W, y + off, b, m);
+        for (size_t i = 0; i < m; ++i) {
+            if constexpr (Op == 0) b[i] = a[i] + b[i];
+            else if constexpr (Op == 1) b[i] = b[i] > a[i] ? b[i] : a[i];
+            else b[i] = b[i] < a[i] ? b[i] : a[i];
+        }
+        encode16(W, b, y + off, m);
+    }
+}
+
+using UserFn = void (*)(void*, void*, int*, MPI_Datatype*);
+constexpr UserFn kReduce16[2][3] = {
+    {reduce16<WireFormat::Float16, 0>, reduce16<WireFormat::Float16, 1>, reduce16<WireFormat::Float16, 2>},
+    {reduce16<WireFormat::BFloat16, 0>, reduce16<WireFormat::BFloat16, 1>, reduce16<WireFormat::BFloat16, 2>},
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm parent) : MpiCommunicatorBase(parent) {
+    check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &type16_), "MPI_Type_contiguous");
+    check_mpi(MPI_Type_commit(&type16_), "MPI_Type_commit");
+    for (int f = 0; f < 2; ++f)
+        for (int o = 0; o < 3; ++o) check_mpi(MPI_Op_create(kReduce16[f][o], 1, &ops16_[f][o]), "MPI_Op_create");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& row : ops16_)
+        for (MPI_Op& op : row)
+            if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    if (type16_ != MPI_DATATYPE_NULL) MPI_Type_free(&type16_);
+}
+
+void MpiCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire) {
+    if (wire == WireFormat::Float32) return allreduce(data, op);
+    if (data.empty() || size_ == 1) return;  // nothing to send: the values stay exact
+    const size_t count = data.size();
+    if (wire16_.size() < count) wire16_.resize(count);
+    uint16_t* w = wire16_.data();
+    encode16(wire, data.data(), w, count);
+    const MPI_Op mop = ops16_[wire == WireFormat::Float16 ? 0 : 1][op_index(op)];
+    for (size_t off = 0; off < count; off += kMaxMpiCount) {
+        const int n = static_cast<int>(std::min(kMaxMpiCount, count - off));
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, w + off, n, type16_, mop, comm_), "MPI_Allreduce");
+    }
+    decode16(wire, w, data.data(), count);
+    if (op == ReduceOp::Average) scale(data, 1.0f / static_cast<float>(size_));
+    count_ring_allreduce(count, 2);
 }
 
 void MpiCommunicator::allreduce(std::span<float> data, ReduceOp op) {

@@ -27,6 +27,18 @@ const char* thread_level_name(int level) {
     }
 }
 
+int mpi_thread_level() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) return -1;
+    int level = -1;
+    MPI_Query_thread(&level);
+    return level;
+}
+
+bool mpi_thread_multiple() { return mpi_thread_level() >= MPI_THREAD_MULTIPLE; }
+
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     int initialized = 0;
     MPI_Initialized(&initialized);

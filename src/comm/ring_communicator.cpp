@@ -19,7 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
+#include "ringtrain/comm/half.hpp"
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 
@@ -54,26 +56,35 @@ void scale(float* __restrict p, size_t n, float factor) {
     for (size_t i = 0; i < n; ++i) p[i] *= factor;
 }
 
+template <class W>
+MPI_Datatype mpi_type() {
+    if constexpr (std::is_same_v<W, float>) return MPI_FLOAT;
+    else return MPI_UINT16_T;
+}
+
 }  // namespace
 
 RingCommunicator::RingCommunicator(RingOptions options, MPI_Comm parent)
     : MpiCommunicatorBase(parent), options_(options) {
     if (options_.pipeline_depth < 1) throw Error("RingCommunicator: pipeline_depth must be at least 1");
-    chunk_elems_ = std::clamp<size_t>(options_.chunk_bytes / sizeof(float), 1, static_cast<size_t>(INT_MAX));
+    chunk_bytes_ = std::max<size_t>(options_.chunk_bytes, 1);
     recv_requests_.assign(static_cast<size_t>(options_.pipeline_depth), MPI_REQUEST_NULL);
 }
 
-RingCommunicator::~RingCommunicator() { std::free(scratch_); }
+RingCommunicator::~RingCommunicator() {
+    std::free(scratch_.p);
+    std::free(wire_.p);
+}
 
-float* RingCommunicator::ensure_scratch(size_t elems) {
-    if (elems <= scratch_capacity_) return scratch_;
-    const size_t bytes = (elems * sizeof(float) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
+void* RingCommunicator::ensure(Buffer& b, size_t bytes) {
+    if (bytes <= b.bytes && b.p) return b.p;
+    const size_t rounded = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+    void* p = std::aligned_alloc(64, rounded);
     if (!p) throw std::bad_alloc();
-    std::free(scratch_);
-    scratch_ = static_cast<float*>(p);
-    scratch_capacity_ = elems;
-    return scratch_;
+    std::free(b.p);
+    b.p = p;
+    b.bytes = rounded;
+    return p;
 }
 
 void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
@@ -83,19 +94,39 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
         const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
         const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
         if (small) recursive_doubling(data.data(), count, combine);
-        else ring_allreduce(data.data(), count, combine);
+        else ring_allreduce<float>(data.data(), count, combine, WireFormat::Float32);
         if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
     }
 }
 
-void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
+void RingCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire) {
+    if (wire == WireFormat::Float32) return allreduce(data, op);
+    const size_t count = data.size();
+    if (count == 0 || size_ == 1) return;  // nothing goes on the wire: the values stay exact
+    // The same algorithm choice as the Float32 call (by the float32 size), so the traffic is exactly half of it.
+    const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
+    if (small) recursive_doubling16(data.data(), count, op, wire);
+    else ring_allreduce<uint16_t>(data.data(), count, op, wire);
+}
+
+template <class W>
+void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt) {
+    constexpr bool k16 = std::is_same_v<W, uint16_t>;
+    const MPI_Datatype type = mpi_type<W>();
     const int N = size_, r = rank_;
     const int right = (r + 1) % N, left = (r + N - 1) % N;
     const size_t n = static_cast<size_t>(N);
     const size_t base = count / n, rem = count % n;
-    const size_t C = chunk_elems_;
+    const size_t C = std::clamp<size_t>(chunk_bytes_ / sizeof(W), 1, static_cast<size_t>(INT_MAX));
     const int steps = 2 * (N - 1);
     const size_t D = static_cast<size_t>(options_.pipeline_depth);
+    // 16-bit: the wire copy of the data; float: the data itself.
+    W* wire = nullptr;
+    if constexpr (k16) wire = static_cast<W*>(ensure(wire_, count * sizeof(W)));
+    else wire = data;
+    // 16-bit, Average: the rank finishing a segment scales it before rounding it for the allgather.
+    const bool average16 = k16 && op == ReduceOp::Average;
+    const float inv_n = 1.0f / static_cast<float>(N);
 
     auto wrap = [N](int k) { return static_cast<size_t>(((k % N) + N) % N); };
     auto seg_off = [&](int k) { const size_t s = wrap(k); return s * base + std::min(s, rem); };
@@ -117,11 +148,11 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
     size_t sends_issued = 0;
 
     const size_t slot_elems = std::min(C, base + (rem ? 1 : 0));  // no receive is longer than this
-    float* scratch = ensure_scratch(D * slot_elems);
+    W* scratch = static_cast<W*>(ensure(scratch_, D * slot_elems * sizeof(W)));
     uint64_t sent_elems = 0, received_elems = 0;
 
-    auto isend = [&](size_t index, const float* p, size_t len) {
-        check_mpi(MPI_Isend(p, static_cast<int>(len), MPI_FLOAT, right, kTagRing, comm_, &send_requests_[index]), "MPI_Isend");
+    auto isend = [&](size_t index, const W* p, size_t len) {
+        check_mpi(MPI_Isend(p, static_cast<int>(len), type, right, kTagRing, comm_, &send_requests_[index]), "MPI_Isend");
         sent_elems += len;
         ++sends_issued;
     };
@@ -150,7 +181,8 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
     // Step 0: send all of our own segment.
     {
         const size_t off = seg_off(r), len = seg_len(r);
-        for (size_t c = 0; c * C < len; ++c) isend(send_step_base_[0] + c, data + off + c * C, std::min(C, len - c * C));
+        if constexpr (k16) encode16(fmt, data + off, wire + off, len);
+        for (size_t c = 0; c * C < len; ++c) isend(send_step_base_[0] + c, wire + off + c * C, std::min(C, len - c * C));
     }
 
     Cursor post, proc;
@@ -165,16 +197,16 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
         size_t off = 0, len = 0;
         chunk_region(post, off, len);
         const size_t slot = posted % D;
-        float* dst = nullptr;
+        W* dst = nullptr;
         if (post.t < N - 1) {
             dst = scratch + slot * slot_elems;
         } else {
             const size_t hazard = send_step_base_[post.t - (N - 1)] + post.c;
             if (hazard >= sends_issued) return false;
             check_mpi(MPI_Wait(&send_requests_[hazard], MPI_STATUS_IGNORE), "MPI_Wait");
-            dst = data + off;
+            dst = wire + off;
         }
-        check_mpi(MPI_Irecv(dst, static_cast<int>(len), MPI_FLOAT, left, kTagRing, comm_, &recv_requests_[slot]), "MPI_Irecv");
+        check_mpi(MPI_Irecv(dst, static_cast<int>(len), type, left, kTagRing, comm_, &recv_requests_[slot]), "MPI_Irecv");
         ++posted;
         advance(post);
         return true;
@@ -191,49 +223,66 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op) {
         size_t off = 0, len = 0;
         chunk_region(proc, off, len);
         received_elems += len;
-        if (proc.t < N - 1) reduce_into(data + off, scratch + slot * slot_elems, len, op);
+        if constexpr (k16) {
+            if (proc.t < N - 1) {
+                decode16_reduce(fmt, scratch + slot * slot_elems, data + off, len, op);
+                if (proc.t == N - 2) {  // this chunk of segment r+1 is now complete: finish it as every rank will see it
+                    if (average16) scale(data + off, len, inv_n);
+                    encode16(fmt, data + off, wire + off, len);
+                    decode16(fmt, wire + off, data + off, len);
+                } else {
+                    encode16(fmt, data + off, wire + off, len);
+                }
+            } else {
+                decode16(fmt, wire + off, data + off, len);
+            }
+        } else {
+            if (proc.t < N - 1) reduce_into(data + off, scratch + slot * slot_elems, len, op);
+        }
         ++processed;
-        if (proc.t + 1 < steps) isend(send_step_base_[proc.t + 1] + proc.c, data + off, len);
+        if (proc.t + 1 < steps) isend(send_step_base_[proc.t + 1] + proc.c, wire + off, len);
         while (try_post()) {
         }
         advance(proc);
     }
     check_mpi(MPI_Waitall(static_cast<int>(total_sends), send_requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    count_bytes(sent_elems * sizeof(float), received_elems * sizeof(float));
+    count_bytes(sent_elems * sizeof(W), received_elems * sizeof(W));
 }
 
-void RingCommunicator::exchange(const float* send, int dest, float* recv, int source, size_t count) {
+template <class W>
+void RingCommunicator::exchange(const W* send, int dest, W* recv, int source, size_t count) {
+    const MPI_Datatype type = mpi_type<W>();
     // Pieces of at most small_piece_bytes, all posted at once: under the MPI library's eager limit each piece goes
     // out without a rendezvous handshake, which is what dominates small-message latency.
-    const size_t piece = std::clamp<size_t>(options_.small_piece_bytes / sizeof(float), 1, static_cast<size_t>(INT_MAX));
+    const size_t piece = std::clamp<size_t>(options_.small_piece_bytes / sizeof(W), 1, static_cast<size_t>(INT_MAX));
     const size_t pieces = (count + piece - 1) / piece;
     if (pieces == 1) {  // one message each way: the plain blocking calls have the least overhead
         const int n = static_cast<int>(count);
         if (send && recv)
-            check_mpi(MPI_Sendrecv(send, n, MPI_FLOAT, dest, kTagDoubling, recv, n, MPI_FLOAT, source, kTagDoubling, comm_,
+            check_mpi(MPI_Sendrecv(send, n, type, dest, kTagDoubling, recv, n, type, source, kTagDoubling, comm_,
                                    MPI_STATUS_IGNORE),
                       "MPI_Sendrecv");
         else if (send)
-            check_mpi(MPI_Send(send, n, MPI_FLOAT, dest, kTagDoubling, comm_), "MPI_Send");
+            check_mpi(MPI_Send(send, n, type, dest, kTagDoubling, comm_), "MPI_Send");
         else
-            check_mpi(MPI_Recv(recv, n, MPI_FLOAT, source, kTagDoubling, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
-        count_bytes(send ? count * sizeof(float) : 0, recv ? count * sizeof(float) : 0);
+            check_mpi(MPI_Recv(recv, n, type, source, kTagDoubling, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+        count_bytes(send ? count * sizeof(W) : 0, recv ? count * sizeof(W) : 0);
         return;
     }
     size_t k = 0;
     small_requests_.resize(2 * pieces);
     if (recv)
         for (size_t off = 0; off < count; off += piece)
-            check_mpi(MPI_Irecv(recv + off, static_cast<int>(std::min(piece, count - off)), MPI_FLOAT, source, kTagDoubling,
+            check_mpi(MPI_Irecv(recv + off, static_cast<int>(std::min(piece, count - off)), type, source, kTagDoubling,
                                 comm_, &small_requests_[k++]),
                       "MPI_Irecv");
     if (send)
         for (size_t off = 0; off < count; off += piece)
-            check_mpi(MPI_Isend(send + off, static_cast<int>(std::min(piece, count - off)), MPI_FLOAT, dest, kTagDoubling,
+            check_mpi(MPI_Isend(send + off, static_cast<int>(std::min(piece, count - off)), type, dest, kTagDoubling,
                                 comm_, &small_requests_[k++]),
                       "MPI_Isend");
     check_mpi(MPI_Waitall(static_cast<int>(k), small_requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    count_bytes(send ? count * sizeof(float) : 0, recv ? count * sizeof(float) : 0);
+    count_bytes(send ? count * sizeof(W) : 0, recv ? count * sizeof(W) : 0);
 }
 
 void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op) {
@@ -241,15 +290,15 @@ void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op
     int P = 1;
     while (P * 2 <= N) P *= 2;
     const int extra = N - P;  // ranks 0..2·extra−1 pair up: even ones hand their data to the odd one and wait
-    float* tmp = ensure_scratch(count);
+    float* tmp = static_cast<float*>(ensure(scratch_, count * sizeof(float)));
 
     int vrank;  // rank inside the power-of-two group, or −1 while folded out
     if (r < 2 * extra) {
         if (r % 2 == 0) {
-            exchange(data, r + 1, nullptr, -1, count);
+            exchange<float>(data, r + 1, nullptr, -1, count);
             vrank = -1;
         } else {
-            exchange(nullptr, -1, tmp, r - 1, count);
+            exchange<float>(nullptr, -1, tmp, r - 1, count);
             reduce_into(data, tmp, count, op);
             vrank = r / 2;
         }
@@ -261,15 +310,67 @@ void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op
         for (int mask = 1; mask < P; mask <<= 1) {
             const int vpeer = vrank ^ mask;
             const int peer = vpeer < extra ? vpeer * 2 + 1 : vpeer + extra;
-            exchange(data, peer, tmp, peer, count);
+            exchange<float>(data, peer, tmp, peer, count);
             // a+b == b+a in IEEE arithmetic, so both partners hold bitwise identical results after every round.
             reduce_into(data, tmp, count, op);
         }
     }
 
     if (r < 2 * extra) {
-        if (r % 2 == 1) exchange(data, r - 1, nullptr, -1, count);
-        else exchange(nullptr, -1, data, r + 1, count);
+        if (r % 2 == 1) exchange<float>(data, r - 1, nullptr, -1, count);
+        else exchange<float>(nullptr, -1, data, r + 1, count);
+    }
+}
+
+void RingCommunicator::recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt) {
+    const int N = size_, r = rank_;
+    int P = 1;
+    while (P * 2 <= N) P *= 2;
+    const int extra = N - P;
+    uint16_t* tmp = static_cast<uint16_t*>(ensure(scratch_, count * sizeof(uint16_t)));
+    uint16_t* out = static_cast<uint16_t*>(ensure(wire_, count * sizeof(uint16_t)));
+    // Rounds our current values to 16 bits in place and leaves their encoding in `out`, ready to send: both partners
+    // of an exchange then add the same two 16-bit values, so they stay bitwise identical.
+    auto round_out = [&] {
+        encode16(fmt, data, out, count);
+        decode16(fmt, out, data, count);
+    };
+
+    int vrank;
+    if (r < 2 * extra) {
+        if (r % 2 == 0) {
+            round_out();
+            exchange<uint16_t>(out, r + 1, nullptr, -1, count);
+            vrank = -1;
+        } else {
+            exchange<uint16_t>(nullptr, -1, tmp, r - 1, count);
+            round_out();
+            decode16_reduce(fmt, tmp, data, count, op);
+            vrank = r / 2;
+        }
+    } else {
+        vrank = r - extra;
+    }
+
+    if (vrank >= 0) {
+        for (int mask = 1; mask < P; mask <<= 1) {
+            const int vpeer = vrank ^ mask;
+            const int peer = vpeer < extra ? vpeer * 2 + 1 : vpeer + extra;
+            round_out();
+            exchange<uint16_t>(out, peer, tmp, peer, count);
+            decode16_reduce(fmt, tmp, data, count, op);
+        }
+        if (op == ReduceOp::Average) scale(data, count, 1.0f / static_cast<float>(N));
+        round_out();  // the result every rank ends with: 16-bit values
+    }
+
+    if (r < 2 * extra) {
+        if (r % 2 == 1) {
+            exchange<uint16_t>(out, r - 1, nullptr, -1, count);
+        } else {
+            exchange<uint16_t>(nullptr, -1, out, r + 1, count);
+            decode16(fmt, out, data, count);
+        }
     }
 }
 

@@ -1,28 +1,408 @@
+// GradientSync (fusion buckets, communication thread, stall watchdog) and ParameterAverager. See the header.
 #include "ringtrain/sync/gradient_sync.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/telemetry/timeline.hpp"
 
 namespace ringtrain::sync {
 
-GradientSync::GradientSync(comm::Communicator& comm, std::vector<nn::Parameter*> params)
-    : comm_(comm), params_(std::move(params)) {
-    size_t total = 0;
-    for (auto* p : params_) total += static_cast<size_t>(p->grad.numel());
-    buffer_.resize(total);
+namespace {
+
+double mono_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double mib(size_t floats) { return static_cast<double>(floats) * sizeof(float) / (1024.0 * 1024.0); }
+
+std::string stall_text(size_t bucket, size_t floats, int64_t step, double seconds) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "allreduce of bucket %zu (%.2f MiB, step %lld) has not completed after %.1f s", bucket,
+                  mib(floats), static_cast<long long>(step), seconds);
+    return buf;
+}
+
+}  // namespace
+
+double BucketStat::busbw_gbs(int world_size) const {
+    if (calls == 0 || total_s <= 0 || world_size < 2) return 0.0;
+    const double algbw = static_cast<double>(bytes) / (total_s / static_cast<double>(calls)) / 1e9;
+    return algbw * 2.0 * (world_size - 1) / world_size;
+}
+
+GradientSync::GradientSync(comm::Communicator& comm, std::vector<nn::Parameter*> params) : comm_(&comm) {
+    options_.fusion_bytes = std::numeric_limits<size_t>::max();
+    options_.overlap = false;
+    init(std::move(params));
+}
+
+GradientSync::GradientSync(std::unique_ptr<comm::Communicator> comm, std::vector<nn::Parameter*> params,
+                           SyncOptions options, telemetry::Timeline* timeline)
+    : owned_(std::move(comm)), options_(options), timeline_(timeline) {
+    if (!owned_) throw Error("GradientSync: no communicator given");
+    comm_ = owned_.get();
+    init(std::move(params));
+}
+
+void GradientSync::init(std::vector<nn::Parameter*> params) {
+    params_ = std::move(params);
+    std::unordered_set<std::string> names;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        nn::Parameter* p = params_[i];
+        if (!p) throw Error("GradientSync: parameter #" + std::to_string(i) + " is null");
+        if (!index_.emplace(p, i).second) throw Error("GradientSync: parameter '" + p->name + "' is listed twice");
+        if (p->grad.numel() != p->value.numel())
+            throw Error("GradientSync: parameter '" + p->name + "' has a gradient of " + std::to_string(p->grad.numel()) +
+                        " elements for " + std::to_string(p->value.numel()) + " values");
+    }
+
+    // Buckets in backward order (reverse of the parameter list), greedy up to fusion_bytes.
+    bucket_of_.assign(params_.size(), 0);
+    size_t offset = 0;
+    for (size_t k = params_.size(); k-- > 0;) {
+        const size_t count = static_cast<size_t>(params_[k]->grad.numel());
+        const size_t bytes = count * sizeof(float);
+        const bool fits = !buckets_.empty() && options_.fusion_bytes > 0 &&
+                          buckets_.back().count * sizeof(float) + bytes <= options_.fusion_bytes &&
+                          buckets_.back().count * sizeof(float) + bytes >= bytes;  // no overflow
+        if (!fits) {
+            buckets_.emplace_back();
+            buckets_.back().offset = offset;
+        }
+        Bucket& b = buckets_.back();
+        b.slots.push_back({k, offset, count});
+        b.count += count;
+        offset += count;
+        bucket_of_[k] = buckets_.size() - 1;
+    }
+    arrived_.assign(params_.size(), 0);
+    for (Bucket& b : buckets_) b.remaining = b.slots.size();
+    stats_.buckets.resize(buckets_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        stats_.buckets[b].bytes = buckets_[b].count * sizeof(float);
+        stats_.buckets[b].tensors = buckets_[b].slots.size();
+    }
+
+    active_ = comm_->size() > 1 && !params_.empty();
+    if (!active_) return;
+    arena_.assign(offset, 0.0f);
+
+    overlap_ = options_.overlap;
+    if (overlap_ && !comm::mpi_thread_multiple()) {
+        overlap_ = false;
+        if (comm_->rank() == 0)
+            std::fprintf(stderr,
+                         "ringtrain: rank 0: warning: MPI does not provide MPI_THREAD_MULTIPLE (it gives %s); gradient "
+                         "allreduces run on the training thread (sync.overlap is off)\n",
+                         comm::thread_level_name(comm::mpi_thread_level()));
+    }
+    if (overlap_) comm_thread_ = std::thread([this] { comm_loop(); });
+    if (options_.stall_warning_s > 0 || options_.stall_abort_s > 0) watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+GradientSync::~GradientSync() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_cv_.notify_all();
+    if (comm_thread_.joinable()) comm_thread_.join();
+    if (watchdog_.joinable()) watchdog_.join();
+}
+
+std::vector<size_t> GradientSync::bucket_params(size_t b) const {
+    std::vector<size_t> out;
+    for (const Slot& s : buckets_.at(b).slots) out.push_back(s.param);
+    return out;
+}
+
+void GradientSync::begin_step(int64_t step) { step_ = step; }
+
+void GradientSync::on_gradient_ready(nn::Parameter& p) {
+    if (!active_) return;
+    const auto it = index_.find(&p);
+    if (it == index_.end())
+        throw Error("GradientSync: gradient of '" + p.name + "' reported, but it is not a synchronised parameter");
+    const size_t i = it->second;
+    if (arrived_[i])
+        throw Error("GradientSync: gradient of '" + p.name + "' reported twice in step " + std::to_string(step_) +
+                    " (call synchronize() once per step)");
+    const size_t bi = bucket_of_[i];
+    Bucket& b = buckets_[bi];
+    const auto slot = std::find_if(b.slots.begin(), b.slots.end(), [&](const Slot& s) { return s.param == i; });
+    {
+        telemetry::Span span(timeline_, "pack", "sync");
+        if (span.active()) span.set_args(R"({"param":")" + p.name + R"(","bucket":)" + std::to_string(bi) + "}");
+        std::memcpy(arena_.data() + slot->offset, p.grad.data(), slot->count * sizeof(float));
+    }
+    arrived_[i] = 1;
+    if (--b.remaining == 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        hand_over_locked(bi);
+    }
+    if (b.remaining == 0 && overlap_) cv_.notify_all();
+}
+
+void GradientSync::hand_over_locked(size_t b) {
+    buckets_[b].state = State::Queued;
+    buckets_[b].step = step_;
+}
+
+void GradientSync::pack_missing(size_t bi) {
+    Bucket& b = buckets_[bi];
+    if (b.remaining == 0) return;
+    telemetry::Span span(timeline_, "pack", "sync");
+    if (span.active()) span.set_args(R"({"bucket":)" + std::to_string(bi) + R"(,"missing":)" + std::to_string(b.remaining) + "}");
+    for (const Slot& s : b.slots) {
+        if (arrived_[s.param]) continue;
+        std::memcpy(arena_.data() + s.offset, params_[s.param]->grad.data(), s.count * sizeof(float));
+        arrived_[s.param] = 1;
+    }
+    b.remaining = 0;
+}
+
+void GradientSync::reduce_bucket(size_t bi) {
+    Bucket& b = buckets_[bi];
+    const double t0 = mono_s();
+    int64_t step;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        step = b.step;
+        inflight_.active = true;
+        inflight_.bucket = bi;
+        inflight_.step = step;
+        inflight_.start_s = t0;
+        inflight_.warned = false;
+        ++inflight_.serial;
+    }
+    watchdog_cv_.notify_all();
+    try {
+        telemetry::Span span(timeline_, timeline_ && timeline_->enabled() ? "allreduce bucket " + std::to_string(bi) : "",
+                             "sync");
+        if (span.active())
+            span.set_args(R"({"bytes":)" + std::to_string(b.count * sizeof(float)) + R"(,"tensors":)" +
+                          std::to_string(b.slots.size()) + R"(,"step":)" + std::to_string(step) + R"(,"wire":")" +
+                          comm::wire_format_name(options_.wire) + "\"}");
+        comm_->allreduce(std::span<float>(arena_.data() + b.offset, b.count), comm::ReduceOp::Average, options_.wire);
+    } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        inflight_.active = false;
+        throw;
+    }
+    const double dt = mono_s() - t0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    inflight_.active = false;
+    stats_.collectives += 1;
+    stats_.buckets[bi].calls += 1;
+    stats_.buckets[bi].total_s += dt;
+}
+
+void GradientSync::unpack(size_t bi) {
+    const Bucket& b = buckets_[bi];
+    telemetry::Span span(timeline_, "unpack", "sync");
+    if (span.active()) span.set_args(R"({"bucket":)" + std::to_string(bi) + "}");
+    for (const Slot& s : b.slots)
+        std::memcpy(params_[s.param]->grad.data(), arena_.data() + s.offset, s.count * sizeof(float));
+}
+
+void GradientSync::comm_loop() {
+    if (timeline_) timeline_->name_thread("gradient sync");
+    for (;;) {
+        size_t bi;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            cv_.wait(lock, [&] { return stop_ || buckets_[next_to_reduce_].state == State::Queued; });
+            if (stop_) return;
+            bi = next_to_reduce_;
+            buckets_[bi].state = State::Running;
+        }
+        try {
+            reduce_bucket(bi);
+        } catch (...) {
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                error_ = std::current_exception();
+            }
+            cv_.notify_all();
+            return;  // the ranks' collective sequences no longer match: start nothing more
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            buckets_[bi].state = State::Done;
+            next_to_reduce_ = (bi + 1) % buckets_.size();
+        }
+        cv_.notify_all();
+    }
 }
 
 void GradientSync::synchronize() {
-    if (comm_.size() == 1) return;
-    size_t off = 0;
-    for (auto* p : params_) {
-        std::memcpy(buffer_.data() + off, p->grad.data(), p->grad.numel() * sizeof(float));
-        off += p->grad.numel();
+    if (!active_) {
+        ++step_;
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.steps;
+        return;
     }
-    comm_.allreduce(std::span<float>(buffer_), comm::ReduceOp::Average);
-    off = 0;
-    for (auto* p : params_) {
-        std::memcpy(p->grad.data(), buffer_.data() + off, p->grad.numel() * sizeof(float));
-        off += p->grad.numel();
+    double blocked = 0;
+    if (overlap_) {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            if (error_) std::rethrow_exception(error_);
+        }
+        // Hand over what backward did not report, in bucket order (the comm thread reduces in that order anyway).
+        for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+            if (buckets_[bi].remaining == 0) continue;
+            pack_missing(bi);
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                hand_over_locked(bi);
+            }
+            cv_.notify_all();
+        }
+        for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+            bool waited = false;
+            const double t0 = mono_s();
+            const int64_t t0_us = timeline_ && timeline_->enabled() ? timeline_->now_us() : 0;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                auto ready = [&] { return buckets_[bi].state == State::Done || error_; };
+                if (!ready()) {
+                    waited = true;
+                    cv_.wait(lock, ready);
+                }
+                if (error_) std::rethrow_exception(error_);
+            }
+            if (waited) {
+                blocked += mono_s() - t0;
+                if (timeline_ && timeline_->enabled())
+                    timeline_->add("wait", "sync", t0_us, timeline_->now_us() - t0_us,
+                                   R"({"bucket":)" + std::to_string(bi) + "}");
+            }
+            unpack(bi);
+        }
+    } else {
+        for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+            pack_missing(bi);
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                hand_over_locked(bi);
+            }
+            const double t0 = mono_s();
+            reduce_bucket(bi);
+            blocked += mono_s() - t0;
+            unpack(bi);
+        }
+    }
+    reset_step();
+    ++step_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.blocked_s += blocked;
+    ++stats_.steps;
+}
+
+void GradientSync::reset_step() {
+    std::fill(arrived_.begin(), arrived_.end(), 0);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Bucket& b : buckets_) {
+        b.remaining = b.slots.size();
+        b.state = State::Filling;
+    }
+}
+
+SyncStats GradientSync::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+}
+
+void GradientSync::watchdog_loop() {
+    const double warn = options_.stall_warning_s, abort_after = options_.stall_abort_s;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+        if (!inflight_.active) {
+            watchdog_cv_.wait(lock);
+            continue;
+        }
+        const double age = mono_s() - inflight_.start_s;
+        const size_t floats = buckets_[inflight_.bucket].count;
+        if (abort_after > 0 && age >= abort_after) {
+            char limit[64];
+            std::snprintf(limit, sizeof limit, "%g", abort_after);
+            const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age) +
+                                    "; aborting the job (sync.stall_abort_s = " + limit + ")";
+            lock.unlock();
+            comm_->abort(msg, 1);  // never returns
+        }
+        if (warn > 0 && !inflight_.warned && age >= warn) {
+            inflight_.warned = true;
+            const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age);
+            const int rank = comm_->rank();
+            lock.unlock();
+            std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", rank, msg.c_str());
+            std::fflush(stderr);
+            lock.lock();
+            continue;
+        }
+        // Sleep until the next threshold of this collective (or until the collective changes).
+        double next = std::numeric_limits<double>::infinity();
+        if (warn > 0 && !inflight_.warned) next = std::min(next, inflight_.start_s + warn);
+        if (abort_after > 0) next = std::min(next, inflight_.start_s + abort_after);
+        const uint64_t serial = inflight_.serial;
+        if (next == std::numeric_limits<double>::infinity()) {
+            watchdog_cv_.wait(lock, [&] { return stop_ || !inflight_.active || inflight_.serial != serial; });
+        } else {
+            const auto wait = std::chrono::duration<double>(std::max(next - mono_s(), 0.0) + 1e-3);
+            watchdog_cv_.wait_for(lock, wait, [&] { return stop_ || !inflight_.active || inflight_.serial != serial; });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+
+ParameterAverager::ParameterAverager(comm::Communicator& comm, std::vector<nn::Parameter*> params, size_t fusion_bytes)
+    : comm_(comm), params_(std::move(params)) {
+    size_t group_bytes = 0, largest = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        if (!params_[i]) throw Error("ParameterAverager: parameter #" + std::to_string(i) + " is null");
+        const size_t bytes = static_cast<size_t>(params_[i]->value.numel()) * sizeof(float);
+        const bool fits = !groups_.empty() && fusion_bytes > 0 && group_bytes + bytes <= fusion_bytes;
+        if (!fits) {
+            groups_.emplace_back();
+            group_bytes = 0;
+        }
+        groups_.back().push_back(i);
+        group_bytes += bytes;
+        if (groups_.back().size() > 1) largest = std::max(largest, group_bytes / sizeof(float));
+    }
+    if (comm_.size() > 1) buffer_.resize(largest);  // single-tensor groups are reduced in place
+}
+
+void ParameterAverager::average() {
+    if (comm_.size() == 1) return;
+    for (const auto& g : groups_) {
+        if (g.size() == 1) {
+            comm_.allreduce(params_[g[0]]->value.span(), comm::ReduceOp::Average);
+            ++collectives_;
+            continue;
+        }
+        size_t off = 0;
+        for (size_t i : g) {
+            const Tensor& v = params_[i]->value;
+            std::memcpy(buffer_.data() + off, v.data(), static_cast<size_t>(v.numel()) * sizeof(float));
+            off += static_cast<size_t>(v.numel());
+        }
+        comm_.allreduce(std::span<float>(buffer_.data(), off), comm::ReduceOp::Average);
+        ++collectives_;
+        off = 0;
+        for (size_t i : g) {
+            Tensor& v = params_[i]->value;
+            std::memcpy(v.data(), buffer_.data() + off, static_cast<size_t>(v.numel()) * sizeof(float));
+            off += static_cast<size_t>(v.numel());
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/comm/half.hpp"
+
 namespace ringtrain::comm {
 
 enum class ReduceOp { Sum, Average, Max, Min };
@@ -25,6 +27,12 @@ public:
 
     // In place over all ranks; every rank must call with the same count. Average = sum then scale by 1/size.
     virtual void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) = 0;
+    // The same with a choice of wire format. Float32 is the call above. Float16/BFloat16 ("compression"): every
+    // value sent is first rounded to 16 bits, received values are combined in float32, and the result is the
+    // 16-bit rounding of the float32 reduction on every rank (Average: scaled before that last rounding where the
+    // backend allows, see each backend). Traffic and the byte counters are half of the Float32 call's.
+    // The default implementation handles Float32 only and throws Error for the 16-bit formats.
+    virtual void allreduce(std::span<float> data, ReduceOp op, WireFormat wire);
     // Small reductions of metrics (counts, loss sums) in double precision.
     virtual void allreduce(std::span<double> data, ReduceOp op = ReduceOp::Sum) = 0;
     virtual void broadcast(std::span<float> data, int root) = 0;

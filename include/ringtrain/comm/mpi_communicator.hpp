@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
 
@@ -80,12 +81,23 @@ private:
 };
 
 // "mpi": float allreduce via MPI_Allreduce(MPI_IN_PLACE). Byte counters are the ring estimate (see above).
+// 16-bit wire formats: the data is converted to 16 bits and reduced by MPI_Allreduce over a 2-byte datatype with a
+// user-defined commutative MPI_Op that decodes both operands, combines them in float32 and rounds the result back to
+// 16 bits (so every partial result MPI moves is 16-bit); the result is decoded, then scaled by 1/size for Average.
+// Ops and datatype are created with the communicator and freed with it.
 class MpiCommunicator final : public MpiCommunicatorBase {
 public:
-    explicit MpiCommunicator(MPI_Comm parent = MPI_COMM_WORLD) : MpiCommunicatorBase(parent) {}
+    explicit MpiCommunicator(MPI_Comm parent = MPI_COMM_WORLD);
+    ~MpiCommunicator() override;
     std::string backend() const override { return "mpi"; }
     void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) override;
+    void allreduce(std::span<float> data, ReduceOp op, WireFormat wire) override;
     using MpiCommunicatorBase::allreduce;
+
+private:
+    MPI_Datatype type16_ = MPI_DATATYPE_NULL;  // 2 contiguous bytes
+    MPI_Op ops16_[2][3] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}, {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};  // [fp16|bf16][sum|max|min]
+    std::vector<uint16_t> wire16_;  // grown, never shrunk
 };
 
 }  // namespace ringtrain::comm

@@ -33,6 +33,11 @@ private:
 // Needs MPI_ERRORS_RETURN on the communicator the call used (MpiRuntime and the communicators set it).
 void check_mpi(int rc, const char* call);
 
+// The thread level of the running MPI (MPI_Query_thread); -1 when MPI is not initialised or already finalised.
+int mpi_thread_level();
+// True when the running MPI grants MPI_THREAD_MULTIPLE (collectives from several threads on separate communicators).
+bool mpi_thread_multiple();
+
 // Name of an MPI_THREAD_* level ("MPI_THREAD_MULTIPLE", ...).
 const char* thread_level_name(int level);
 

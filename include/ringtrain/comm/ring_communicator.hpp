@@ -11,6 +11,18 @@
 // that is not a power of two first folds the 2·(N−P) lowest ranks pairwise into P (a power of two) and sends
 // the result back at the end.
 //
+// 16-bit wire formats (allreduce(data, op, Float16|BFloat16)): the same two algorithms, chosen by the same float32
+// size rule (so the 16-bit call moves exactly half the bytes of the Float32 call), with every transfer 16-bit:
+//  - ring: a rank converts each chunk it sends to 16 bits (its own segment at step 0, then each chunk just reduced),
+//    receives 16-bit chunks and accumulates them into its float32 data. The rank that finishes a segment scales it
+//    (Average) and rounds it to 16 bits in place, and the allgather forwards those 16-bit finished segments, each
+//    rank decoding them into its buffer. So every element is rounded to 16 bits once per hop (N−1 partial sums) and
+//    once at the end, and the result is bitwise the same on every rank.
+//  - recursive doubling: before each exchange a rank rounds its current values to 16 bits in place and sends them;
+//    the sum of the two 16-bit operands is formed in float32 (the same on both partners). The result is scaled
+//    (Average) and rounded to 16 bits at the end; the folded-out ranks receive that 16-bit result.
+// A 16-bit conversion copy of the buffer (2 bytes per element) is kept and grown like the scratch.
+//
 // Results are deterministic run to run (fixed summation order for a given count and world size) and bitwise
 // identical on every rank. Scratch is allocated once and grown, never per call. Byte counters are exact.
 // NaN inputs to Max/Min may give rank-dependent results.
@@ -43,27 +55,36 @@ public:
 
     std::string backend() const override { return "ring"; }
     void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) override;
+    void allreduce(std::span<float> data, ReduceOp op, WireFormat wire) override;
     using MpiCommunicatorBase::allreduce;
 
     const RingOptions& options() const { return options_; }
 
 private:
-    void ring_allreduce(float* data, size_t count, ReduceOp op);
+    // W = float (wire = the data itself) or uint16_t (wire = a 16-bit copy in `wire_`, format `fmt`).
+    template <class W>
+    void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling(float* data, size_t count, ReduceOp op);
-    // Sends `count` floats from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
+    void recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
+    // Sends `count` elements from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
     // skipped), in pieces of small_piece_bytes; counts the bytes.
-    void exchange(const float* send, int dest, float* recv, int source, size_t count);
+    template <class W>
+    void exchange(const W* send, int dest, W* recv, int source, size_t count);
+
+    struct Buffer {
+        void* p = nullptr;  // 64-byte aligned, grown, never shrunk
+        size_t bytes = 0;
+    };
+    static void* ensure(Buffer& b, size_t bytes);
 
     RingOptions options_;
-    size_t chunk_elems_ = 1;
-    float* scratch_ = nullptr;  // grown, 64-byte aligned
-    size_t scratch_capacity_ = 0;
+    size_t chunk_bytes_ = 4;
+    Buffer scratch_;  // receive slots (ring) or the partner's data (recursive doubling)
+    Buffer wire_;     // 16-bit copy of the data being reduced
     std::vector<MPI_Request> send_requests_;
     std::vector<MPI_Request> recv_requests_;
     std::vector<size_t> send_step_base_;
     std::vector<MPI_Request> small_requests_;
-
-    float* ensure_scratch(size_t elems);
 };
 
 }  // namespace ringtrain::comm
