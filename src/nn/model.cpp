@@ -131,8 +131,8 @@ std::unique_ptr<Layer> make_layer(const json& spec, const std::string& where) {
     return layer;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+double seconds_of(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
 }  // namespace
@@ -237,21 +237,31 @@ const Tensor& Model::forward(const Tensor& x, const ForwardContext& ctx) {
     Shape in{x.dim(0)};
     in.insert(in.end(), input_.begin(), input_.end());
     acts_[0] = x.reshape(in);
+    const bool timed = profile_ || observer_;
     for (size_t i = 0; i < layers_.size(); ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         layers_[i]->forward(acts_[i], acts_[i + 1], ctx);
-        if (profile_) timings_[i].forward_s = seconds_since(t0);
+        if (timed) {
+            const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
+            timings_[i].forward_s = b - a;
+            if (observer_) observer_(layers_[i]->name(), false, a, b);
+        }
     }
     return acts_.back();
 }
 
 void Model::backward(const Tensor& dlogits, const std::function<void(Parameter&)>& on_ready, bool accumulate) {
     grads_.back() = dlogits;
+    const bool timed = profile_ || observer_;
     for (size_t i = layers_.size(); i-- > 0;) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         // The first layer's input gradient is never needed.
         layers_[i]->backward(acts_[i], acts_[i + 1], grads_[i + 1], i == 0 ? nullptr : &grads_[i], accumulate);
-        if (profile_) timings_[i].backward_s = seconds_since(t0);
+        if (timed) {
+            const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
+            timings_[i].backward_s = b - a;
+            if (observer_) observer_(layers_[i]->name(), true, a, b);
+        }
         if (on_ready) {
             auto& ps = layer_params_[i];
             for (auto it = ps.rbegin(); it != ps.rend(); ++it) on_ready(**it);

@@ -22,6 +22,7 @@
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
 #include "ringtrain/telemetry/resources.hpp"
+#include "ringtrain/telemetry/timeline.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
 namespace ringtrain::train {
@@ -47,6 +48,17 @@ Device pick_device(const std::string& wanted) {
 // Per-rank dropout streams differ (each rank drops different units, as in Horovod/DDP) but are reproducible.
 uint64_t dropout_seed(uint64_t seed, int rank) { return seed * 0x9E3779B97F4A7C15ULL + 0x5851F42D4C957F2DULL * (rank + 1); }
 
+// Times one phase of a step into the run's totals and, when a timeline is on, draws it as a span.
+class PhaseScope {
+public:
+    PhaseScope(telemetry::PhaseTimes& t, Phase p, telemetry::Timeline* tl)
+        : timer_(t, p), span_(tl, telemetry::phase_name(p), "phase") {}
+
+private:
+    ScopedPhase timer_;
+    telemetry::Span span_;
+};
+
 }  // namespace
 
 struct Trainer::State {
@@ -60,7 +72,9 @@ struct Trainer::State {
     std::unique_ptr<nn::Model> model;
     std::unique_ptr<optim::Optimizer> opt;
     std::unique_ptr<optim::LrSchedule> schedule;
+    std::unique_ptr<telemetry::Timeline> timeline;
     std::unique_ptr<sync::GradientSync> gsync;
+    std::unique_ptr<sync::ParameterAverager> averager;
     std::string out_dir, ckpt_dir;
     int64_t batch = 0;
 
@@ -158,7 +172,29 @@ void Trainer::build_collectively() {
     // Every rank must build the same model before any gradient is averaged; then all start from rank 0's values.
     sync::verify_same_parameters(comm, s.model->parameters());
     sync::broadcast_from_root(comm, s.model->parameters(), s.opt->state());
-    s.gsync = std::make_unique<sync::GradientSync>(comm, s.model->parameters());
+    s.timeline = std::make_unique<telemetry::Timeline>(cfg.string("output.timeline"), s.rank,
+                                                       !cfg.string("output.timeline").empty());
+    sync::SyncOptions so;
+    so.fusion_bytes = static_cast<size_t>(cfg.integer("sync.fusion_bytes"));
+    so.overlap = cfg.boolean("sync.overlap");
+    const std::string compression = cfg.string("sync.compression");
+    so.wire = compression == "fp16"   ? comm::WireFormat::Float16
+              : compression == "bf16" ? comm::WireFormat::BFloat16
+                                      : comm::WireFormat::Float32;
+    so.stall_warning_s = cfg.number("sync.stall_warning_s");
+    so.stall_abort_s = cfg.number("sync.stall_abort_s");
+    // Gradients travel on a communicator of their own, used only by GradientSync's communication thread.
+    s.gsync = std::make_unique<sync::GradientSync>(comm::make_communicator(comm.backend()), s.model->parameters(), so,
+                                                   s.timeline.get());
+    s.averager = std::make_unique<sync::ParameterAverager>(comm, s.model->parameters(), so.fusion_bytes);
+    if (s.timeline->enabled()) {
+        telemetry::Timeline* tl = s.timeline.get();
+        s.model->set_layer_observer([tl](const std::string& layer, bool backward, double a, double b) {
+            const int64_t end = tl->now_us();
+            tl->add((backward ? "backward " : "forward ") + layer, "layer", end - static_cast<int64_t>((b - a) * 1e6),
+                    static_cast<int64_t>((b - a) * 1e6));
+        });
+    }
 
     s.out_dir = cfg.string("output.dir");
     s.ckpt_dir = s.out_dir + "/checkpoints";
@@ -193,11 +229,14 @@ json Trainer::train() {
     lo.mode = data::LoaderMode::Train;
     lo.prefetch = cfg.boolean("data.prefetch");
     data::ShardedLoader loader(*s.data.train, lo);
-    const int64_t steps_per_epoch = loader.steps_per_epoch();
+    // With gradient accumulation a step is `passes` loader batches: k local backward passes, one allreduce.
+    const int64_t passes = cfg.integer("sync.backward_passes_per_step");
+    const int64_t steps_per_epoch = loader.steps_per_epoch() / passes;
     if (steps_per_epoch == 0)
         throw InputError("train.batch_size: " + std::to_string(s.batch) + " per rank x " + std::to_string(s.world) +
                          " ranks is more than the " + std::to_string(s.data.train->size()) +
-                         " training samples; use a smaller batch or fewer ranks");
+                         " training samples (with sync.backward_passes_per_step " + std::to_string(passes) +
+                         "); use a smaller batch or fewer ranks");
 
     // ---- resume, then outputs (rank 0 only); a failure on any rank ends the job on all of them ----
     LoopState loop;
@@ -273,7 +312,18 @@ json Trainer::train() {
     double train_seconds = 0.0, eval_seconds = 0.0;
     int64_t steps_this_run = 0;
     bool stopped_by_max_steps = false;
-    const float loss_scale = 1.0f / static_cast<float>(s.batch);
+    // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
+    const float loss_scale = 1.0f / static_cast<float>(s.batch * passes);
+    const bool local_sgd = cfg.string("sync.mode") == "local_sgd";
+    const int64_t local_sgd_period = cfg.integer("sync.local_sgd_period");
+    int64_t last_average_step = loop.global_step;
+    // local_sgd: ranks drift apart between averagings; average before anything that must see one model.
+    auto average_parameters_now = [&] {
+        if (!local_sgd || last_average_step == loop.global_step) return;
+        PhaseScope p(phases, Phase::SyncWait, s.timeline.get());
+        s.averager->average();
+        last_average_step = loop.global_step;
+    };
 
     int64_t epoch = loop.epoch;
     for (; epoch < epochs && !stopped_by_max_steps; ++epoch) {
@@ -283,7 +333,7 @@ json Trainer::train() {
         double loss_samples = epoch == loop.epoch ? loop.epoch_samples : 0.0;
         // loss_sum/loss_samples hold all ranks' totals at checkpoint time; keep local additions separate.
         double local_sum = 0.0, local_samples = 0.0;
-        loader.start_epoch(epoch, first);
+        loader.start_epoch(epoch, first * passes);
         double window_t0 = telemetry::now_seconds();
         int64_t window_steps = 0;
         for (int64_t step = first; step < steps_per_epoch; ++step) {
@@ -293,46 +343,56 @@ json Trainer::train() {
                 loop.step_in_epoch = step;
                 break;
             }
-            {
-                ScopedPhase p(phases, Phase::Data);
-                if (!loader.next(batch)) throw Error("data loader ended early at step " + std::to_string(step));
-            }
-            ops::LossStats st;
-            {
-                ScopedPhase p(phases, Phase::Forward);
-                const Tensor& logits = s.model->forward(batch.x, {true, &s.dropout_rng});
-                st = s.model->loss().forward(logits, batch.y);
-            }
-            const double step_loss = st.loss_sum / static_cast<double>(batch.size());
-            if (!std::isfinite(step_loss)) {
-                throw Error("training diverged: the loss is " + std::to_string(step_loss) + " at epoch " +
-                            std::to_string(epoch + 1) + ", step " + std::to_string(step) + " on rank " +
-                            std::to_string(s.rank) + " (lr " + std::to_string(s.schedule->at(epoch)) +
-                            "); lower optimizer.lr, add warmup, or check the data normalisation");
-            }
-            {
-                ScopedPhase p(phases, Phase::Backward);
+            s.gsync->begin_step(loop.global_step);
+            double step_loss_sum = 0.0, step_samples = 0.0;
+            for (int64_t pass = 0; pass < passes; ++pass) {
+                {
+                    PhaseScope p(phases, Phase::Data, s.timeline.get());
+                    if (!loader.next(batch)) throw Error("data loader ended early at step " + std::to_string(step));
+                }
+                ops::LossStats st;
+                {
+                    PhaseScope p(phases, Phase::Forward, s.timeline.get());
+                    const Tensor& logits = s.model->forward(batch.x, {true, &s.dropout_rng});
+                    st = s.model->loss().forward(logits, batch.y);
+                }
+                if (!std::isfinite(st.loss_sum)) {
+                    throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
+                                std::to_string(epoch + 1) + ", step " + std::to_string(step) + " on rank " +
+                                std::to_string(s.rank) + " (lr " + std::to_string(s.schedule->at(epoch)) +
+                                "); lower optimizer.lr, add warmup, or check the data normalisation");
+                }
+                step_loss_sum += st.loss_sum;
+                step_samples += static_cast<double>(batch.size());
+                const bool last_pass = pass + 1 == passes;
+                PhaseScope p(phases, Phase::Backward, s.timeline.get());
                 s.model->loss().backward(batch.y, loss_scale, dlogits);
-                s.model->backward(dlogits, [&](nn::Parameter& prm) { s.gsync->on_gradient_ready(prm); });
+                // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
+                if (last_pass && !local_sgd)
+                    s.model->backward(dlogits, [&](nn::Parameter& prm) { s.gsync->on_gradient_ready(prm); }, pass > 0);
+                else
+                    s.model->backward(dlogits, {}, pass > 0);
             }
-            {
-                ScopedPhase p(phases, Phase::SyncWait);
+            const double step_loss = step_loss_sum / step_samples;
+            if (!local_sgd) {
+                PhaseScope p(phases, Phase::SyncWait, s.timeline.get());
                 s.gsync->synchronize();
             }
             const float lr = s.schedule->at(static_cast<double>(epoch) + static_cast<double>(step) / steps_per_epoch);
             {
-                ScopedPhase p(phases, Phase::Optimizer);
+                PhaseScope p(phases, Phase::Optimizer, s.timeline.get());
                 s.opt->step(lr);
             }
-            local_sum += st.loss_sum;
-            local_samples += static_cast<double>(batch.size());
+            local_sum += step_loss_sum;
+            local_samples += step_samples;
             ++loop.global_step;
             ++steps_this_run;
+            if (local_sgd && loop.global_step % local_sgd_period == 0) average_parameters_now();
             ++window_steps;
             const int64_t done = step + 1;
             if (done % log_every == 0 || done == steps_per_epoch) {
                 const double now = telemetry::now_seconds();
-                const double sps = window_steps * s.batch * s.world / std::max(now - window_t0, 1e-9);
+                const double sps = window_steps * passes * s.batch * s.world / std::max(now - window_t0, 1e-9);
                 metrics.write({{"type", "step"}, {"epoch", epoch + 1}, {"step", done}, {"global_step", loop.global_step},
                                {"loss", step_loss}, {"lr", lr}, {"samples_per_s", sps}});
                 progress.step(epoch, epochs, done, steps_per_epoch, step_loss, sps);
@@ -340,6 +400,7 @@ json Trainer::train() {
                 window_steps = 0;
             }
             if (ckpt_every_steps > 0 && loop.global_step % ckpt_every_steps == 0) {
+                average_parameters_now();
                 double sums[2] = {local_sum, local_samples};
                 s.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
                 LoopState at{epoch, done, loop.global_step, loss_sum + sums[0], loss_samples + sums[1], {}, {}};
@@ -359,6 +420,7 @@ json Trainer::train() {
         }
         train_loss = loss_samples > 0 ? loss_sum / loss_samples : std::nan("");
         const double eval_t0 = telemetry::now_seconds();
+        average_parameters_now();
         last_eval = s.evaluate();
         eval_seconds += telemetry::now_seconds() - eval_t0;
         json rec = {{"type", "epoch"}, {"epoch", epoch + 1}, {"global_step", loop.global_step},
@@ -377,19 +439,29 @@ json Trainer::train() {
         if (ckpt_every_epochs > 0 && (epoch + 1) % ckpt_every_epochs == 0) write_checkpoint(loop);
     }
     progress.finish();
+    average_parameters_now();  // local_sgd: the run ends with one model on every rank
     // The final position is always saved, so a run stopped by max_steps resumes where it stopped.
     if (checkpointing && steps_this_run > 0 &&
         (stopped_by_max_steps || ckpt_every_epochs == 0 || epoch % ckpt_every_epochs != 0))
         write_checkpoint(loop);
     if (stopped_by_max_steps && last_eval["test_accuracy"].is_null()) {
         const double eval_t0 = telemetry::now_seconds();
+        average_parameters_now();
         last_eval = s.evaluate();
         eval_seconds += telemetry::now_seconds() - eval_t0;
     }
 
     // ---- summary ----
-    const auto sent = s.comm.allgather(s.comm.bytes_sent());
-    const auto received = s.comm.allgather(s.comm.bytes_received());
+    // Traffic of both communicators: the main one (start-up, metrics, local SGD) and the gradients' own.
+    const uint64_t bytes_sent = s.comm.bytes_sent() + s.gsync->communicator().bytes_sent();
+    const uint64_t bytes_received = s.comm.bytes_received() + s.gsync->communicator().bytes_received();
+    const auto sent = s.comm.allgather(bytes_sent);
+    const auto received = s.comm.allgather(bytes_received);
+    const auto sync_stats = s.gsync->stats();
+    json buckets = json::array();
+    for (const auto& b : sync_stats.buckets)
+        buckets.push_back({{"bytes", b.bytes}, {"tensors", b.tensors}, {"calls", b.calls},
+                           {"mean_ms", b.calls ? 1e3 * b.total_s / b.calls : 0.0}, {"busbw_gbs", b.busbw_gbs(s.world)}});
     // Data parallelism's invariant, checked at the end of every run: identical parameters on every rank.
     const auto hashes = s.comm.allgather(sync::parameter_value_hash(s.model->parameters()));
     const auto usage = telemetry::current_resource_usage();
@@ -412,15 +484,25 @@ json Trainer::train() {
         {"wall_s", wall},
         {"train_s", train_seconds},
         {"eval_s", eval_seconds},
-        {"samples_per_s", train_seconds > 0 ? steps_this_run * s.batch * s.world / train_seconds : 0.0},
+        {"samples_per_s", train_seconds > 0 ? steps_this_run * passes * s.batch * s.world / train_seconds : 0.0},
         {"phase_s", phase_s},
-        {"bytes_sent", s.comm.bytes_sent()},
-        {"bytes_received", s.comm.bytes_received()},
+        {"bytes_sent", bytes_sent},
+        {"bytes_received", bytes_received},
         {"bytes_sent_per_rank", sent},
         {"bytes_received_per_rank", received},
         {"parameter_hash_per_rank", hashes},
         {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
         {"backend", s.comm.backend()},
+        {"sync", {{"mode", cfg.string("sync.mode")},
+                  {"fusion_bytes", cfg.integer("sync.fusion_bytes")},
+                  {"overlap", s.gsync->overlapping()},
+                  {"compression", cfg.string("sync.compression")},
+                  {"backward_passes_per_step", passes},
+                  {"blocked_s", sync_stats.blocked_s},
+                  {"gradient_bytes_sent", s.gsync->communicator().bytes_sent()},
+                  {"gradient_bytes_received", s.gsync->communicator().bytes_received()},
+                  {"collectives", sync_stats.collectives},
+                  {"buckets", buckets}}},
         {"device", to_string(s.device)},
         {"model", s.model->name()},
         {"parameters", s.model->parameter_count()},
@@ -441,6 +523,9 @@ json Trainer::train() {
         summary["last_step_layer_s"] = layers;
     }
     if (s.is_root()) telemetry::write_json_atomically(s.out_dir + "/summary.json", summary);
+    std::string timeline_error;
+    if (!s.timeline->write(&timeline_error))
+        progress.line("ringtrain: rank " + std::to_string(s.rank) + ": warning: timeline not written: " + timeline_error);
     return summary;
 }
 

@@ -49,6 +49,10 @@ public:
     };
     const std::vector<LayerTiming>& layer_timings() const { return timings_; }
     void set_profile(bool on) { profile_ = on; }
+    // Called after each layer's forward or backward with its start and end (steady-clock seconds), e.g. to
+    // draw a timeline. Setting one turns on per-layer timing.
+    using LayerObserver = std::function<void(const std::string& layer, bool backward, double start_s, double end_s)>;
+    void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
 
 private:
     std::string name_;
@@ -62,6 +66,7 @@ private:
     std::vector<Tensor> grads_;
     std::vector<LayerTiming> timings_;
     bool profile_ = false;
+    LayerObserver observer_;
 };
 
 }  // namespace ringtrain::nn
