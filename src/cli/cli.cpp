@@ -21,7 +21,7 @@ namespace {
 const char* kUsage = R"(ringtrain - data-parallel training with ring allreduce (one process per rank)
 
 Usage:
-  ringtrain train --config FILE [--set key=value]...
+  ringtrain train --config FILE [--set key=value]... [--timeline TRACE.json]
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
   ringtrain --help | --help-config | --version
@@ -31,6 +31,7 @@ Examples:
   mpirun -np 4 ringtrain train --config configs/mnist_cnn_fashion.json --set train.epochs=2
   srun ringtrain train --config configs/logreg_fashion.json --set sync.backend=mpi
   ringtrain train --config configs/lenet5_fashion.json --set checkpoint.resume=auto
+  mpirun -np 2 ringtrain train --config configs/mnist_cnn_fashion.json --set sync.compression=fp16 --timeline trace.json
   ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001875.bin
 
 train.batch_size is per rank: N ranks train with a global batch of N x batch_size, and the learning rate is
@@ -63,6 +64,8 @@ Args parse(int argc, char** argv) {
             a.checkpoint = value(f);
         else if (f == "--set")
             a.overrides.push_back(value(f));
+        else if (f == "--timeline")
+            a.overrides.push_back("output.timeline=" + value(f));
         else if (f.rfind("--config=", 0) == 0)
             a.config = f.substr(9);
         else if (f.rfind("--set=", 0) == 0)

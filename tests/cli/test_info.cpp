@@ -14,3 +14,17 @@ TEST_CASE("info lists every rank with its local rank", "[cli][mpi]") {
     CHECK_THAT(r.output, Catch::Contains("local rank 1 of 2"));
     CHECK_THAT(r.output, Catch::Contains("backends built: ring, mpi"));
 }
+
+TEST_CASE("--timeline FILE writes a Chrome trace", "[cli]") {
+    const std::string dir = temp_dir("timeline-flag");
+    const auto r = run_command("cd " + source_dir() + " && " + binary() +
+                               " train --config configs/logreg_fashion.json --set data.format=synthetic"
+                               " --set data.synthetic_shape=[784] --set train.max_steps=5 --set output.progress=none"
+                               " --set output.dir=" + dir + "/out --timeline " + dir + "/trace.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto trace = read_json(dir + "/trace.json");
+    bool has_forward = false;
+    for (const auto& e : trace["traceEvents"]) has_forward = has_forward || e["name"] == "forward";
+    CHECK(has_forward);
+}
