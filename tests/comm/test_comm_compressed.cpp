@@ -23,55 +23,14 @@
 #include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/rng.hpp"
+#include "serial_reference.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::comm;
+using namespace rt_test;
 
 namespace {
 
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-std::vector<float> rank_data(size_t count, int rank, uint64_t seed) {
-    Rng rng(seed * 7777u + static_cast<uint64_t>(rank) * 104729u + 3u);
-    std::vector<float> v(count);
-    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f) * (1.0f + 3.0f * rng.uniform());
-    return v;
-}
-
-struct Reference {
-    std::vector<float> mine;
-    std::vector<double> sum, sum_abs;
-    std::vector<float> max, min;
-};
-
-Reference make_reference(size_t count, uint64_t seed) {
-    const int n = world_size(), me = world_rank();
-    Reference ref;
-    ref.sum.assign(count, 0.0);
-    ref.sum_abs.assign(count, 0.0);
-    ref.max.assign(count, -std::numeric_limits<float>::infinity());
-    ref.min.assign(count, std::numeric_limits<float>::infinity());
-    for (int k = 0; k < n; ++k) {
-        std::vector<float> v = rank_data(count, k, seed);
-        for (size_t i = 0; i < count; ++i) {
-            ref.sum[i] += v[i];
-            ref.sum_abs[i] += std::fabs(v[i]);
-            ref.max[i] = std::max(ref.max[i], v[i]);
-            ref.min[i] = std::min(ref.min[i], v[i]);
-        }
-        if (k == me) ref.mine = std::move(v);
-    }
-    return ref;
-}
 
 double unit_roundoff(WireFormat w) { return w == WireFormat::Float16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
 double abs_floor(WireFormat w) { return w == WireFormat::Float16 ? std::ldexp(1.0, -25) : 0.0; }
