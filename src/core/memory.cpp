@@ -9,6 +9,7 @@
 
 namespace ringtrain {
 
+#ifndef RINGTRAIN_WITH_CUDA  // CUDA builds: src/core/cuda/cuda_memory.cpp
 namespace {
 constexpr size_t kAlignment = 64;  // a cache line, and enough for AVX-512 loads
 
@@ -20,7 +21,6 @@ std::shared_ptr<float> allocate_cpu(size_t count) {
 }
 }  // namespace
 
-#ifndef RINGTRAIN_WITH_CUDA
 bool cuda_available() { return false; }
 
 std::shared_ptr<float> allocate_floats(size_t count, Device device) {

@@ -1,0 +1,87 @@
+// CUDA device selection, the caching device allocator's statistics, pinned host buffers and CUDA error checks.
+// This header needs no CUDA headers. In a build without CUDA (RINGTRAIN_WITH_CUDA undefined) the functions that
+// need a GPU throw a clear Error, and cuda_device_count() is 0.
+//
+// Streams: every op runs on the CUDA legacy default stream (stream 0), so ops are ordered with each other and with
+// the allocator's reuse of freed blocks; the NCCL communicator runs on its own stream, ordered by events.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain {
+
+// Visible CUDA devices; 0 when the build has no CUDA, there is no driver or no device (never throws).
+int cuda_device_count();
+
+// Makes GPU (local_rank % visible devices) current for this process and returns its index. Throws Error when no
+// device is visible (or the build has no CUDA).
+int select_cuda_device(int local_rank);
+
+// "NVIDIA H100 80GB HBM3 (cuda:0, sm_90, 79.1 GiB)" for the current device; Error without one.
+std::string cuda_device_description();
+
+struct CudaAllocatorStats {
+    size_t bytes_in_use = 0;   // blocks handed out (rounded to their size class)
+    size_t bytes_cached = 0;   // blocks kept for reuse
+    size_t peak_bytes_in_use = 0;
+    uint64_t device_allocations = 0;  // cudaMalloc calls so far (flat in a steady-state step loop)
+};
+CudaAllocatorStats cuda_allocator_stats();
+// Returns every cached (free) block to the driver.
+void cuda_empty_cache();
+
+// Throws Error("<call> failed: <cudaGetErrorString> (code N)") unless status == cudaSuccess (0).
+// `status` is a cudaError_t converted to int, so callers need no CUDA headers here.
+void cuda_check(int status, const char* call);
+#define RT_CUDA_CHECK(expr) ::ringtrain::cuda_check(static_cast<int>(expr), #expr)
+
+// Waits for all work on the current device.
+void cuda_synchronize();
+
+// Page-locked host memory for staging host<->device copies (grow-only; never shrinks).
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(size_t bytes) { reserve(bytes); }
+    ~PinnedBuffer();
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    PinnedBuffer(PinnedBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr, o.bytes_ = 0; }
+
+    // Ensures at least `bytes` of capacity (contents are not kept when it grows).
+    void reserve(size_t bytes);
+    void* data() const { return data_; }
+    float* floats() const { return static_cast<float*>(data_); }
+    size_t bytes() const { return bytes_; }
+
+private:
+    void* data_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+#ifndef RINGTRAIN_WITH_CUDA
+// ---- builds without CUDA: nothing to select; everything that needs a GPU says so ----
+namespace detail {
+[[noreturn]] inline void no_cuda_build(const char* what) {
+    throw Error(std::string(what) + ": this build of ringtrain has no CUDA support; set device to cpu, or rebuild with "
+                "-DRINGTRAIN_CUDA=ON on a machine with the CUDA toolkit, cuDNN and NCCL");
+}
+}  // namespace detail
+inline int cuda_device_count() { return 0; }
+inline int select_cuda_device(int) { detail::no_cuda_build("select_cuda_device"); }
+inline std::string cuda_device_description() { detail::no_cuda_build("cuda_device_description"); }
+inline CudaAllocatorStats cuda_allocator_stats() { return {}; }
+inline void cuda_empty_cache() {}
+inline void cuda_check(int status, const char* call) {
+    if (status != 0) detail::no_cuda_build(call);
+}
+inline void cuda_synchronize() {}
+inline PinnedBuffer::~PinnedBuffer() = default;
+inline void PinnedBuffer::reserve(size_t) { detail::no_cuda_build("PinnedBuffer"); }
+#endif
+
+}  // namespace ringtrain

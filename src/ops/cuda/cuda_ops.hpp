@@ -1,0 +1,50 @@
+// Private to src/ops: the CUDA implementations behind ops.hpp, the same functions as cpu/cpu_ops.hpp (the dispatch
+// in dispatch.hpp calls ops::cuda::name for tensors on Device::CUDA). Arguments are validated by the dispatch layer.
+// GEMM: cuBLAS (full FP32). Convolution and max pooling: cuDNN (convolution algorithms chosen once per shape with
+// cudnnFind*, cached; TF32 tensor cores allowed as in PyTorch's default; workspace from the caching allocator).
+// Everything else: own kernels in kernels.cu. Everything runs on the legacy default stream; the ops that return a
+// value to the host (losses, all_finite, sum_squares) wait for it.
+#pragma once
+
+#include <cstdint>
+
+#include "ringtrain/ops/ops.hpp"
+
+namespace ringtrain::ops::cuda {
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta);
+void bias_add(Tensor& y, const Tensor& bias);
+void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate);
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
+                    Workspace& ws);
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws);
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
+                            Workspace& ws, bool accumulate);
+
+void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+
+void activation_forward(Activation a, const Tensor& x, Tensor& y);
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
+// The mask comes from a counter-based hash of (one 64-bit seed drawn from rng, element index): reproducible for a
+// given rng state, but a different mask from the CPU op's (which draws one number per element).
+void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng);
+void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
+
+// Labels are checked on the device in the forward pass (InputError naming the first bad sample, as on the CPU);
+// the backward pass trusts them.
+LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs);
+void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, float scale);
+LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs);
+void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale);
+
+void scale(Tensor& x, float alpha);
+void axpy(float alpha, const Tensor& x, Tensor& y);
+bool all_finite(const Tensor& x);
+double sum_squares(const Tensor& x);
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdParams& p);
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamParams& p);
+void adadelta_update(Tensor& param, const Tensor& grad, Tensor& sq_avg, Tensor& acc_delta, const AdadeltaParams& p);
+
+}  // namespace ringtrain::ops::cuda
