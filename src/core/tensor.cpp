@@ -89,4 +89,21 @@ void Tensor::resize(Shape shape) {
     numel_ = n;
 }
 
+void Tensor::resize(Shape shape, Device device) {
+    if (device != device_) {
+        storage_.reset();
+        capacity_ = 0;
+        offset_ = 0;
+        device_ = device;
+    }
+    resize(std::move(shape));
+}
+
+Tensor Tensor::to(Device device) const {
+    if (device == device_) return *this;
+    Tensor t(shape_, device);
+    if (numel_ > 0) t.copy_from(*this);
+    return t;
+}
+
 }  // namespace ringtrain

@@ -30,7 +30,7 @@ void Conv2d::build(const Shape& input, Rng& rng) {
 }
 
 void Conv2d::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
-    y.resize(ops::conv2d_output_shape(x.shape(), weight_.value.shape(), p_));
+    y.resize(ops::conv2d_output_shape(x.shape(), weight_.value.shape(), p_), x.device());
     ops::conv2d_forward(x, weight_.value, has_bias_ ? bias_.value : Tensor(), y, p_, ws_);
 }
 
@@ -38,7 +38,7 @@ void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* 
     Tensor no_bias;
     ops::conv2d_backward_filter(x, dy, weight_.grad, has_bias_ ? bias_.grad : no_bias, p_, ws_, accumulate);
     if (dx) {
-        dx->resize(x.shape());
+        dx->resize(x.shape(), x.device());
         ops::conv2d_backward_data(dy, weight_.value, *dx, p_, ws_);
     }
 }

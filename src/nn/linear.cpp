@@ -23,7 +23,7 @@ void Linear::build(const Shape& input, Rng& rng) {
 
 void Linear::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
     const int64_t n = x.dim(0);
-    y.resize({n, out_});
+    y.resize({n, out_}, x.device());
     Tensor x2 = x.reshape({n, in_});
     ops::gemm(x2, false, weight_.value, true, y);  // y = x W^T
     if (has_bias_) ops::bias_add(y, bias_.value);
@@ -35,7 +35,7 @@ void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* 
     ops::gemm(dy, true, x2, false, weight_.grad, 1.0f, accumulate ? 1.0f : 0.0f);  // dW = dy^T x
     if (has_bias_) ops::bias_grad(dy, bias_.grad, accumulate);
     if (dx) {
-        dx->resize(x.shape());
+        dx->resize(x.shape(), x.device());
         Tensor dx2 = dx->reshape({n, in_});
         ops::gemm(dy, false, weight_.value, false, dx2);  // dx = dy W
     }

@@ -5,22 +5,22 @@
 namespace ringtrain::nn {
 
 ops::LossStats SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
-    probs_.resize(logits.shape());
+    probs_.resize(logits.shape(), logits.device());
     return ops::softmax_cross_entropy_forward(logits, labels, probs_);
 }
 
 void SoftmaxCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {
-    dlogits.resize(probs_.shape());
+    dlogits.resize(probs_.shape(), probs_.device());
     ops::softmax_cross_entropy_backward(probs_, labels, dlogits, scale);
 }
 
 ops::LossStats SigmoidBinaryCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
-    probs_.resize(logits.shape());
+    probs_.resize(logits.shape(), logits.device());
     return ops::sigmoid_bce_forward(logits, labels, probs_);
 }
 
 void SigmoidBinaryCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {
-    dlogits.resize(probs_.shape());
+    dlogits.resize(probs_.shape(), probs_.device());
     ops::sigmoid_bce_backward(probs_, labels, dlogits, scale);
 }
 

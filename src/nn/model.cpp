@@ -203,6 +203,14 @@ Model Model::from_file(const std::string& path, const Shape& input, Rng& rng) {
     return Model(arch, input, rng, path);
 }
 
+void Model::to(Device device) {
+    for (Parameter* p : params_) {
+        p->value = p->value.to(device);
+        p->grad = Tensor::zeros(p->value.shape(), device);
+    }
+    device_ = device;
+}
+
 int64_t Model::parameter_count() const {
     int64_t n = 0;
     for (const Parameter* p : params_) n += p->value.numel();

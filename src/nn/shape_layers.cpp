@@ -18,13 +18,13 @@ Shape MaxPool2d::output_shape(const Shape& input) const {
 }
 
 void MaxPool2d::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
-    y.resize(ops::pool2d_output_shape(x.shape(), p_));
+    y.resize(ops::pool2d_output_shape(x.shape(), p_), x.device());
     ops::maxpool2d_forward(x, y, p_);
 }
 
 void MaxPool2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool) {
     if (!dx) return;
-    dx->resize(x.shape());
+    dx->resize(x.shape(), x.device());
     ops::maxpool2d_backward(x, y, dy, *dx, p_);
 }
 
@@ -38,13 +38,13 @@ std::string ActivationLayer::type() const {
 }
 
 void ActivationLayer::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
-    y.resize(x.shape());
+    y.resize(x.shape(), x.device());
     ops::activation_forward(a_, x, y);
 }
 
 void ActivationLayer::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx, bool) {
     if (!dx) return;
-    dx->resize(y.shape());
+    dx->resize(y.shape(), y.device());
     ops::activation_backward(a_, y, dy, *dx);
 }
 
@@ -54,20 +54,20 @@ Dropout::Dropout(float p) : p_(p) {
 }
 
 void Dropout::forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) {
-    y.resize(x.shape());
+    y.resize(x.shape(), x.device());
     last_training_ = ctx.training && p_ > 0.0f;
     if (!last_training_) {
         y.copy_from(x);
         return;
     }
     check(ctx.rng != nullptr, "dropout layer " + name() + " needs an Rng in training mode");
-    mask_.resize(x.shape());
+    mask_.resize(x.shape(), x.device());
     ops::dropout_forward(x, y, mask_, p_, *ctx.rng);
 }
 
 void Dropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx, bool) {
     if (!dx) return;
-    dx->resize(dy.shape());
+    dx->resize(dy.shape(), dy.device());
     if (last_training_)
         ops::dropout_backward(dy, mask_, *dx);
     else

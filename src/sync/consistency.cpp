@@ -78,8 +78,18 @@ void verify_same_parameters(comm::Communicator& comm, const std::vector<nn::Para
 void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Parameter*>& params,
                          const std::vector<std::pair<std::string, Tensor*>>& state) {
     if (comm.size() == 1) return;
-    for (auto* p : params) comm.broadcast(p->value.span(), 0);
-    for (const auto& [name, t] : state) comm.broadcast(t->span(), 0);
+    // MPI sees host memory only: device tensors go through a host copy.
+    auto broadcast = [&](Tensor& t) {
+        if (t.device() == Device::CPU) {
+            comm.broadcast(t.span(), 0);
+            return;
+        }
+        Tensor host = t.to(Device::CPU);
+        comm.broadcast(host.span(), 0);
+        t.copy_from(host);
+    };
+    for (auto* p : params) broadcast(p->value);
+    for (const auto& [name, t] : state) broadcast(*t);
 }
 
 void run_then_agree(comm::Communicator& comm, const std::function<void()>& local_work) {
@@ -103,7 +113,10 @@ void run_then_agree(comm::Communicator& comm, const std::function<void()>& local
 
 uint64_t parameter_value_hash(const std::vector<nn::Parameter*>& params) {
     uint64_t h = kFnvOffset;
-    for (const auto* p : params) fnv(h, p->value.data(), p->value.numel() * sizeof(float));
+    for (const auto* p : params) {
+        const Tensor host = p->value.to(Device::CPU);
+        fnv(h, host.data(), host.numel() * sizeof(float));
+    }
     return h;
 }
 

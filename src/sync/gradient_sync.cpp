@@ -1,6 +1,8 @@
 // GradientSync (fusion buckets, communication thread, stall watchdog) and ParameterAverager. See the header.
 #include "ringtrain/sync/gradient_sync.hpp"
 
+#include "ringtrain/core/memory.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -139,7 +141,7 @@ void GradientSync::on_gradient_ready(nn::Parameter& p) {
     {
         telemetry::Span span(timeline_, "pack", "sync");
         if (span.active()) span.set_args(R"({"param":")" + p.name + R"(","bucket":)" + std::to_string(bi) + "}");
-        std::memcpy(arena_.data() + slot->offset, p.grad.data(), slot->count * sizeof(float));
+        copy_floats(arena_.data() + slot->offset, Device::CPU, p.grad.data(), p.grad.device(), slot->count);
     }
     arrived_[i] = 1;
     if (--b.remaining == 0) {
@@ -161,7 +163,8 @@ void GradientSync::pack_missing(size_t bi) {
     if (span.active()) span.set_args(R"({"bucket":)" + std::to_string(bi) + R"(,"missing":)" + std::to_string(b.remaining) + "}");
     for (const Slot& s : b.slots) {
         if (arrived_[s.param]) continue;
-        std::memcpy(arena_.data() + s.offset, params_[s.param]->grad.data(), s.count * sizeof(float));
+        const Tensor& g = params_[s.param]->grad;
+        copy_floats(arena_.data() + s.offset, Device::CPU, g.data(), g.device(), s.count);
         arrived_[s.param] = 1;
     }
     b.remaining = 0;
@@ -207,8 +210,10 @@ void GradientSync::unpack(size_t bi) {
     const Bucket& b = buckets_[bi];
     telemetry::Span span(timeline_, "unpack", "sync");
     if (span.active()) span.set_args(R"({"bucket":)" + std::to_string(bi) + "}");
-    for (const Slot& s : b.slots)
-        std::memcpy(params_[s.param]->grad.data(), arena_.data() + s.offset, s.count * sizeof(float));
+    for (const Slot& s : b.slots) {
+        Tensor& g = params_[s.param]->grad;
+        copy_floats(g.data(), g.device(), arena_.data() + s.offset, Device::CPU, s.count);
+    }
 }
 
 void GradientSync::comm_loop() {
@@ -384,15 +389,19 @@ ParameterAverager::ParameterAverager(comm::Communicator& comm, std::vector<nn::P
 void ParameterAverager::average() {
     if (comm_.size() == 1) return;
     for (const auto& g : groups_) {
-        if (g.size() == 1) {
+        // A lone CPU tensor is reduced in place; device tensors are staged through host memory (MPI sees host only).
+        if (g.size() == 1 && params_[g[0]]->value.device() == Device::CPU) {
             comm_.allreduce(params_[g[0]]->value.span(), comm::ReduceOp::Average);
             ++collectives_;
             continue;
         }
+        size_t need = 0;
+        for (size_t i : g) need += static_cast<size_t>(params_[i]->value.numel());
+        if (buffer_.size() < need) buffer_.resize(need);
         size_t off = 0;
         for (size_t i : g) {
             const Tensor& v = params_[i]->value;
-            std::memcpy(buffer_.data() + off, v.data(), static_cast<size_t>(v.numel()) * sizeof(float));
+            copy_floats(buffer_.data() + off, Device::CPU, v.data(), v.device(), static_cast<size_t>(v.numel()));
             off += static_cast<size_t>(v.numel());
         }
         comm_.allreduce(std::span<float>(buffer_.data(), off), comm::ReduceOp::Average);
@@ -400,7 +409,7 @@ void ParameterAverager::average() {
         off = 0;
         for (size_t i : g) {
             Tensor& v = params_[i]->value;
-            std::memcpy(v.data(), buffer_.data() + off, static_cast<size_t>(v.numel()) * sizeof(float));
+            copy_floats(v.data(), v.device(), buffer_.data() + off, Device::CPU, static_cast<size_t>(v.numel()));
             off += static_cast<size_t>(v.numel());
         }
     }

@@ -56,6 +56,10 @@ public:
 
     // Reallocates only if the element count grows beyond the current capacity; keeps storage otherwise.
     void resize(Shape shape);
+    // The same on `device`: storage on another device is dropped and allocated there (so buffers follow their input).
+    void resize(Shape shape, Device device);
+    // A copy on `device` (this tensor itself, shared, when it is already there).
+    Tensor to(Device device) const;
 
 private:
     std::shared_ptr<float> storage_;

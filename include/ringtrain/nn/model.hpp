@@ -26,6 +26,11 @@ public:
     const Shape& output_shape() const { return output_; }
     Loss& loss() { return *loss_; }
 
+    // Moves every parameter (value and gradient) to `device`; activations follow their input from then on.
+    // Call before building an optimizer (its state is allocated where the parameters are).
+    void to(Device device);
+    Device device() const { return device_; }
+
     // All parameters in a fixed order: layer order, weight before bias.
     const std::vector<Parameter*>& parameters() const { return params_; }
     int64_t parameter_count() const;
@@ -67,6 +72,7 @@ private:
     std::vector<LayerTiming> timings_;
     bool profile_ = false;
     LayerObserver observer_;
+    Device device_ = Device::CPU;
 };
 
 }  // namespace ringtrain::nn
