@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "datasets.hpp"
+#include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/memory.hpp"
 #include "ringtrain/data/sharded_loader.hpp"
@@ -85,6 +86,19 @@ struct Trainer::State {
 
     bool is_root() const { return rank == 0; }
 
+    // The batch on the compute device: CPU batches are used as they are; for a GPU they are copied over
+    // (into buffers reused from step to step).
+    std::string device_name = "cpu";
+    Tensor device_x, device_y;
+    std::pair<const Tensor*, const Tensor*> on_device(const data::Batch& b) {
+        if (device == Device::CPU) return {&b.x, &b.y};
+        device_x.resize(b.x.shape(), device);
+        device_x.copy_from(b.x);
+        device_y.resize(b.y.shape(), device);
+        device_y.copy_from(b.y);
+        return {&device_x, &device_y};
+    }
+
     // Test-set accuracy and loss over all ranks' shares (exact global values).
     json evaluate() {
         data::LoaderOptions lo;
@@ -99,8 +113,9 @@ struct Trainer::State {
         double sums[3] = {0, 0, 0};  // loss sum, correct, samples
         nn::ForwardContext ctx{false, nullptr};
         while (loader.next(b)) {
-            const Tensor& logits = model->forward(b.x, ctx);
-            const auto st = model->loss().forward(logits, b.y);
+            const auto [x, y] = on_device(b);
+            const Tensor& logits = model->forward(*x, ctx);
+            const auto st = model->loss().forward(logits, *y);
             sums[0] += st.loss_sum;
             sums[1] += static_cast<double>(st.correct);
             sums[2] += static_cast<double>(b.size());
@@ -132,6 +147,12 @@ void Trainer::build_locally() {
                          std::to_string(s.data.train->num_classes()) + " classes; the last layer needs " +
                          std::to_string(want_outputs) + " outputs");
     s.model->set_profile(cfg.boolean("train.profile_layers"));
+    if (s.device == Device::CUDA) {
+        // One GPU per rank: local rank modulo the visible GPUs (Slurm's --gpus-per-task shows each task one).
+        select_cuda_device(s.comm.local_rank());
+        s.device_name = cuda_device_description();
+        s.model->to(Device::CUDA);
+    }
     build_optimizer();
 }
 
@@ -350,11 +371,12 @@ json Trainer::train() {
                     PhaseScope p(phases, Phase::Data, s.timeline.get());
                     if (!loader.next(batch)) throw Error("data loader ended early at step " + std::to_string(step));
                 }
+                const auto [x, y] = s.on_device(batch);
                 ops::LossStats st;
                 {
                     PhaseScope p(phases, Phase::Forward, s.timeline.get());
-                    const Tensor& logits = s.model->forward(batch.x, {true, &s.dropout_rng});
-                    st = s.model->loss().forward(logits, batch.y);
+                    const Tensor& logits = s.model->forward(*x, {true, &s.dropout_rng});
+                    st = s.model->loss().forward(logits, *y);
                 }
                 if (!std::isfinite(st.loss_sum)) {
                     throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
@@ -366,7 +388,7 @@ json Trainer::train() {
                 step_samples += static_cast<double>(batch.size());
                 const bool last_pass = pass + 1 == passes;
                 PhaseScope p(phases, Phase::Backward, s.timeline.get());
-                s.model->loss().backward(batch.y, loss_scale, dlogits);
+                s.model->loss().backward(*y, loss_scale, dlogits);
                 // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
                 if (last_pass && !local_sgd)
                     s.model->backward(dlogits, [&](nn::Parameter& prm) { s.gsync->on_gradient_ready(prm); }, pass > 0);
@@ -504,6 +526,7 @@ json Trainer::train() {
                   {"collectives", sync_stats.collectives},
                   {"buckets", buckets}}},
         {"device", to_string(s.device)},
+        {"device_name", s.device_name},
         {"model", s.model->name()},
         {"parameters", s.model->parameter_count()},
         {"optimizer", s.opt->name()},
