@@ -3,6 +3,7 @@
 
 #include "ringtrain/comm/launch_env.hpp"
 #include "ringtrain/comm/mpi_communicator.hpp"
+#include "ringtrain/comm/nccl_communicator.hpp"
 #include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 
@@ -13,12 +14,18 @@ void Communicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire
     throw Error("the " + backend() + " communicator has no " + wire_format_name(wire) + " compressed allreduce");
 }
 
-std::vector<std::string> communicator_backends() { return {"ring", "mpi"}; }
+std::vector<std::string> communicator_backends() {
+#ifdef RINGTRAIN_WITH_CUDA
+    return {"ring", "mpi", "nccl"};
+#else
+    return {"ring", "mpi"};
+#endif
+}
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
     if (backend == "ring") return std::make_unique<RingCommunicator>();
     if (backend == "mpi") return std::make_unique<MpiCommunicator>();
-    if (backend == "nccl") throw InputError("sync.backend nccl needs a CUDA build with NCCL; use ring or mpi");
+    if (backend == "nccl") return make_nccl_communicator();  // InputError in builds without CUDA
     throw InputError("sync.backend '" + backend + "' is not a communicator backend; choose one of: ring, mpi, nccl (CUDA builds)");
 }
 

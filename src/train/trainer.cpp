@@ -136,6 +136,9 @@ void Trainer::build_locally() {
     const Config& cfg = s.cfg;
     ops::set_intra_op_threads(static_cast<int>(cfg.integer("train.threads")));
     s.device = pick_device(cfg.string("device"));
+    if (cfg.string("sync.backend") == "nccl" && cfg.string("sync.compression") != "none")
+        throw InputError("sync.compression: " + cfg.string("sync.compression") +
+                         " is available with the ring and mpi backends only; use none with nccl");
     s.batch = cfg.integer("train.batch_size");
     s.data = detail::make_datasets(cfg);
     s.model = std::make_unique<nn::Model>(nn::Model::from_file(cfg.model_path(), s.data.train->sample_shape(), s.init_rng));
