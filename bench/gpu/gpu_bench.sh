@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Single-GPU training throughput of ringtrain against PyTorch eager on the same card, in one run:
+# LeNet-5 (Adam) and the MNIST CNN (Adadelta) at batch 128 and 1024, through the real trainer (IDX data from
+# DATA_DIR, batches copied to the GPU each step). Needs a CUDA build in $BUILD (default build-gpu).
+# Usage: bench/gpu/gpu_bench.sh [DATA_DIR]
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUILD:-$root/build-gpu}"
+data="${1:-/usr/share/datasets/fashion-mnist}"
+[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for cfg in lenet5_fashion mnist_cnn_fashion; do
+  for batch in 128 1024; do
+    out="/tmp/ringtrain-gpu-$cfg-$batch"
+    steps=$(( batch == 128 ? 400 : 120 ))
+    "$build/ringtrain" train --config "$root/configs/$cfg.json" --set device=cuda --set data.dir="$data" \
+      --set train.batch_size=$batch --set train.max_steps=$steps --set train.epochs=100 --set train.log_every_steps=20 \
+      --set checkpoint.every_epochs=0 --set output.progress=none --set output.dir="$out" > "$out.log" 2>&1 \
+      || { echo "ringtrain $cfg batch $batch failed:"; tail -5 "$out.log"; continue; }
+    python3 - "$out" "$cfg" "$batch" <<'PY'
+import json, statistics, sys
+d, cfg, b = sys.argv[1:4]
+s = json.load(open(d + "/summary.json"))
+w = [r["samples_per_s"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["type"] == "step"]
+print(json.dumps({"impl": "ringtrain", "model": cfg.split("_")[0] if cfg.startswith("lenet") else "mnist_cnn",
+                  "batch": int(b), "samples_per_s": statistics.median(w[1:]), "test_accuracy": s["test_accuracy"],
+                  "device": s.get("device_name"), "phase_s": s["phase_s"]}))
+PY
+  done
+done
+python3 "$root/bench/gpu/pytorch_reference.py" --steps 150 || echo "PyTorch reference failed (is torch installed?)"

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""PyTorch eager reference for ringtrain's single-GPU throughput: the same models (LeNet-5, the Keras/Horovod MNIST
+CNN), optimizers and batch sizes, trained on Fashion-MNIST-shaped batches that come from host memory each step
+(pinned, copied to the GPU), as ringtrain's loader does. Prints one JSON line per (model, batch).
+Usage: python3 bench/gpu/pytorch_reference.py [--steps 200]"""
+import argparse, json, time
+import torch
+import torch.nn as nn
+
+def lenet5():
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                         nn.Linear(84, 10))
+
+def mnist_cnn():
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
+                         nn.Linear(128, 10))
+
+def run(name, make, opt_name, batch, steps):
+    dev = torch.device("cuda")
+    model = make().to(dev)
+    opt = torch.optim.Adam(model.parameters(), 1e-3) if opt_name == "adam" else \
+        torch.optim.Adadelta(model.parameters(), lr=1.0, rho=0.95, eps=1e-7)
+    xs = [torch.rand(batch, 1, 28, 28).pin_memory() for _ in range(4)]
+    ys = [torch.randint(0, 10, (batch,)).pin_memory() for _ in range(4)]
+    loss_fn = nn.CrossEntropyLoss()
+    def step(i):
+        x = xs[i % 4].to(dev, non_blocking=True)
+        y = ys[i % 4].to(dev, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    for i in range(20):
+        step(i)
+    torch.cuda.synchronize()
+    rates = []
+    for r in range(3):
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        torch.cuda.synchronize()
+        rates.append(steps * batch / (time.perf_counter() - t0))
+    rates.sort()
+    print(json.dumps({"impl": "pytorch-eager", "model": name, "batch": batch, "samples_per_s": rates[1],
+                      "torch": torch.__version__, "device": torch.cuda.get_device_name()}))
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    a = ap.parse_args()
+    for batch in (128, 1024):
+        run("lenet5", lenet5, "adam", batch, a.steps)
+        run("mnist_cnn", mnist_cnn, "adadelta", batch, a.steps)
