@@ -542,6 +542,12 @@ json Trainer::train() {
         {"resumed_from", resumed_from.empty() ? json(nullptr) : json(resumed_from)},
         {"data", s.data.train->description()},
     };
+    if (s.device == Device::CUDA) {
+        const auto g = cuda_allocator_stats();
+        summary["gpu_memory"] = {{"peak_mb", g.peak_bytes_in_use / 1048576.0},
+                                 {"cached_mb", g.bytes_cached / 1048576.0},
+                                 {"device_allocations", g.device_allocations}};
+    }
     if (cfg.boolean("train.profile_layers")) {
         json layers = json::array();
         for (const auto& t : s.model->layer_timings())
