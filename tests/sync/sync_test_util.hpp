@@ -33,7 +33,8 @@ struct ParamSet {
     explicit ParamSet(const std::vector<ringtrain::Shape>& shapes = default_shapes()) {
         for (size_t i = 0; i < shapes.size(); ++i) {
             auto p = std::make_unique<ringtrain::nn::Parameter>();
-            p->name = "p" + std::to_string(i);
+            p->name = std::to_string(i);
+            p->name.insert(p->name.begin(), 'p');  // not "p" + ...: GCC 12 warns falsely (-Wrestrict) there
             p->value = ringtrain::Tensor::zeros(shapes[i]);
             p->grad = ringtrain::Tensor::zeros(shapes[i]);
             ptrs.push_back(p.get());
