@@ -9,21 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "comm/serial_reference.hpp"
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/nn/layer.hpp"
 
 namespace sync_test {
 
-inline int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-inline int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
+using rt_test::world_rank;
+using rt_test::world_size;
 
 // Parameters shaped like a small CNN's (weights and biases of mixed sizes, including one large tensor).
 struct ParamSet {
