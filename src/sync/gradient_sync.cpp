@@ -94,7 +94,9 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
     if (!active_) return;
     arena_.assign(offset, 0.0f);
 
-    overlap_ = options_.overlap;
+    // One bucket can only be reduced once backward is over, so a communication thread could hide nothing and
+    // would only add a hand-over per step (measured: logreg at 2 ranks, ~3 % of throughput).
+    overlap_ = options_.overlap && buckets_.size() > 1;
     if (overlap_ && !comm::mpi_thread_multiple()) {
         overlap_ = false;
         if (comm_->rank() == 0)

@@ -19,6 +19,8 @@
 // order, so every rank still issues exactly the same collectives; reporting is an optimisation (overlap), never
 // needed for correctness. Reporting a parameter twice in one step, or one not in the list, is an Error.
 //
+// With a single bucket (a model smaller than fusion_bytes) there is nothing to overlap: the bucket is reduced on the
+// calling thread as with overlap = false, and overlapping() says so.
 // overlap = false: nothing runs behind the caller's back; synchronize() reduces the buckets one by one on the
 // calling thread (the same arithmetic and bucket layout, so bitwise the same result as overlap = true).
 // A world of size 1 skips all of this: on_gradient_ready and synchronize return at once, gradients are untouched.
