@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,9 +79,9 @@ Args parse(int argc, char** argv) {
     return a;
 }
 
-int command_train(const Args& a, comm::Communicator& comm) {
-    if (a.config.empty()) throw InputError("train needs --config FILE");
-    const auto cfg = train::Config::load(a.config, a.overrides);
+int command_train(const std::optional<train::Config>& config, comm::Communicator& comm) {
+    if (!config) throw InputError("train needs --config FILE");
+    const train::Config& cfg = *config;
     train::Trainer trainer(cfg, comm);
     const auto summary = trainer.train();
     if (comm.rank() == 0) {
@@ -91,16 +92,16 @@ int command_train(const Args& a, comm::Communicator& comm) {
     return 0;
 }
 
-int command_eval(const Args& a, comm::Communicator& comm) {
-    if (a.config.empty() || a.checkpoint.empty()) throw InputError("eval needs --config FILE and --checkpoint CKPT");
-    const auto cfg = train::Config::load(a.config, a.overrides);
+int command_eval(const Args& a, const std::optional<train::Config>& config, comm::Communicator& comm) {
+    if (!config || a.checkpoint.empty()) throw InputError("eval needs --config FILE and --checkpoint CKPT");
+    const train::Config& cfg = *config;
     train::Trainer trainer(cfg, comm);
     const auto result = trainer.evaluate_checkpoint(a.checkpoint);
     if (comm.rank() == 0) std::cout << result.dump() << std::endl;
     return 0;
 }
 
-int command_info(const Args& a, comm::Communicator& comm) {
+int command_info(const std::optional<train::Config>& config, comm::Communicator& comm) {
     const auto env = comm::describe_launch_environment();
     if (comm.rank() == 0) {
         std::string backends;
@@ -118,10 +119,7 @@ int command_info(const Args& a, comm::Communicator& comm) {
         }
         for (const auto& n : env.notes) std::printf("note: %s\n", n.c_str());
     }
-    if (!a.config.empty()) {
-        const auto cfg = train::Config::load(a.config, a.overrides);
-        if (comm.rank() == 0) std::cout << cfg.document().dump(2) << std::endl;
-    }
+    if (config && comm.rank() == 0) std::cout << config->document().dump(2) << std::endl;
     return 0;
 }
 
@@ -174,9 +172,14 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     // Read the config, then agree over the whole job before the first collective: a rank that failed here
     // (say its copy of the config is broken) must not leave the others waiting in their first collective.
     int setup_code = 0;
+    // Read once here: the backend is needed to open the communicator, and the commands use the same Config.
+    std::optional<train::Config> config;
     std::string backend = "ring";
     try {
-        if (!args.config.empty()) backend = train::Config::load(args.config, args.overrides).string("sync.backend");
+        if (!args.config.empty()) {
+            config = train::Config::load(args.config, args.overrides);
+            backend = config->string("sync.backend");
+        }
     } catch (const std::exception& e) {
         report(e);
         setup_code = exit_code_for(e);
@@ -190,9 +193,9 @@ int run(int argc, char** argv, int world_rank, int world_size) {
 
     try {
         comm = comm::make_communicator(backend);
-        if (args.command == "train") return command_train(args, *comm);
-        if (args.command == "eval") return command_eval(args, *comm);
-        return command_info(args, *comm);
+        if (args.command == "train") return command_train(config, *comm);
+        if (args.command == "eval") return command_eval(args, config, *comm);
+        return command_info(config, *comm);
     } catch (const PeerFailure& e) {
         // This rank is fine; the failing rank printed the reason. Leave quietly with its exit code.
         if (rank == 0) std::fprintf(stderr, "ringtrain: rank 0: stopping: %s\n", e.what());
