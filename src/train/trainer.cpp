@@ -349,6 +349,14 @@ json Trainer::train() {
         last_average_step = loop.global_step;
     };
 
+    // Evaluation on one model (local SGD averages first), timed apart from training.
+    auto evaluate_now = [&] {
+        const double eval_t0 = telemetry::now_seconds();
+        average_parameters_now();
+        last_eval = s.evaluate();
+        eval_seconds += telemetry::now_seconds() - eval_t0;
+    };
+
     int64_t epoch = loop.epoch;
     for (; epoch < epochs && !stopped_by_max_steps; ++epoch) {
         const double epoch_t0 = telemetry::now_seconds();
@@ -444,10 +452,7 @@ json Trainer::train() {
             break;
         }
         train_loss = loss_samples > 0 ? loss_sum / loss_samples : std::nan("");
-        const double eval_t0 = telemetry::now_seconds();
-        average_parameters_now();
-        last_eval = s.evaluate();
-        eval_seconds += telemetry::now_seconds() - eval_t0;
+        evaluate_now();
         json rec = {{"type", "epoch"}, {"epoch", epoch + 1}, {"global_step", loop.global_step},
                     {"train_loss", train_loss}, {"wall_s", telemetry::now_seconds() - t_start}};
         rec.update(last_eval);
@@ -469,12 +474,7 @@ json Trainer::train() {
     if (checkpointing && steps_this_run > 0 &&
         (stopped_by_max_steps || ckpt_every_epochs == 0 || epoch % ckpt_every_epochs != 0))
         write_checkpoint(loop);
-    if (stopped_by_max_steps && last_eval["test_accuracy"].is_null()) {
-        const double eval_t0 = telemetry::now_seconds();
-        average_parameters_now();
-        last_eval = s.evaluate();
-        eval_seconds += telemetry::now_seconds() - eval_t0;
-    }
+    if (stopped_by_max_steps && last_eval["test_accuracy"].is_null()) evaluate_now();
 
     // ---- summary ----
     // Traffic of both communicators: the main one (start-up, metrics, local SGD) and the gradients' own.
