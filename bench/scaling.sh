@@ -2,7 +2,7 @@
 # Weak scaling of the real trainer: per-rank batch fixed, 1 thread per rank, N ranks = each of $RANKS.
 # For each workload, throughput (median samples/s over logged windows after the first) and
 # efficiency = throughput_N / (N x throughput_1), with the bottleneck named from the trainer's own phase times.
-# Usage: bench/scaling.sh [--ranks "1 2"] [--json FILE] [--quick]
+# Usage: bench/scaling.sh [--ranks "1 2"] [--json FILE] [--quick] [--only NAME] [--set key=value]...
 # Needs a build (scripts/build.sh) and python3 (for reading the JSON the trainer writes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,12 +10,16 @@ bin="${BUILD_DIR:-$root/build}/ringtrain"
 ranks="1 2"
 json_out=""
 scale=1
+extra=()
+only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
     --quick) scale=4; shift ;;
-    *) echo "usage: bench/scaling.sh [--ranks \"1 2\"] [--json FILE] [--quick]" >&2; exit 2 ;;
+    --only) only="$2"; shift 2 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
+    *) echo "usage: bench/scaling.sh [--ranks \"1 2\"] [--json FILE] [--quick] [--only NAME] [--set key=value]..." >&2; exit 2 ;;
   esac
 done
 [ -x "$bin" ] || { echo "bench/scaling.sh: $bin not found; run scripts/build.sh first" >&2; exit 2; }
@@ -32,12 +36,13 @@ rows="$out/rows.jsonl"
 : > "$rows"
 for w in "${workloads[@]}"; do
   read -r cfg steps every <<< "$w"
+  [ -z "$only" ] || [[ "$cfg" == *"$only"* ]] || continue
   for n in $ranks; do
     dir="$out/$cfg-np$n"
     bind=core; [ "$n" -le "$(nproc)" ] || bind=none
     mpirun --oversubscribe --bind-to "$bind" -np "$n" "$bin" train --config "$root/configs/$cfg.json" \
       --set train.max_steps="$steps" --set train.epochs=1000 --set train.log_every_steps="$every" \
-      --set checkpoint.every_epochs=0 --set output.progress=none --set output.dir="$dir" >/dev/null 2>"$dir.log" \
+      --set checkpoint.every_epochs=0 --set output.progress=none --set output.dir="$dir" ${extra[@]+"${extra[@]}"} >/dev/null 2>"$dir.log" \
       || { echo "bench/scaling.sh: $cfg at $n ranks failed:"; cat "$dir.log"; exit 1; }
     python3 - "$dir" "$cfg" "$n" >> "$rows" <<'PY'
 import json, statistics, sys

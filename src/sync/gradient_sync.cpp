@@ -63,37 +63,115 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
                         " elements for " + std::to_string(p->value.numel()) + " values");
     }
 
-    // Buckets in backward order (reverse of the parameter list), greedy up to fusion_bytes.
     bucket_of_.assign(params_.size(), 0);
-    size_t offset = 0;
-    for (size_t k = params_.size(); k-- > 0;) {
-        const size_t count = static_cast<size_t>(params_[k]->grad.numel());
-        const size_t bytes = count * sizeof(float);
-        const bool fits = !buckets_.empty() && options_.fusion_bytes > 0 &&
-                          buckets_.back().count * sizeof(float) + bytes <= options_.fusion_bytes &&
-                          buckets_.back().count * sizeof(float) + bytes >= bytes;  // no overflow
-        if (!fits) {
-            buckets_.emplace_back();
-            buckets_.back().offset = offset;
-        }
-        Bucket& b = buckets_.back();
-        b.slots.push_back({k, offset, count});
-        b.count += count;
-        offset += count;
-        bucket_of_[k] = buckets_.size() - 1;
-    }
     arrived_.assign(params_.size(), 0);
-    for (Bucket& b : buckets_) b.remaining = b.slots.size();
-    stats_.buckets.resize(buckets_.size());
+    apply_layout(layout_by_size());
+
+    active_ = comm_->size() > 1 && !params_.empty();
+    if (!active_) return;
+    size_t total = 0;
+    for (const Bucket& b : buckets_) total += b.count;
+    arena_.assign(total, 0.0f);
+
+    // The cycle-time layout is only worth having when buckets overlap backward; until it is fixed, the first step
+    // runs blocking (there is no thread to hand buckets to yet).
+    relayout_pending_ = options_.cycle_time_ms > 0 && options_.overlap && options_.fusion_bytes > 0;
+    if (relayout_pending_)
+        ready_s_.assign(params_.size(), -1.0);
+    else
+        start_overlap_if_useful();
+    if (options_.stall_warning_s > 0 || options_.stall_abort_s > 0) watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+std::vector<size_t> GradientSync::layout_by_size() const {
+    std::vector<size_t> layout;
+    size_t bucket_bytes = 0;
+    for (size_t k = params_.size(); k-- > 0;) {
+        const size_t bytes = static_cast<size_t>(params_[k]->grad.numel()) * sizeof(float);
+        const bool fits = !layout.empty() && options_.fusion_bytes > 0 && bucket_bytes + bytes <= options_.fusion_bytes &&
+                          bucket_bytes + bytes >= bytes;  // no overflow
+        if (!fits) {
+            layout.push_back(0);
+            bucket_bytes = 0;
+        }
+        ++layout.back();
+        bucket_bytes += bytes;
+    }
+    return layout;
+}
+
+std::vector<size_t> GradientSync::layout_by_time() const {
+    const double cycle_s = options_.cycle_time_ms * 1e-3;
+    std::vector<size_t> layout;
+    size_t bucket_bytes = 0;
+    double bucket_t0 = 0;
+    for (size_t k = params_.size(); k-- > 0;) {
+        const size_t bytes = static_cast<size_t>(params_[k]->grad.numel()) * sizeof(float);
+        const bool fits = !layout.empty() && bucket_bytes + bytes <= options_.fusion_bytes && bucket_bytes + bytes >= bytes &&
+                          ready_s_[k] - bucket_t0 <= cycle_s;
+        if (!fits) {
+            layout.push_back(0);
+            bucket_bytes = 0;
+            bucket_t0 = ready_s_[k];
+        }
+        ++layout.back();
+        bucket_bytes += bytes;
+    }
+    return layout;
+}
+
+void GradientSync::apply_layout(const std::vector<size_t>& tensors_per_bucket) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    buckets_.clear();
+    size_t offset = 0;
+    size_t k = params_.size();
+    for (size_t n : tensors_per_bucket) {
+        buckets_.emplace_back();
+        Bucket& b = buckets_.back();
+        b.offset = offset;
+        for (size_t t = 0; t < n; ++t) {
+            --k;
+            const size_t count = static_cast<size_t>(params_[k]->grad.numel());
+            b.slots.push_back({k, offset, count});
+            b.count += count;
+            offset += count;
+            bucket_of_[k] = buckets_.size() - 1;
+        }
+        b.remaining = b.slots.size();
+    }
+    next_to_reduce_ = 0;
+    stats_.buckets.assign(buckets_.size(), BucketStat{});
     for (size_t b = 0; b < buckets_.size(); ++b) {
         stats_.buckets[b].bytes = buckets_[b].count * sizeof(float);
         stats_.buckets[b].tensors = buckets_[b].slots.size();
     }
+}
 
-    active_ = comm_->size() > 1 && !params_.empty();
-    if (!active_) return;
-    arena_.assign(offset, 0.0f);
+void GradientSync::relayout_from_first_step(bool all_reported) {
+    relayout_pending_ = false;
+    // [0] = bucket count (0: keep the size layout, rank 0 did not see every gradient reported), then tensors per bucket.
+    std::vector<uint64_t> message(params_.size() + 1, 0);
+    if (comm_->rank() == 0 && all_reported) {
+        const std::vector<size_t> layout = layout_by_time();
+        message[0] = layout.size();
+        std::copy(layout.begin(), layout.end(), message.begin() + 1);
+    }
+    comm_->broadcast_bytes(std::as_writable_bytes(std::span<uint64_t>(message)), 0);
+    ready_s_.clear();
+    if (message[0] > 0) {
+        std::vector<size_t> layout(message.begin() + 1, message.begin() + 1 + static_cast<std::ptrdiff_t>(message[0]));
+        size_t tensors = 0;
+        for (size_t n : layout) tensors += n;
+        if (tensors != params_.size() || message[0] > params_.size())
+            throw Error("GradientSync: rank 0 sent a bucket layout for " + std::to_string(tensors) +
+                        " gradients, this rank has " + std::to_string(params_.size()) +
+                        "; the ranks do not train the same model");
+        apply_layout(layout);
+    }
+    start_overlap_if_useful();
+}
 
+void GradientSync::start_overlap_if_useful() {
     // One bucket can only be reduced once backward is over, so a communication thread could hide nothing and
     // would only add a hand-over per step (measured: logreg at 2 ranks, ~3 % of throughput).
     overlap_ = options_.overlap && buckets_.size() > 1;
@@ -106,7 +184,6 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
                          comm::thread_level_name(comm::mpi_thread_level()));
     }
     if (overlap_) comm_thread_ = std::thread([this] { comm_loop(); });
-    if (options_.stall_warning_s > 0 || options_.stall_abort_s > 0) watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
 GradientSync::~GradientSync() {
@@ -146,6 +223,7 @@ void GradientSync::on_gradient_ready(nn::Parameter& p) {
         copy_floats(arena_.data() + slot->offset, Device::CPU, p.grad.data(), p.grad.device(), slot->count);
     }
     arrived_[i] = 1;
+    if (relayout_pending_) ready_s_[i] = mono_s();
     if (--b.remaining == 0) {
         std::lock_guard<std::mutex> lock(mutex_);
         hand_over_locked(bi);
@@ -307,9 +385,13 @@ void GradientSync::synchronize() {
     }
     reset_step();
     ++step_;
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.blocked_s += blocked;
-    ++stats_.steps;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.blocked_s += blocked;
+        ++stats_.steps;
+    }
+    if (relayout_pending_)
+        relayout_from_first_step(std::all_of(ready_s_.begin(), ready_s_.end(), [](double t) { return t >= 0; }));
 }
 
 void GradientSync::reset_step() {

@@ -201,6 +201,7 @@ void Trainer::build_collectively() {
     sync::SyncOptions so;
     so.fusion_bytes = static_cast<size_t>(cfg.integer("sync.fusion_bytes"));
     so.overlap = cfg.boolean("sync.overlap");
+    so.cycle_time_ms = cfg.number("sync.cycle_time_ms");
     const std::string compression = cfg.string("sync.compression");
     so.wire = compression == "fp16"   ? comm::WireFormat::Float16
               : compression == "bf16" ? comm::WireFormat::BFloat16
@@ -520,6 +521,7 @@ json Trainer::train() {
         {"backend", s.comm.backend()},
         {"sync", {{"mode", cfg.string("sync.mode")},
                   {"fusion_bytes", cfg.integer("sync.fusion_bytes")},
+                  {"cycle_time_ms", cfg.number("sync.cycle_time_ms")},
                   {"overlap", s.gsync->overlapping()},
                   {"compression", cfg.string("sync.compression")},
                   {"backward_passes_per_step", passes},

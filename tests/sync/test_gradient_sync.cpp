@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
 #include "sync_test_util.hpp"
@@ -154,6 +155,56 @@ TEST_CASE("bucket layout: backward order, fusion threshold, big tensors alone", 
     // A parameter listed twice is refused.
     std::vector<nn::Parameter*> twice = {ps.ptrs[0], ps.ptrs[1], ps.ptrs[0]};
     CHECK_THROWS_AS(GradientSync(comm::make_communicator("ring"), twice, SyncOptions{}), Error);
+}
+
+TEST_CASE("cycle-time layout: rank 0's first-step timing splits the buckets, the same on every rank", "[sync][layout]") {
+    const int n = world_size(), me = world_rank();
+    auto check_comm = comm::make_communicator("ring");
+    SyncOptions opt{64u << 20, true};
+    opt.cycle_time_ms = 50;
+    SECTION("gaps longer than the cycle on rank 0 close buckets; other ranks' timing does not matter") {
+        ParamSet ps;
+        GradientSync gs(comm::make_communicator("ring"), ps.ptrs, opt);
+        REQUIRE(gs.bucket_count() == 1);  // the first step runs with the size layout, blocking
+        CHECK_FALSE(gs.overlapping());
+        fill_grads(ps, me, 0, 3);
+        for (size_t k = ps.ptrs.size(); k-- > 0;) {
+            // Rank 0 pauses 200 ms before p6 and before p2; every other rank reports without pauses.
+            if (me == 0 && (k == 6 || k == 2)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            gs.on_gradient_ready(*ps.ptrs[k]);
+        }
+        gs.synchronize();
+        CHECK(count_outside(ps, exact_average(ps, 0, 3)) == 0);
+        if (n > 1) {
+            const std::vector<std::vector<size_t>> want = {{9, 8, 7}, {6, 5, 4, 3}, {2, 1, 0}};
+            REQUIRE(gs.bucket_count() == want.size());
+            for (size_t b = 0; b < want.size(); ++b) CHECK(gs.bucket_params(b) == want[b]);
+            CHECK(gs.overlapping() == comm::mpi_thread_multiple());
+            CHECK(gs.stats().buckets.size() == 3);
+        } else {
+            CHECK(gs.bucket_count() == 1);  // one rank: nothing is reduced, nothing re-laid out
+        }
+        // The new layout averages correctly (and identically on every rank) from the next step on.
+        for (int64_t step = 1; step < 4; ++step) {
+            fill_grads(ps, me, step, 3);
+            backward(gs, ps);
+            gs.synchronize();
+            INFO("step " << step);
+            CHECK(count_outside(ps, exact_average(ps, step, 3)) == 0);
+            CHECK(same_on_all_ranks(*check_comm, grad_hash(ps)));
+        }
+        if (n > 1) CHECK(gs.stats().collectives == 1 + 3 * 3);
+    }
+    SECTION("rank 0 did not see every gradient reported in the first step: the size layout stays") {
+        ParamSet ps;
+        GradientSync gs(comm::make_communicator("ring"), ps.ptrs, opt);
+        fill_grads(ps, me, 0, 4);
+        if (me != 0) backward(gs, ps, false);  // rank 0 reports nothing; synchronize packs for it
+        gs.synchronize();
+        CHECK(count_outside(ps, exact_average(ps, 0, 4)) == 0);
+        CHECK(gs.bucket_count() == 1);
+        CHECK_FALSE(gs.overlapping());
+    }
 }
 
 TEST_CASE("fused, unfused, tiny buckets, overlap on and off: the per-tensor allreduce's average", "[sync][average]") {

@@ -1,10 +1,15 @@
 // GradientSync: averages every parameter gradient across ranks after backward, Horovod style.
 //
-// Buckets. The gradients are grouped into fusion buckets once, at construction, in the order backward reports them
-// (the reverse of the parameter list: last layer first), each bucket up to `fusion_bytes` (a tensor larger than
-// that gets a bucket of its own; fusion_bytes = 0 gives one bucket per tensor). Each bucket owns a slot in one
-// preallocated buffer. The layout depends only on the parameter list, so it is the same on every rank and never
-// changes (no first-step discovery, no negotiation).
+// Buckets. The gradients are grouped into fusion buckets in the order backward reports them (the reverse of the
+// parameter list: last layer first), each bucket up to `fusion_bytes` (a tensor larger than that gets a bucket of its
+// own; fusion_bytes = 0 gives one bucket per tensor). Each bucket owns a slot in one preallocated buffer.
+// With cycle_time_ms = 0 that size rule is the whole layout, fixed at construction. With cycle_time_ms > 0 and
+// overlap on (Horovod's cycle time), the first step runs blocking with the size layout while every rank notes when
+// each gradient became ready; at the end of that step rank 0's times decide the final layout, broadcast to all:
+// a bucket is also closed when the next gradient became ready more than cycle_time_ms after the bucket's first one.
+// So gradients that backward produces together travel together, and a slow layer's backward (a convolution) is
+// overlapped with the allreduce of the layers after it, instead of the whole model waiting for one 64 MiB bucket.
+// After that step the layout never changes; it is the same on every rank because only rank 0's timing counts.
 //
 // One step:
 //   begin_step(s)            optional; names the step in stall warnings and the timeline (else a counter is used)
@@ -65,6 +70,7 @@ struct SyncOptions {
     comm::WireFormat wire = comm::WireFormat::Float32;  // Float16 / BFloat16: half the traffic, 16-bit rounding
     double stall_warning_s = 60;      // warn once per stalled collective after this long (<= 0: never)
     double stall_abort_s = 0;         // abort the job after this long (<= 0: never)
+    double cycle_time_ms = 0;         // > 0 (with overlap): also split buckets by first-step ready times, see above
 };
 
 struct BucketStat {
@@ -133,6 +139,12 @@ private:
     };
 
     void init(std::vector<nn::Parameter*> params);
+    // A layout is the number of tensors in each bucket, buckets in backward order.
+    std::vector<size_t> layout_by_size() const;
+    std::vector<size_t> layout_by_time() const;  // from ready_s_; needs every parameter reported
+    void apply_layout(const std::vector<size_t>& tensors_per_bucket);
+    void relayout_from_first_step(bool all_reported);  // collective
+    void start_overlap_if_useful();
     void pack_missing(size_t b);
     void hand_over_locked(size_t b);
     void reduce_bucket(size_t b);  // runs the collective (comm thread, or caller when not overlapping)
@@ -153,6 +165,8 @@ private:
     telemetry::Timeline* timeline_ = nullptr;
     bool active_ = false;              // world size > 1
     bool overlap_ = false;
+    bool relayout_pending_ = false;    // first step of a cycle-time layout (caller's thread only)
+    std::vector<double> ready_s_;      // per parameter, when it was reported in the first step (< 0: not reported)
     int64_t step_ = 0;
 
     mutable std::mutex mutex_;
