@@ -2,7 +2,7 @@
 # Installs ringtrain's build and test dependencies from Debian's packages (idempotent: quick when present).
 set -euo pipefail
 
-packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev nlohmann-json3-dev catch2 zlib1g-dev
+packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
           dataset-fashion-mnist)
 
 missing=()

@@ -12,6 +12,7 @@
 #include "ringtrain/comm/launch_env.hpp"
 #include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/trainer.hpp"
 
@@ -112,6 +113,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
             std::printf("  rank %d: host %s (node %d), local rank %d of %d, device cpu\n", r.rank, r.hostname.c_str(),
                         r.node, r.local_rank, r.local_size);
         std::printf("backends built: %s\n", backends.c_str());
+        std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");
             for (const auto& [k, v] : env.variables) std::printf(" %s=%s", k.c_str(), v.c_str());

@@ -539,6 +539,7 @@ json Trainer::train() {
         {"lr_peak", s.schedule->peak()},
         {"lr_scaling", cfg.string("optimizer.lr_scaling")},
         {"threads_per_rank", cfg.integer("train.threads")},
+        {"cpu_gemm", ops::cpu_gemm_library()},
         {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed_from", resumed_from.empty() ? json(nullptr) : json(resumed_from)},

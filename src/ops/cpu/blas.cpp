@@ -1,4 +1,5 @@
-// CPU GEMM (Eigen), bias and vector ops, and the thread-count plumbing for Eigen/OpenMP.
+// CPU GEMM (OpenBLAS when the build found it, else Eigen), bias and vector ops, and the thread-count plumbing for
+// Eigen/OpenMP/OpenBLAS.
 #include <Eigen/Core>
 #include <atomic>
 #include <mutex>
@@ -7,6 +8,9 @@
 #include "ringtrain/ops/threads.hpp"
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef RINGTRAIN_WITH_OPENBLAS
+#include <cblas.h>
 #endif
 
 namespace ringtrain::ops::cpu {
@@ -34,6 +38,10 @@ void product(MutMap& c, const A& a, const B& b, float alpha, float beta) {
 
 void apply_threads(int n) {
     Eigen::setNbThreads(n);
+#ifdef RINGTRAIN_WITH_OPENBLAS
+    // OpenBLAS would otherwise start one thread per core in every rank, and ranks already fill the cores.
+    openblas_set_num_threads(n);
+#endif
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif
@@ -42,6 +50,23 @@ void apply_threads(int n) {
 void ensure_threads_applied() {
     std::call_once(g_threads_once, [] { apply_threads(intra_op_threads()); });
 }
+
+}  // namespace ringtrain::ops::cpu
+
+namespace ringtrain::ops {
+std::string cpu_gemm_library() {
+#ifdef RINGTRAIN_WITH_OPENBLAS
+    std::string config = openblas_get_config();
+    while (!config.empty() && config.back() == ' ') config.pop_back();
+    return config;
+#else
+    return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+           std::to_string(EIGEN_MINOR_VERSION);
+#endif
+}
+}  // namespace ringtrain::ops
+
+namespace ringtrain::ops::cpu {
 
 void set_conv_min_gemm_columns(int64_t columns) { g_conv_min_columns.store(columns); }
 int64_t conv_min_gemm_columns() {
@@ -53,6 +78,14 @@ void gemm_raw(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, co
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
     if (M == 0 || N == 0) return;
     ensure_threads_applied();
+#ifdef RINGTRAIN_WITH_OPENBLAS
+    if (K > 0) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
+                    static_cast<blasint>(N), static_cast<blasint>(K), alpha, A, static_cast<blasint>(lda), B,
+                    static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
+        return;
+    }
+#endif
     MutMap c(C, M, N, Eigen::OuterStride<>(ldc));
     if (K == 0) {
         if (beta == 0.0f) c.setZero();

