@@ -108,11 +108,13 @@ std::vector<size_t> GradientSync::layout_by_time() const {
     for (size_t k = params_.size(); k-- > 0;) {
         const size_t bytes = static_cast<size_t>(params_[k]->grad.numel()) * sizeof(float);
         const bool fits = !layout.empty() && bucket_bytes + bytes <= options_.fusion_bytes && bucket_bytes + bytes >= bytes &&
-                          ready_s_[k] - bucket_t0 <= cycle_s;
+                          (ready_s_[k] - bucket_t0 <= cycle_s || bucket_bytes < options_.min_bucket_bytes);
         if (!fits) {
             layout.push_back(0);
             bucket_bytes = 0;
             bucket_t0 = ready_s_[k];
+        } else if (ready_s_[k] - bucket_t0 > cycle_s) {
+            bucket_t0 = ready_s_[k];  // joined only because the bucket was under min_bucket_bytes: a new window
         }
         ++layout.back();
         bucket_bytes += bytes;

@@ -71,6 +71,8 @@ const std::map<std::string, KeySpec>& schema() {
                                "gradients are packed into buffers up to this size, one allreduce each (0 = one per tensor)"}},
         {"sync.cycle_time_ms", {Kind::Number, 1.0, 0.0, 10000.0, {}, false,
                                 "with overlap: gradients ready more than this apart (timed in the first step) go in separate buckets (0 = by size only)"}},
+        {"sync.min_bucket_bytes", {Kind::Int, int64_t{1} << 20, 0, {}, {}, false,
+                                   "with cycle_time_ms: a time gap closes a bucket only once it holds this many bytes"}},
         {"sync.overlap", {Kind::Bool, true, {}, {}, {}, false, "allreduce finished buckets on a communication thread while backward goes on"}},
         {"sync.compression", {Kind::String, "none", {}, {}, {"none", "fp16", "bf16"}, false,
                               "16-bit gradients on the wire (sums still formed in fp32)"}},

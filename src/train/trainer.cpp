@@ -202,6 +202,7 @@ void Trainer::build_collectively() {
     so.fusion_bytes = static_cast<size_t>(cfg.integer("sync.fusion_bytes"));
     so.overlap = cfg.boolean("sync.overlap");
     so.cycle_time_ms = cfg.number("sync.cycle_time_ms");
+    so.min_bucket_bytes = static_cast<size_t>(cfg.integer("sync.min_bucket_bytes"));
     const std::string compression = cfg.string("sync.compression");
     so.wire = compression == "fp16"   ? comm::WireFormat::Float16
               : compression == "bf16" ? comm::WireFormat::BFloat16
@@ -522,6 +523,7 @@ json Trainer::train() {
         {"sync", {{"mode", cfg.string("sync.mode")},
                   {"fusion_bytes", cfg.integer("sync.fusion_bytes")},
                   {"cycle_time_ms", cfg.number("sync.cycle_time_ms")},
+                  {"min_bucket_bytes", cfg.integer("sync.min_bucket_bytes")},
                   {"overlap", s.gsync->overlapping()},
                   {"compression", cfg.string("sync.compression")},
                   {"backward_passes_per_step", passes},

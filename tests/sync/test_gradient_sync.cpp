@@ -162,19 +162,35 @@ TEST_CASE("cycle-time layout: rank 0's first-step timing splits the buckets, the
     auto check_comm = comm::make_communicator("ring");
     SyncOptions opt{64u << 20, true};
     opt.cycle_time_ms = 50;
-    SECTION("gaps longer than the cycle on rank 0 close buckets; other ranks' timing does not matter") {
-        ParamSet ps;
-        GradientSync gs(comm::make_communicator("ring"), ps.ptrs, opt);
-        REQUIRE(gs.bucket_count() == 1);  // the first step runs with the size layout, blocking
-        CHECK_FALSE(gs.overlapping());
+    opt.min_bucket_bytes = 0;
+    // Rank 0 pauses 200 ms before p6 and before p2; every other rank reports without pauses.
+    auto first_step = [&](GradientSync& gs, ParamSet& ps) {
         fill_grads(ps, me, 0, 3);
         for (size_t k = ps.ptrs.size(); k-- > 0;) {
-            // Rank 0 pauses 200 ms before p6 and before p2; every other rank reports without pauses.
             if (me == 0 && (k == 6 || k == 2)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
             gs.on_gradient_ready(*ps.ptrs[k]);
         }
         gs.synchronize();
         CHECK(count_outside(ps, exact_average(ps, 0, 3)) == 0);
+    };
+    SECTION("a gap closes a bucket only once it holds min_bucket_bytes") {
+        // p9..p7 hold 280 KB, under the 300 KB minimum, so the gap before p6 does not close them; the one before p2 does.
+        opt.min_bucket_bytes = 300000;
+        ParamSet ps;
+        GradientSync gs(comm::make_communicator("ring"), ps.ptrs, opt);
+        first_step(gs, ps);
+        if (n > 1) {
+            REQUIRE(gs.bucket_count() == 2);
+            CHECK(gs.bucket_params(0) == std::vector<size_t>{9, 8, 7, 6, 5, 4, 3});
+            CHECK(gs.bucket_params(1) == std::vector<size_t>{2, 1, 0});
+        }
+    }
+    SECTION("gaps longer than the cycle on rank 0 close buckets; other ranks' timing does not matter") {
+        ParamSet ps;
+        GradientSync gs(comm::make_communicator("ring"), ps.ptrs, opt);
+        REQUIRE(gs.bucket_count() == 1);  // the first step runs with the size layout, blocking
+        CHECK_FALSE(gs.overlapping());
+        first_step(gs, ps);
         if (n > 1) {
             const std::vector<std::vector<size_t>> want = {{9, 8, 7}, {6, 5, 4, 3}, {2, 1, 0}};
             REQUIRE(gs.bucket_count() == want.size());
