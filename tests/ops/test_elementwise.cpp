@@ -68,15 +68,34 @@ TEST_CASE("dropout draws an inverted mask from the rng", "[ops][dropout]") {
     Rng r1(5);
     ops::dropout_forward(x, y, mask, p, r1);
     int64_t dropped = 0;
+    // The mask is counter-based, as on the GPU: one draw seeds the call, element i keeps when the uniform made from
+    // splitmix64(seed ^ i·0xD1B54A32D192ED03) is >= p (written here in float, the op compares integers).
     Rng replay(5);
+    const uint64_t seed = replay.next_u64();
+    auto splitmix64 = [](uint64_t z) {
+        z += 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    };
+    REQUIRE(r1.next_u64() == replay.next_u64());  // the op drew exactly one number
     for (int64_t i = 0; i < n; ++i) {
         const float m = mask.data()[i];
-        const float expect = replay.uniform() >= p ? 1.0f / (1.0f - p) : 0.0f;
+        const float u = static_cast<float>(splitmix64(seed ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull)) >> 40) *
+                        (1.0f / 16777216.0f);
+        const float expect = u >= p ? 1.0f / (1.0f - p) : 0.0f;
         REQUIRE(m == expect);
         REQUIRE(y.data()[i] == x.data()[i] * m);
         dropped += m == 0.0f;
     }
     REQUIRE(static_cast<double>(dropped) / n == Approx(p).margin(0.02));
+    // The next call draws a new seed: a different mask, with the same rate.
+    Tensor mask2({n});
+    ops::dropout_forward(x, y, mask2, p, r1);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += mask2.data()[i] != mask.data()[i];
+    REQUIRE(static_cast<double>(differ) / n == Approx(2 * p * (1 - p)).margin(0.03));
+    ops::dropout_forward(x, y, mask, p, r1);  // y and mask consistent again for the checks below
 
     // Backward applies the same mask; for fixed mask the op is linear, so FD is exact: dL/dx = g * mask.
     const Tensor g = random_tensor({n}, rng);
