@@ -1,7 +1,7 @@
 // bench_allreduce: allreduce time, algbw and busbw per message size, like nccl-tests' all_reduce_perf.
 //
 //   mpirun -np N bench_allreduce [--min-bytes 4K] [--max-bytes 256M] [--step 4] [--iters K] [--warmup W]
-//                                [--backend ring|mpi|both] [--threshold BYTES] [--chunk BYTES] [--depth D]
+//                                [--backend ring|mpi|both] [--threshold BYTES] [--chunk BYTES] [--depth D] [--halving-max BYTES]
 //                                [--json FILE]
 //
 // Per size S: time = mean over `iters` timed calls, max over ranks (µs), measured in `trials` rounds that alternate
@@ -79,9 +79,11 @@ Options parse(int argc, char** argv) {
         else if (a == "--threshold") o.ring.small_message_bytes = parse_bytes(next());
         else if (a == "--chunk") o.ring.chunk_bytes = parse_bytes(next());
         else if (a == "--depth") o.ring.pipeline_depth = std::stoi(next());
+        else if (a == "--halving-max") o.ring.halving_max_bytes = parse_bytes(next());
         else if (a == "--help" || a == "-h") {
             std::printf("usage: bench_allreduce [--min-bytes 4K] [--max-bytes 256M] [--step 4] [--iters K] [--warmup W] [--trials T]\n"
                         "                       [--backend ring|mpi|both] [--threshold BYTES] [--chunk BYTES] [--depth D]\n"
+                        "                       [--halving-max BYTES]\n"
                         "                       [--json FILE]\n");
             std::exit(0);
         } else throw InputError("unknown option '" + a + "' (see --help)");

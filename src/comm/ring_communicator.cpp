@@ -93,7 +93,11 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
     if (size_ > 1) {
         const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
         const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
+        const bool power_of_two = (size_ & (size_ - 1)) == 0;
+        const bool halving = !small && size_ >= 4 && power_of_two && count * sizeof(float) < options_.halving_max_bytes &&
+                             count <= static_cast<size_t>(INT_MAX);
         if (small) recursive_doubling(data.data(), count, combine);
+        else if (halving) halving_doubling(data.data(), count, combine);
         else ring_allreduce<float>(data.data(), count, combine, WireFormat::Float32);
         if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
     }
@@ -319,6 +323,46 @@ void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op
     if (r < 2 * extra) {
         if (r % 2 == 1) exchange<float>(data, r - 1, nullptr, -1, count);
         else exchange<float>(nullptr, -1, data, r + 1, count);
+    }
+}
+
+void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op) {
+    const int r = rank_;
+    float* tmp = static_cast<float*>(ensure(scratch_, (count / 2 + 1) * sizeof(float)));
+    // Reduce-scatter by recursive halving: at distance d the pair (r, r^d) holds the same range [lo, hi) (their
+    // earlier choices were the same); the lower rank keeps the lower half, sends the upper, and vice versa.
+    struct Range {
+        size_t lo, hi;
+    };
+    Range given[32];  // the half handed away at each level, for the allgather to take back
+    int levels = 0;
+    size_t lo = 0, hi = count;
+    for (int d = size_ / 2; d >= 1; d /= 2, ++levels) {
+        const int peer = r ^ d;
+        const size_t mid = lo + (hi - lo) / 2;
+        const bool keep_low = (r & d) == 0;
+        const Range keep = keep_low ? Range{lo, mid} : Range{mid, hi};
+        const Range away = keep_low ? Range{mid, hi} : Range{lo, mid};
+        check_mpi(MPI_Sendrecv(data + away.lo, static_cast<int>(away.hi - away.lo), MPI_FLOAT, peer, kTagDoubling, tmp,
+                               static_cast<int>(keep.hi - keep.lo), MPI_FLOAT, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv");
+        count_bytes((away.hi - away.lo) * sizeof(float), (keep.hi - keep.lo) * sizeof(float));
+        reduce_into(data + keep.lo, tmp, keep.hi - keep.lo, op);
+        given[levels] = away;
+        lo = keep.lo;
+        hi = keep.hi;
+    }
+    // Rank r now owns the complete result of [lo, hi); nobody else computed it, so every rank ends with the same bits.
+    // Allgather by recursive doubling, the levels in reverse: send what I hold, receive the half I gave away.
+    for (int level = levels - 1, d = 1; level >= 0; --level, d *= 2) {
+        const int peer = r ^ d;
+        const Range back = given[level];
+        check_mpi(MPI_Sendrecv(data + lo, static_cast<int>(hi - lo), MPI_FLOAT, peer, kTagDoubling, data + back.lo,
+                               static_cast<int>(back.hi - back.lo), MPI_FLOAT, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv");
+        count_bytes((hi - lo) * sizeof(float), (back.hi - back.lo) * sizeof(float));
+        lo = std::min(lo, back.lo);
+        hi = std::max(hi, back.hi);
     }
 }
 

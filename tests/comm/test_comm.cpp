@@ -70,7 +70,10 @@ std::vector<Variant> all_variants() {
     v.push_back({"mpi", std::make_unique<MpiCommunicator>()});
     v.push_back({"ring default", std::make_unique<RingCommunicator>()});
     // Pure ring with small chunks: many pipeline chunks per segment even at moderate counts.
-    v.push_back({"ring only, 16 KB chunks", std::make_unique<RingCommunicator>(RingOptions{0, 16 * 1024, 3})});
+    v.push_back({"ring only, 16 KB chunks", std::make_unique<RingCommunicator>(RingOptions{0, 16 * 1024, 3, 4000, 0})});
+    // Recursive halving + doubling wherever the world is a power of two of at least 4 (the ring elsewhere).
+    v.push_back({"halving-doubling", std::make_unique<RingCommunicator>(
+                                         RingOptions{0, 1 << 20, 4, 4000, std::numeric_limits<size_t>::max()})});
     // Recursive doubling for every size.
     v.push_back({"recursive doubling", std::make_unique<RingCommunicator>(
                                            RingOptions{std::numeric_limits<size_t>::max(), 1 << 20, 4, 1 << 20})});
@@ -174,7 +177,7 @@ TEST_CASE("ring pipeline with tiny chunks and shallow depth; recursive doubling 
     const int n = world_size();
     for (int depth : {1, 2, 5, 0}) {
         // Two floats per chunk; depth 0 stands for recursive doubling in pieces of three floats.
-        RingCommunicator ring(depth > 0 ? RingOptions{0, 8, depth}
+        RingCommunicator ring(depth > 0 ? RingOptions{0, 8, depth, 4000, 0}
                                         : RingOptions{std::numeric_limits<size_t>::max(), 8, 1, 12});
         for (size_t count : {size_t{1}, size_t(n + 1), size_t{13}, size_t{101}, size_t{1009}}) {
             const Reference ref = make_reference(count, 100 + count);
@@ -191,7 +194,7 @@ TEST_CASE("ring pipeline with tiny chunks and shallow depth; recursive doubling 
 
 TEST_CASE("ring byte counters are exact", "[comm][bytes]") {
     const int n = world_size(), me = world_rank();
-    RingCommunicator ring(RingOptions{0, 4096, 4});
+    RingCommunicator ring(RingOptions{0, 4096, 4, 4000, 0});
     MpiCommunicator mpi;
     for (size_t count : {size_t{0}, size_t{1}, size_t(n + 2), size_t{10007}, size_t{65536 + 3}}) {
         std::vector<float> buf = rank_data(count, me, 7);
@@ -228,6 +231,17 @@ TEST_CASE("ring byte counters are exact", "[comm][bytes]") {
     rd.allreduce(buf, ReduceOp::Sum);
     CHECK(rd.bytes_sent() == want_sent);
     CHECK(rd.bytes_received() == want_recv);
+
+    // Recursive halving + doubling moves the ring's volume in log2(N) steps each way: 2(N−1)/N of the data each way
+    // when N divides the count.
+    if (n >= 4 && (n & (n - 1)) == 0) {
+        RingCommunicator hd(RingOptions{0, 4096, 4, 4000, std::numeric_limits<size_t>::max()});
+        const size_t c = 1024 * static_cast<size_t>(n);
+        std::vector<float> data = rank_data(c, me, 11);
+        hd.allreduce(data, ReduceOp::Sum);
+        CHECK(hd.bytes_sent() == 2 * (n - 1) * (c / n) * 4);
+        CHECK(hd.bytes_received() == 2 * (n - 1) * (c / n) * 4);
+    }
 }
 
 TEST_CASE("broadcast from the first and the last rank", "[comm][broadcast]") {
@@ -387,7 +401,7 @@ TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threa
         return;
     }
     const int n = world_size();
-    RingCommunicator a(RingOptions{0, 4096, 4}), b(RingOptions{0, 4096, 4});
+    RingCommunicator a(RingOptions{0, 4096, 4, 4000, 0}), b(RingOptions{0, 4096, 4, 4000, 0});
     const Reference ra = make_reference(30011, 901), rb = make_reference(20011, 902);
     std::vector<float> out_a, out_b;
     auto run = [](RingCommunicator& c, const Reference& ref, std::vector<float>& out) {
