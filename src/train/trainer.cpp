@@ -19,6 +19,7 @@
 #include "ringtrain/optim/schedule.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/telemetry/gpu_monitor.hpp"
 #include "ringtrain/telemetry/metrics_writer.hpp"
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
@@ -76,6 +77,8 @@ struct Trainer::State {
     std::unique_ptr<telemetry::Timeline> timeline;
     std::unique_ptr<sync::GradientSync> gsync;
     std::unique_ptr<sync::ParameterAverager> averager;
+    std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
+    std::string gpu_monitor_why;                         // why there is none
     std::string out_dir, ckpt_dir;
     int64_t batch = 0;
 
@@ -154,6 +157,7 @@ void Trainer::build_locally() {
         // One GPU per rank: local rank modulo the visible GPUs (Slurm's --gpus-per-task shows each task one).
         select_cuda_device(s.comm.local_rank());
         s.device_name = cuda_device_description();
+        s.gpu_monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &s.gpu_monitor_why);
         s.model->to(Device::CUDA);
     }
     build_optimizer();
@@ -336,6 +340,7 @@ json Trainer::train() {
     json last_eval = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss = std::nan("");
     double train_seconds = 0.0, eval_seconds = 0.0;
+    if (s.gpu_monitor) s.gpu_monitor->start(0.1);
     int64_t steps_this_run = 0;
     bool stopped_by_max_steps = false;
     // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
@@ -548,6 +553,19 @@ json Trainer::train() {
         {"data", s.data.train->description()},
     };
     if (s.device == Device::CUDA) {
+        if (s.gpu_monitor) {
+            s.gpu_monitor->stop();
+            const telemetry::GpuUsage u = s.gpu_monitor->usage();
+            summary["gpu_utilisation"] = {{"available", true},
+                                          {"samples", u.samples},
+                                          {"mean_gpu_percent", u.mean_gpu_percent},
+                                          {"max_gpu_percent", u.max_gpu_percent},
+                                          {"mean_memory_percent", u.mean_memory_percent},
+                                          {"peak_used_mb", u.peak_used_mb},
+                                          {"total_mb", u.total_mb}};
+        } else {
+            summary["gpu_utilisation"] = {{"available", false}, {"why", s.gpu_monitor_why}};
+        }
         const auto g = cuda_allocator_stats();
         summary["gpu_memory"] = {{"peak_mb", g.peak_bytes_in_use / 1048576.0},
                                  {"cached_mb", g.bytes_cached / 1048576.0},

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/ops/ops.hpp"
+#include "ringtrain/telemetry/gpu_monitor.hpp"
 
 using namespace ringtrain;
 
@@ -85,4 +87,27 @@ TEST_CASE("a 2-layer MLP trains to the same loss curve on the CPU and the GPU", 
     REQUIRE_GPU_CLOSE(gpu.w1, cpu.w1, 1e-4, 1e-3);
     REQUIRE_GPU_CLOSE(gpu.w2, cpu.w2, 1e-4, 1e-3);
     REQUIRE_GPU_CLOSE(gpu.b2, cpu.b2, 1e-4, 1e-3);
+}
+
+TEST_CASE("GpuMonitor samples the current GPU through NVML", "[gpu][gpu_monitor]") {
+    std::string why;
+    auto monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &why);
+    if (!monitor) {
+        WARN("no NVML here: " << why);  // a CUDA device without the driver's NVML is possible (containers)
+        return;
+    }
+    monitor->start(0.01);
+    Tensor a({1024, 1024}, Device::CUDA), b({1024, 1024}, Device::CUDA), c({1024, 1024}, Device::CUDA);
+    a.fill(1.0f);
+    b.fill(0.5f);
+    for (int i = 0; i < 200; ++i) ops::gemm(a, false, b, false, c);
+    cuda_synchronize();
+    monitor->stop();
+    const telemetry::GpuUsage u = monitor->usage();
+    CHECK(u.samples >= 1);
+    CHECK(u.max_gpu_percent <= 100.0);
+    CHECK(u.mean_gpu_percent <= u.max_gpu_percent);
+    CHECK(u.total_mb > 0);
+    CHECK(u.peak_used_mb > 0);
+    CHECK(u.peak_used_mb <= u.total_mb);
 }

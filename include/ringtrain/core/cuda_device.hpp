@@ -23,6 +23,8 @@ int select_cuda_device(int local_rank);
 
 // "NVIDIA H100 80GB HBM3 (cuda:0, sm_90, 79.1 GiB)" for the current device; Error without one.
 std::string cuda_device_description();
+// PCI bus id of the current device ("0000:3B:00.0"), the key NVML knows it by whatever CUDA_VISIBLE_DEVICES says.
+std::string cuda_pci_bus_id();
 
 struct CudaAllocatorStats {
     size_t bytes_in_use = 0;   // blocks handed out (rounded to their size class)
@@ -74,6 +76,7 @@ namespace detail {
 inline int cuda_device_count() { return 0; }
 inline int select_cuda_device(int) { detail::no_cuda_build("select_cuda_device"); }
 inline std::string cuda_device_description() { detail::no_cuda_build("cuda_device_description"); }
+inline std::string cuda_pci_bus_id() { detail::no_cuda_build("cuda_pci_bus_id"); }
 inline CudaAllocatorStats cuda_allocator_stats() { return {}; }
 inline void cuda_empty_cache() {}
 inline void cuda_check(int status, const char* call) {

@@ -211,6 +211,14 @@ std::string cuda_device_description() {
            std::to_string(prop.minor) + ", " + mem + ")";
 }
 
+std::string cuda_pci_bus_id() {
+    int dev = 0;
+    RT_CUDA_CHECK(cudaGetDevice(&dev));
+    char id[32] = {};
+    RT_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, dev));
+    return id;
+}
+
 CudaAllocatorStats cuda_allocator_stats() { return allocator().stats(); }
 
 void cuda_empty_cache() { allocator().empty_cache(); }
