@@ -64,10 +64,12 @@ std::vector<Variant> all_variants() {
     std::vector<Variant> v;
     v.push_back({"mpi", std::make_unique<MpiCommunicator>()});
     v.push_back({"ring default", std::make_unique<RingCommunicator>()});
-    // 16-bit wires always take the ring (halving-doubling is float32 only): ring-only here, so the float32 call on the
-    // same communicator, which the byte counts are compared with, takes it too.
+    // Ring only (no halving-doubling), with small chunks; the halving variant below covers the other path.
     v.push_back({"ring only, 16 KB chunks", std::make_unique<RingCommunicator>(RingOptions{0, 16 * 1024, 3, 4000, 0})});
     v.push_back({"ring only, 6-byte chunks, depth 2", std::make_unique<RingCommunicator>(RingOptions{0, 6, 2, 4000, 0})});
+    // Recursive halving + doubling at every size where the world is a power of two of at least 4.
+    v.push_back({"halving-doubling", std::make_unique<RingCommunicator>(
+                                         RingOptions{0, 1 << 20, 4, 4000, std::numeric_limits<size_t>::max()})});
     v.push_back({"recursive doubling", std::make_unique<RingCommunicator>(
                                            RingOptions{std::numeric_limits<size_t>::max(), 1 << 20, 4, 1 << 20})});
     v.push_back({"recursive doubling, 10-byte pieces", std::make_unique<RingCommunicator>(

@@ -50,8 +50,7 @@ struct RingOptions {
     // this size by recursive halving (reduce-scatter) + recursive doubling (allgather), Rabenseifner's algorithm:
     // the ring's bytes in log2(N) steps each way instead of N−1, which wins while per-step latency matters
     // (measured at N = 4 on 2 vCPUs: the ring lost to MPI_Allreduce at 256 KB–1 MB, won from 16 MB). 0 = never.
-    // 16-bit wire formats always take the ring; their bytes are then half the ring's, which equal halving-doubling's
-    // up to how an odd count splits.
+    // 16-bit wire formats make the same choice (by the float32 size), so their bytes are exactly half.
     size_t halving_max_bytes = 4u << 20;
 };
 
@@ -72,7 +71,9 @@ private:
     template <class W>
     void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling(float* data, size_t count, ReduceOp op);
+    bool use_halving(size_t count) const;  // by the float32 size, for both wire formats
     void halving_doubling(float* data, size_t count, ReduceOp op);  // size_ a power of two
+    void halving_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
     // Sends `count` elements from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
     // skipped), in pieces of small_piece_bytes; counts the bytes.
