@@ -37,6 +37,13 @@ float IdxDataset::read(int64_t index, float* x) const {
     return static_cast<float>(labels_[index]);
 }
 
+void IdxDataset::will_read(int64_t index) const {
+    if (index < 0 || index >= n_) return;
+    const int64_t m = rows_ * cols_;
+    const char* p = reinterpret_cast<const char*>(pixels_.data() + index * m);
+    for (int64_t off = 0; off < m; off += 64) __builtin_prefetch(p + off, 0, 0);
+}
+
 std::string IdxDataset::description() const {
     return "IDX " + dir_ + " (" + (split_ == Split::Train ? "train" : "test") + " split, " + std::to_string(n_) +
            " samples of 1x" + std::to_string(rows_) + "x" + std::to_string(cols_) + ", " +

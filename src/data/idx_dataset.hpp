@@ -21,6 +21,7 @@ public:
     Shape sample_shape() const override { return {1, rows_, cols_}; }
     int64_t num_classes() const override { return num_classes_; }
     float read(int64_t index, float* x) const override;
+    void will_read(int64_t index) const override;
     std::string description() const override;
 
 private:

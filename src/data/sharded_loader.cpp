@@ -164,7 +164,12 @@ void ShardedLoader::fill(int64_t step, Batch& b) const {
     b.y.resize({n});
     float* x = b.x.data();
     float* y = b.y.data();
-    for (int64_t i = 0; i < n; ++i) y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
+    constexpr int64_t kAhead = 4;  // samples whose bytes are being fetched while the current one is converted
+    for (int64_t i = 0; i < std::min(n, kAhead); ++i) dataset_.will_read(idx ? idx[i] : first + i);
+    for (int64_t i = 0; i < n; ++i) {
+        if (i + kAhead < n) dataset_.will_read(idx ? idx[i + kAhead] : first + i + kAhead);
+        y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
+    }
 }
 
 void ShardedLoader::worker() {

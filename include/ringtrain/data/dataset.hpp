@@ -19,6 +19,9 @@ public:
     // Writes sample `index` (shape_numel(sample_shape()) floats) to x and returns its label.
     // Must be safe to call from the prefetch thread while other threads call it too.
     virtual float read(int64_t index, float* x) const = 0;
+    // A hint that read(index) comes soon (the loader gives it a few samples ahead): in-memory readers can start
+    // fetching the sample's bytes into cache. Shuffled reads are otherwise a string of cache misses.
+    virtual void will_read(int64_t index) const {}
     // For messages and `ringtrain info`: where the data came from.
     virtual std::string description() const = 0;
 };
