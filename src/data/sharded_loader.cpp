@@ -1,6 +1,7 @@
 #include "ringtrain/data/sharded_loader.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <numeric>
 #include <utility>
@@ -98,7 +99,12 @@ void ShardedLoader::start_epoch(int64_t epoch, int64_t first_step) {
     step_ = first_step;
     started_ = true;
     if (!same_order) make_order();
-    if (opt_.prefetch && step_ < steps_) request(step_);
+    if (prefetching() && step_ < steps_) request(step_);
+}
+
+std::string ShardedLoader::prefetch_note() const {
+    if (!opt_.prefetch) return "off (data.prefetch false)";
+    return prefetch_active_ ? "on" : prefetch_note_;
 }
 
 void ShardedLoader::request(int64_t step) {
@@ -110,7 +116,7 @@ bool ShardedLoader::next(Batch& out) {
     if (!started_) start_epoch(0, 0);
     if (step_ >= steps_) return false;
     const auto t0 = Clock::now();
-    if (!opt_.prefetch) {
+    if (!prefetching()) {
         try {
             fill(step_, out);
         } catch (...) {
@@ -137,9 +143,26 @@ bool ShardedLoader::next(Batch& out) {
     std::swap(out.y, ready_.y);
     ready_step_ = -1;
     ++step_;
-    if (step_ < steps_) request(step_);
+    const double waited = seconds_since(t0);
+    // The probe (the first batch of a run waits for a cold start, so it is left out).
+    if (opt_.prefetch_probe_batches > 0 && probe_batches_ <= opt_.prefetch_probe_batches) {
+        if (probe_batches_ > 0) probe_wait_s_ += waited;
+        if (++probe_batches_ > opt_.prefetch_probe_batches && fills_ > 0) {
+            const double wait = probe_wait_s_ / static_cast<double>(opt_.prefetch_probe_batches);
+            const double fill = fill_seconds_ / static_cast<double>(fills_);
+            if (wait >= fill) {
+                // The worker is idle now (its last fill was this batch, nothing is requested): nothing to stop.
+                prefetch_active_ = false;
+                char note[160];
+                std::snprintf(note, sizeof note, "off after %lld batches: waited %.3f ms per batch, a fill takes %.3f ms",
+                              static_cast<long long>(opt_.prefetch_probe_batches), wait * 1e3, fill * 1e3);
+                prefetch_note_ = note;
+            }
+        }
+    }
+    if (prefetching() && step_ < steps_) request(step_);
     lk.unlock();
-    wait_seconds_ += seconds_since(t0);
+    wait_seconds_ += waited;
     return true;
 }
 
@@ -181,12 +204,16 @@ void ShardedLoader::worker() {
         busy_ = true;
         lk.unlock();
         std::exception_ptr err;
+        const auto t0 = Clock::now();
         try {
             fill(s, ready_);
         } catch (...) {
             err = std::current_exception();
         }
+        const double took = seconds_since(t0);
         lk.lock();
+        fill_seconds_ += took;
+        ++fills_;
         busy_ = false;
         if (err) {
             error_ = err;

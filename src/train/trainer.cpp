@@ -551,6 +551,7 @@ json Trainer::train() {
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed_from", resumed_from.empty() ? json(nullptr) : json(resumed_from)},
         {"data", s.data.train->description()},
+        {"data_prefetch", loader.prefetch_note()},
     };
     if (s.device == Device::CUDA) {
         if (s.gpu_monitor) {

@@ -347,3 +347,52 @@ TEST_CASE("loader rejects bad options with actionable errors", "[data][loader]")
     REQUIRE(ok.steps_per_epoch() == 1);
     REQUIRE_THROWS_AS(ok.start_epoch(-1), InputError);
 }
+
+TEST_CASE("prefetch turns itself off when waiting for it costs more than filling, and the batches stay the same",
+          "[data][loader][prefetch]") {
+    IndexDataset ds(2000);
+    const Batches want = epoch(ds, opts(10, 0, 1, 3, LoaderMode::Train, false), 0);
+    // Sample indices of every batch, gathered without work worth mentioning between next() calls.
+    auto quick_drain = [](ShardedLoader& l) {
+        Batches out;
+        Batch b;
+        while (l.next(b)) {
+            std::vector<int64_t> idx(static_cast<size_t>(b.size()));
+            for (int64_t i = 0; i < b.size(); ++i) idx[i] = int64_t(b.x.data()[2 * i]);
+            out.push_back(std::move(idx));
+        }
+        return out;
+    };
+    SECTION("a caller that does nothing between batches waits for every fill: switched off after the probe") {
+        ds.sleep_us = 50;  // a fill takes >= 0.5 ms; the caller then waits that plus the hand-over, every batch
+        ShardedLoader l(ds, opts(10, 0, 1, 3, LoaderMode::Train, true));
+        l.start_epoch(0);
+        CHECK(l.prefetching());
+        CHECK(l.prefetch_note() == "on");
+        CHECK(quick_drain(l) == want);
+        CHECK_FALSE(l.prefetching());
+        CHECK_THAT(l.prefetch_note(), Contains("off after 32 batches"));
+        // Later epochs fill on the caller's thread and read the same permutation as a loader without prefetch.
+        ds.sleep_us = 0;
+        l.start_epoch(1);
+        CHECK(drain(l) == epoch(ds, opts(10, 0, 1, 3, LoaderMode::Train, false), 1));
+    }
+    SECTION("a caller that computes between batches never waits: prefetch stays on") {
+        ds.sleep_us = 100;  // a fill takes ~1 ms, the caller's "step" 4 ms
+        ShardedLoader l(ds, opts(10, 0, 1, 3, LoaderMode::Train, true));
+        l.start_epoch(0);
+        Batch b;
+        for (int i = 0; i < 40 && l.next(b); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+        CHECK(l.prefetching());
+    }
+    SECTION("prefetch_probe_batches = 0 never switches; prefetch = false says so") {
+        LoaderOptions o = opts(10, 0, 1, 3, LoaderMode::Train, true);
+        o.prefetch_probe_batches = 0;
+        ShardedLoader l(ds, o);
+        CHECK(quick_drain(l) == want);
+        CHECK(l.prefetching());
+        ShardedLoader off(ds, opts(10, 0, 1, 3, LoaderMode::Train, false));
+        CHECK_FALSE(off.prefetching());
+        CHECK(off.prefetch_note() == "off (data.prefetch false)");
+    }
+}
