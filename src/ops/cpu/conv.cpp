@@ -39,6 +39,35 @@ inline void valid_q(const Geom& g, int64_t s, int64_t& q0, int64_t& q1) {
     q1 = std::max(q1, q0);
 }
 
+using v8 = float __attribute__((vector_size(32)));
+using v4 = float __attribute__((vector_size(16)));
+template <class V>
+inline V load_vec(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+template <class V>
+inline void store_vec(float* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
+
+// Copies n floats with whole-vector moves, the last one overlapping the previous (never past dst + n or src + n).
+// im2col copies one output row (Q floats, 10-28 in the shipped models) per call, and a memcpy call per 40-100 bytes
+// measured 25 % slower than this.
+inline void copy_row(float* dst, const float* src, int64_t n) {
+    if (n >= 8) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) store_vec(dst + i, load_vec<v8>(src + i));
+        if (i < n) store_vec(dst + n - 8, load_vec<v8>(src + n - 8));
+    } else if (n >= 4) {
+        store_vec(dst, load_vec<v4>(src));
+        store_vec(dst + n - 4, load_vec<v4>(src + n - 4));
+    } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+    }
+}
+
 // Writes sample x_n [C,H,W] into col rows (c, r, s), columns [0, P*Q), row stride ld.
 void im2col(const Geom& g, const float* x, float* col, int64_t ld) {
     parallel_for(g.C, [&](int64_t c) {
@@ -58,7 +87,7 @@ void im2col(const Geom& g, const float* x, float* col, int64_t ld) {
                     std::fill(out, out + q0, 0.0f);
                     const float* xr = xc + h * g.W - g.pw + s;  // xr[q*sw] is input (h, q*sw - pw + s)
                     if (g.sw == 1) {
-                        std::memcpy(out + q0, xr + q0, static_cast<size_t>(q1 - q0) * sizeof(float));
+                        copy_row(out + q0, xr + q0, q1 - q0);
                     } else {
                         for (int64_t q = q0; q < q1; ++q) out[q] = xr[q * g.sw];
                     }
@@ -114,7 +143,6 @@ void add_bias_rows(float* y, const float* bias, int64_t K, int64_t cols) {
 // First layers of image models have one input channel (C = 1), where im2col + GEMM degenerates into thin GEMMs
 // (K x R*S times R*S x P*Q with R*S = 9 or 25) that run at a fraction of the GEMM rate. A direct convolution over a
 // zero-padded copy of the plane, with 8-wide vectors along output rows held in registers, is several times faster.
-using v8 = float __attribute__((vector_size(32)));
 constexpr int64_t kLanes = 8;
 constexpr int64_t kMaxBlocks = 8;  // output rows up to 64 wide
 
