@@ -3,19 +3,13 @@
 CNN), optimizers and batch sizes, trained on Fashion-MNIST-shaped batches that come from host memory each step
 (pinned, copied to the GPU), as ringtrain's loader does. Prints one JSON line per (model, batch).
 Usage: python3 bench/gpu/pytorch_reference.py [--steps 200]"""
-import argparse, json, time
+import argparse, json, os, sys, time
 import torch
 import torch.nn as nn
 
-def lenet5():
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                         nn.Linear(84, 10))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pytorch_models import lenet5, mnist_cnn  # noqa: E402  (bench/pytorch_models.py)
 
-def mnist_cnn():
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
-                         nn.Linear(128, 10))
 
 def run(name, make, opt_name, batch, steps):
     dev = torch.device("cuda")

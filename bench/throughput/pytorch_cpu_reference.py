@@ -6,22 +6,13 @@ This is the issue's reference protocol ("PyTorch 1.13 with OpenBLAS, single thre
 python3-torch is exactly that build, so `apt-get install python3-torch` lets both run on the same machine in one
 session. Prints one JSON line per model.
 Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5]"""
-import argparse, json, statistics, time
+import argparse, json, os, statistics, sys, time
 import torch
 import torch.nn as nn
 
-def logreg():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pytorch_models import lenet5, logreg, mnist_cnn  # noqa: E402  (bench/pytorch_models.py)
 
-def lenet5():
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                         nn.Linear(84, 10))
-
-def mnist_cnn():
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
-                         nn.Linear(128, 10))
 
 # name: (constructor, optimizer, batch, timed steps per run, warm-up steps) — as bench/RESULTS.md's commands.
 MODELS = {

@@ -94,7 +94,7 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
         const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
         const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
         if (small) recursive_doubling(data.data(), count, combine);
-        else if (use_halving(count)) halving_doubling(data.data(), count, combine);
+        else if (use_halving(count)) halving_doubling<float>(data.data(), count, combine, WireFormat::Float32);
         else ring_allreduce<float>(data.data(), count, combine, WireFormat::Float32);
         if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
     }
@@ -107,7 +107,7 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat 
     // The same algorithm choice as the Float32 call (by the float32 size), so the traffic is exactly half of it.
     const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
     if (small) recursive_doubling16(data.data(), count, op, wire);
-    else if (use_halving(count)) halving_doubling16(data.data(), count, op, wire);
+    else if (use_halving(count)) halving_doubling<uint16_t>(data.data(), count, op, wire);
     else ring_allreduce<uint16_t>(data.data(), count, op, wire);
 }
 
@@ -330,60 +330,22 @@ bool RingCommunicator::use_halving(size_t count) const {
            count * sizeof(float) < options_.halving_max_bytes && count <= static_cast<size_t>(INT_MAX);
 }
 
-void RingCommunicator::halving_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt) {
-    // As halving_doubling, with 16-bit messages: what goes out is encoded, what comes in is decoded and added in fp32;
-    // the owner rounds its finished block to 16 bits before the allgather, so every rank ends with the same values.
-    // Every message is exactly half the float32 one, so the byte counters halve exactly.
+template <class W>
+void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt) {
+    // W = float: messages are the data itself, and the caller scales an average. W = uint16_t: what goes out is
+    // encoded into `wire_`, what comes in is decoded and added in fp32, and the owner scales and rounds its finished
+    // block to 16 bits before the allgather; every message is exactly half the float32 one, so the byte counters halve.
+    constexpr bool k16 = std::is_same_v<W, uint16_t>;
+    const MPI_Datatype type = mpi_type<W>();
     const int r = rank_;
-    uint16_t* tmp = static_cast<uint16_t*>(ensure(scratch_, (count / 2 + 1) * sizeof(uint16_t)));
-    uint16_t* out = static_cast<uint16_t*>(ensure(wire_, count * sizeof(uint16_t)));
-    struct Range {
-        size_t lo, hi;
-    };
-    Range given[32];
-    int levels = 0;
-    size_t lo = 0, hi = count;
-    for (int d = size_ / 2; d >= 1; d /= 2, ++levels) {
-        const int peer = r ^ d;
-        const size_t mid = lo + (hi - lo) / 2;
-        const bool keep_low = (r & d) == 0;
-        const Range keep = keep_low ? Range{lo, mid} : Range{mid, hi};
-        const Range away = keep_low ? Range{mid, hi} : Range{lo, mid};
-        encode16(fmt, data + away.lo, out + away.lo, away.hi - away.lo);
-        check_mpi(MPI_Sendrecv(out + away.lo, static_cast<int>(away.hi - away.lo), MPI_UINT16_T, peer, kTagDoubling, tmp,
-                               static_cast<int>(keep.hi - keep.lo), MPI_UINT16_T, peer, kTagDoubling, comm_,
-                               MPI_STATUS_IGNORE),
-                  "MPI_Sendrecv");
-        count_bytes((away.hi - away.lo) * sizeof(uint16_t), (keep.hi - keep.lo) * sizeof(uint16_t));
-        decode16_reduce(fmt, tmp, data + keep.lo, keep.hi - keep.lo, op);
-        given[levels] = away;
-        lo = keep.lo;
-        hi = keep.hi;
-    }
-    if (op == ReduceOp::Average) scale(data + lo, hi - lo, 1.0f / static_cast<float>(size_));
-    encode16(fmt, data + lo, out + lo, hi - lo);
-    decode16(fmt, out + lo, data + lo, hi - lo);
-    for (int level = levels - 1, d = 1; level >= 0; --level, d *= 2) {
-        const int peer = r ^ d;
-        const Range back = given[level];
-        check_mpi(MPI_Sendrecv(out + lo, static_cast<int>(hi - lo), MPI_UINT16_T, peer, kTagDoubling, out + back.lo,
-                               static_cast<int>(back.hi - back.lo), MPI_UINT16_T, peer, kTagDoubling, comm_,
-                               MPI_STATUS_IGNORE),
-                  "MPI_Sendrecv");
-        count_bytes((hi - lo) * sizeof(uint16_t), (back.hi - back.lo) * sizeof(uint16_t));
-        decode16(fmt, out + back.lo, data + back.lo, back.hi - back.lo);
-        lo = std::min(lo, back.lo);
-        hi = std::max(hi, back.hi);
-    }
-}
-
-void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op) {
-    const int r = rank_;
-    float* tmp = static_cast<float*>(ensure(scratch_, (count / 2 + 1) * sizeof(float)));
+    W* tmp = static_cast<W*>(ensure(scratch_, (count / 2 + 1) * sizeof(W)));
+    W* out = reinterpret_cast<W*>(data);  // what is sent: the data (float) or its 16-bit copy
+    if constexpr (k16) out = static_cast<W*>(ensure(wire_, count * sizeof(W)));
     // Reduce-scatter by recursive halving: at distance d the pair (r, r^d) holds the same range [lo, hi) (their
     // earlier choices were the same); the lower rank keeps the lower half, sends the upper, and vice versa.
     struct Range {
         size_t lo, hi;
+        size_t size() const { return hi - lo; }
     };
     Range given[32];  // the half handed away at each level, for the allgather to take back
     int levels = 0;
@@ -394,24 +356,32 @@ void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op) 
         const bool keep_low = (r & d) == 0;
         const Range keep = keep_low ? Range{lo, mid} : Range{mid, hi};
         const Range away = keep_low ? Range{mid, hi} : Range{lo, mid};
-        check_mpi(MPI_Sendrecv(data + away.lo, static_cast<int>(away.hi - away.lo), MPI_FLOAT, peer, kTagDoubling, tmp,
-                               static_cast<int>(keep.hi - keep.lo), MPI_FLOAT, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
+        if constexpr (k16) encode16(fmt, data + away.lo, out + away.lo, away.size());
+        check_mpi(MPI_Sendrecv(out + away.lo, static_cast<int>(away.size()), type, peer, kTagDoubling, tmp,
+                               static_cast<int>(keep.size()), type, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
                   "MPI_Sendrecv");
-        count_bytes((away.hi - away.lo) * sizeof(float), (keep.hi - keep.lo) * sizeof(float));
-        reduce_into(data + keep.lo, tmp, keep.hi - keep.lo, op);
+        count_bytes(away.size() * sizeof(W), keep.size() * sizeof(W));
+        if constexpr (k16) decode16_reduce(fmt, tmp, data + keep.lo, keep.size(), op);
+        else reduce_into(data + keep.lo, tmp, keep.size(), op);
         given[levels] = away;
         lo = keep.lo;
         hi = keep.hi;
     }
     // Rank r now owns the complete result of [lo, hi); nobody else computed it, so every rank ends with the same bits.
+    if constexpr (k16) {
+        if (op == ReduceOp::Average) scale(data + lo, hi - lo, 1.0f / static_cast<float>(size_));
+        encode16(fmt, data + lo, out + lo, hi - lo);
+        decode16(fmt, out + lo, data + lo, hi - lo);
+    }
     // Allgather by recursive doubling, the levels in reverse: send what I hold, receive the half I gave away.
     for (int level = levels - 1, d = 1; level >= 0; --level, d *= 2) {
         const int peer = r ^ d;
         const Range back = given[level];
-        check_mpi(MPI_Sendrecv(data + lo, static_cast<int>(hi - lo), MPI_FLOAT, peer, kTagDoubling, data + back.lo,
-                               static_cast<int>(back.hi - back.lo), MPI_FLOAT, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
+        check_mpi(MPI_Sendrecv(out + lo, static_cast<int>(hi - lo), type, peer, kTagDoubling, out + back.lo,
+                               static_cast<int>(back.size()), type, peer, kTagDoubling, comm_, MPI_STATUS_IGNORE),
                   "MPI_Sendrecv");
-        count_bytes((hi - lo) * sizeof(float), (back.hi - back.lo) * sizeof(float));
+        count_bytes((hi - lo) * sizeof(W), back.size() * sizeof(W));
+        if constexpr (k16) decode16(fmt, out + back.lo, data + back.lo, back.size());
         lo = std::min(lo, back.lo);
         hi = std::max(hi, back.hi);
     }

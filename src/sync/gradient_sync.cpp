@@ -65,7 +65,7 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
 
     bucket_of_.assign(params_.size(), 0);
     arrived_.assign(params_.size(), 0);
-    apply_layout(layout_by_size());
+    apply_layout(layout(false));
 
     active_ = comm_->size() > 1 && !params_.empty();
     if (!active_) return;
@@ -83,38 +83,24 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
     if (options_.stall_warning_s > 0 || options_.stall_abort_s > 0) watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
-std::vector<size_t> GradientSync::layout_by_size() const {
-    std::vector<size_t> layout;
-    size_t bucket_bytes = 0;
-    for (size_t k = params_.size(); k-- > 0;) {
-        const size_t bytes = static_cast<size_t>(params_[k]->grad.numel()) * sizeof(float);
-        const bool fits = !layout.empty() && options_.fusion_bytes > 0 && bucket_bytes + bytes <= options_.fusion_bytes &&
-                          bucket_bytes + bytes >= bytes;  // no overflow
-        if (!fits) {
-            layout.push_back(0);
-            bucket_bytes = 0;
-        }
-        ++layout.back();
-        bucket_bytes += bytes;
-    }
-    return layout;
-}
-
-std::vector<size_t> GradientSync::layout_by_time() const {
+std::vector<size_t> GradientSync::layout(bool by_time) const {
     const double cycle_s = options_.cycle_time_ms * 1e-3;
     std::vector<size_t> layout;
     size_t bucket_bytes = 0;
     double bucket_t0 = 0;
     for (size_t k = params_.size(); k-- > 0;) {
         const size_t bytes = static_cast<size_t>(params_[k]->grad.numel()) * sizeof(float);
-        const bool fits = !layout.empty() && bucket_bytes + bytes <= options_.fusion_bytes && bucket_bytes + bytes >= bytes &&
-                          (ready_s_[k] - bucket_t0 <= cycle_s || bucket_bytes < options_.min_bucket_bytes);
+        const double t = by_time ? ready_s_[k] : 0.0;
+        const bool in_window = t - bucket_t0 <= cycle_s || bucket_bytes < options_.min_bucket_bytes;
+        const bool fits = !layout.empty() && options_.fusion_bytes > 0 && bucket_bytes + bytes <= options_.fusion_bytes &&
+                          bucket_bytes + bytes >= bytes &&  // no overflow
+                          (!by_time || in_window);
         if (!fits) {
             layout.push_back(0);
             bucket_bytes = 0;
-            bucket_t0 = ready_s_[k];
-        } else if (ready_s_[k] - bucket_t0 > cycle_s) {
-            bucket_t0 = ready_s_[k];  // joined only because the bucket was under min_bucket_bytes: a new window
+            bucket_t0 = t;
+        } else if (t - bucket_t0 > cycle_s) {
+            bucket_t0 = t;  // joined only because the bucket was under min_bucket_bytes: a new window
         }
         ++layout.back();
         bucket_bytes += bytes;
@@ -154,21 +140,21 @@ void GradientSync::relayout_from_first_step(bool all_reported) {
     // [0] = bucket count (0: keep the size layout, rank 0 did not see every gradient reported), then tensors per bucket.
     std::vector<uint64_t> message(params_.size() + 1, 0);
     if (comm_->rank() == 0 && all_reported) {
-        const std::vector<size_t> layout = layout_by_time();
-        message[0] = layout.size();
-        std::copy(layout.begin(), layout.end(), message.begin() + 1);
+        const std::vector<size_t> timed = layout(true);
+        message[0] = timed.size();
+        std::copy(timed.begin(), timed.end(), message.begin() + 1);
     }
     comm_->broadcast_bytes(std::as_writable_bytes(std::span<uint64_t>(message)), 0);
     ready_s_.clear();
     if (message[0] > 0) {
-        std::vector<size_t> layout(message.begin() + 1, message.begin() + 1 + static_cast<std::ptrdiff_t>(message[0]));
+        std::vector<size_t> chosen(message.begin() + 1, message.begin() + 1 + static_cast<std::ptrdiff_t>(message[0]));
         size_t tensors = 0;
-        for (size_t n : layout) tensors += n;
+        for (size_t n : chosen) tensors += n;
         if (tensors != params_.size() || message[0] > params_.size())
             throw Error("GradientSync: rank 0 sent a bucket layout for " + std::to_string(tensors) +
                         " gradients, this rank has " + std::to_string(params_.size()) +
                         "; the ranks do not train the same model");
-        apply_layout(layout);
+        apply_layout(chosen);
     }
     start_overlap_if_useful();
 }

@@ -72,8 +72,9 @@ private:
     void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling(float* data, size_t count, ReduceOp op);
     bool use_halving(size_t count) const;  // by the float32 size, for both wire formats
-    void halving_doubling(float* data, size_t count, ReduceOp op);  // size_ a power of two
-    void halving_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
+    // Recursive halving + doubling (size_ a power of two), W as for ring_allreduce.
+    template <class W>
+    void halving_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
     // Sends `count` elements from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
     // skipped), in pieces of small_piece_bytes; counts the bytes.

@@ -144,8 +144,8 @@ private:
 
     void init(std::vector<nn::Parameter*> params);
     // A layout is the number of tensors in each bucket, buckets in backward order.
-    std::vector<size_t> layout_by_size() const;
-    std::vector<size_t> layout_by_time() const;  // from ready_s_; needs every parameter reported
+    // By size alone, or also by ready_s_ (every parameter reported) with the cycle-time rule.
+    std::vector<size_t> layout(bool by_time) const;
     void apply_layout(const std::vector<size_t>& tensors_per_bucket);
     void relayout_from_first_step(bool all_reported);  // collective
     void start_overlap_if_useful();

@@ -146,11 +146,6 @@ void add_bias_rows(float* y, const float* bias, int64_t K, int64_t cols) {
 constexpr int64_t kLanes = 8;
 constexpr int64_t kMaxBlocks = 8;  // output rows up to 64 wide
 
-inline v8 load8(const float* p) {
-    v8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
 inline v8 splat8(float x) { return v8{x, x, x, x, x, x, x, x}; }
 
 bool single_channel_direct(const Geom& g) {
@@ -185,7 +180,7 @@ void direct_forward_c1(const Geom& g, const float* x, const float* w, const floa
                     const float* xr = pad + (p + r) * ld;
                     for (int64_t s = 0; s < g.S; ++s) {
                         const v8 wv = splat8(wk[r * g.S + s]);
-                        for (int64_t j = 0; j < nb; ++j) acc[j] += wv * load8(xr + s + j * kLanes);
+                        for (int64_t j = 0; j < nb; ++j) acc[j] += wv * load_vec<v8>(xr + s + j * kLanes);
                     }
                 }
                 float out[kLanes * kMaxBlocks];
@@ -211,12 +206,12 @@ void direct_backward_filter_c1(const Geom& g, const float* x, const float* dy, f
                 float row[kLanes * kMaxBlocks] = {};
                 std::memcpy(row, dyk + p * g.Q, static_cast<size_t>(g.Q) * sizeof(float));
                 v8 d[nb];
-                for (int64_t j = 0; j < nb; ++j) d[j] = load8(row + j * kLanes);
+                for (int64_t j = 0; j < nb; ++j) d[j] = load_vec<v8>(row + j * kLanes);
                 for (int64_t r = 0; r < g.R; ++r) {
                     const float* xr = pad + (p + r) * ld;
                     for (int64_t s = 0; s < g.S; ++s) {
                         v8 a = ak[r * g.S + s];
-                        for (int64_t j = 0; j < nb; ++j) a += d[j] * load8(xr + s + j * kLanes);
+                        for (int64_t j = 0; j < nb; ++j) a += d[j] * load_vec<v8>(xr + s + j * kLanes);
                         ak[r * g.S + s] = a;
                     }
                 }

@@ -88,16 +88,10 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
             // Windows do not overlap: each x position gets its gradient written once. The comparison chain is the
             // forward's, so the winner is the first maximum in window order, as in the general path.
             if (g.H != 2 * g.P || g.W != 2 * g.Q) std::fill(dxp, dxp + g.H * g.W, 0.0f);  // odd edge rows/cols
-            // The two dx rows are formed in a small local buffer and copied out: x and dx are same-sized
-            // allocations, so x[i] and dx[i] share their address mod 4 KiB, and reading x right after writing dx at
-            // that alias stalls every load (measured: 18 ms instead of ~2 for a [128,64,24,24] input).
-            float local[2 * 256];
-            const bool buffered = g.W <= 256;
             for (int64_t op = 0; op < g.P; ++op) {
                 const float* r0 = xp + 2 * op * g.W;
                 const float* r1 = r0 + g.W;
-                float* out0 = dxp + 2 * op * g.W;
-                float* d0 = buffered ? local : out0;
+                float* d0 = dxp + 2 * op * g.W;
                 float* d1 = d0 + g.W;
                 for (int64_t oq = 0; oq < g.Q; ++oq) {
                     // First maximum by a branch-free tournament (pairs, then winners; ties go to the earlier
@@ -116,11 +110,6 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
                     d0[2 * oq + 1] = up_g * h01;
                     d1[2 * oq] = lo_g * (1.0f - h23);
                     d1[2 * oq + 1] = lo_g * h23;
-                }
-                if (buffered) {
-                    const int64_t w = 2 * g.Q;  // an odd last column stays as zero-filled above
-                    std::copy(local, local + w, out0);
-                    std::copy(local + g.W, local + g.W + w, out0 + g.W);
                 }
             }
             return;
