@@ -1,4 +1,5 @@
 // GradientSync (fusion buckets, communication thread, stall watchdog) and ParameterAverager. See the header.
+// The device path (NCCL stream, device arena) is in gradient_sync_nccl.cpp.
 #include "ringtrain/sync/gradient_sync.hpp"
 
 #include "ringtrain/core/memory.hpp"
@@ -13,23 +14,12 @@
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/telemetry/timeline.hpp"
+#include "gradient_sync_detail.hpp"
 
 namespace ringtrain::sync {
 
-namespace {
-
-double mono_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double mib(size_t floats) { return static_cast<double>(floats) * sizeof(float) / (1024.0 * 1024.0); }
-
-std::string stall_text(size_t bucket, size_t floats, int64_t step, double seconds) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "allreduce of bucket %zu (%.2f MiB, step %lld) has not completed after %.1f s", bucket,
-                  mib(floats), static_cast<long long>(step), seconds);
-    return buf;
-}
-
-}  // namespace
+using detail::mono_s;
+using detail::stall_text;
 
 double BucketStat::busbw_gbs(int world_size) const {
     if (calls == 0 || total_s <= 0 || world_size < 2) return 0.0;
@@ -67,8 +57,9 @@ void GradientSync::init(std::vector<nn::Parameter*> params) {
     arrived_.assign(params_.size(), 0);
     apply_layout(layout(false));
 
-    active_ = comm_->size() > 1 && !params_.empty();
+    active_ = (comm_->size() > 1 || options_.reduce_single_rank) && !params_.empty();
     if (!active_) return;
+    if (init_device()) return;  // the NCCL stream does the work: no host arena, no threads
     size_t total = 0;
     for (const Bucket& b : buckets_) total += b.count;
     arena_.assign(total, 0.0f);
@@ -208,10 +199,14 @@ void GradientSync::on_gradient_ready(nn::Parameter& p) {
     {
         telemetry::Span span(timeline_, "pack", "sync");
         if (span.active()) span.set_args(R"({"param":")" + p.name + R"(","bucket":)" + std::to_string(bi) + "}");
-        copy_floats(arena_.data() + slot->offset, Device::CPU, p.grad.data(), p.grad.device(), slot->count);
+        copy_floats(slot_data(*slot), arena_device(), p.grad.data(), p.grad.device(), slot->count);
     }
     arrived_[i] = 1;
     if (relayout_pending_) ready_s_[i] = mono_s();
+    if (dev_) {
+        if (--b.remaining == 0 && overlap_) device_enqueue_complete();
+        return;
+    }
     if (--b.remaining == 0) {
         std::lock_guard<std::mutex> lock(mutex_);
         hand_over_locked(bi);
@@ -232,7 +227,7 @@ void GradientSync::pack_missing(size_t bi) {
     for (const Slot& s : b.slots) {
         if (arrived_[s.param]) continue;
         const Tensor& g = params_[s.param]->grad;
-        copy_floats(arena_.data() + s.offset, Device::CPU, g.data(), g.device(), s.count);
+        copy_floats(slot_data(s), arena_device(), g.data(), g.device(), s.count);
         arrived_[s.param] = 1;
     }
     b.remaining = 0;
@@ -280,7 +275,7 @@ void GradientSync::unpack(size_t bi) {
     if (span.active()) span.set_args(R"({"bucket":)" + std::to_string(bi) + "}");
     for (const Slot& s : b.slots) {
         Tensor& g = params_[s.param]->grad;
-        copy_floats(g.data(), g.device(), arena_.data() + s.offset, Device::CPU, s.count);
+        copy_floats(g.data(), g.device(), slot_data(s), arena_device(), s.count);
     }
 }
 
@@ -322,7 +317,9 @@ void GradientSync::synchronize() {
         return;
     }
     double blocked = 0;
-    if (overlap_) {
+    if (dev_) {
+        blocked = device_synchronize();
+    } else if (overlap_) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             if (error_) std::rethrow_exception(error_);

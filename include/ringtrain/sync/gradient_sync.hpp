@@ -31,7 +31,8 @@
 // calling thread as with overlap = false, and overlapping() says so.
 // overlap = false: nothing runs behind the caller's back; synchronize() reduces the buckets one by one on the
 // calling thread (the same arithmetic and bucket layout, so bitwise the same result as overlap = true).
-// A world of size 1 skips all of this: on_gradient_ready and synchronize return at once, gradients are untouched.
+// A world of size 1 skips all of this: on_gradient_ready and synchronize return at once, gradients are untouched
+// (unless reduce_single_rank asks for the collectives anyway, for tests and for measuring their overhead).
 //
 // Threads and communicators. The overlapping constructor takes a communicator of its own (made by the caller,
 // collectively, with comm::make_communicator on every rank at the same point) that only the communication thread
@@ -46,6 +47,32 @@
 // Applies to overlap on and off. 0 (or less) switches the warning / the abort off.
 //
 // Destruction stops the communication thread after the collective it is running (it starts no new ones) and joins it.
+//
+// Device path (NCCL). When the communicator is a comm::NcclCommunicator (CUDA builds only) and every gradient lives on
+// the GPU, nothing goes through host memory and the host never waits for a collective within a step:
+//   on_gradient_ready(p)  enqueues a device-to-device copy of p.grad into its slot of a device arena on the default
+//                         stream (where backward's kernels run). When a bucket is complete, and every bucket before
+//                         it has been handed over (so every rank still issues the collectives in bucket order), it
+//                         records an event on the default stream, makes the NCCL stream wait for it and enqueues the
+//                         bucket's allreduce there: float32 in place with ncclAvg; Float16/BFloat16 as a kernel that
+//                         scales by 1/size and rounds to 16 bits (nearest even) into a 2-byte device buffer,
+//                         ncclAllReduce(ncclSum) on that, and a kernel converting back into the float32 arena.
+//                         Events recorded on the NCCL stream before and after that mark the bucket started / done.
+//   synchronize()         enqueues what backward did not report (in bucket order), makes the default stream wait for
+//                         every bucket's done event (a wait on the GPU, not on the host) and enqueues the copies back
+//                         into each p.grad, so the optimizer's kernels issued after it see the averages, in stream
+//                         order. Then the host waits until the previous step's collectives have completed (polling
+//                         their done events, with the stall warning and abort described above; that wait is
+//                         blocked_s): the host never runs more than one step ahead of the collectives. A bucket's
+//                         time is the GPU time between its two events, read in that poll, so a step's per-bucket time
+//                         appears in stats() after the next step's synchronize().
+// The collectives run on the NCCL stream concurrently with the backward kernels queued after them on the default
+// stream, so overlapping() is true with more than one bucket (and overlap on); there is no communication thread and no
+// watchdog thread on this path. The layout is always the size layout (cycle_time_ms is ignored): on_gradient_ready
+// times are host enqueue times, which say nothing about when the GPU computes a gradient. The stall age counts from
+// when the bucket was enqueued (host time). overlap = false enqueues every bucket in synchronize() instead (bitwise the
+// same result). The timeline gets the "pack", "unpack" and "wait" spans; the collectives run on the GPU, not as host
+// spans.
 #pragma once
 
 #include <condition_variable>
@@ -75,13 +102,15 @@ struct SyncOptions {
     double stall_abort_s = 0;         // abort the job after this long (<= 0: never)
     double cycle_time_ms = 0;         // > 0 (with overlap): also split buckets by first-step ready times, see above
     size_t min_bucket_bytes = 1u << 20;  // a time gap closes a bucket only once it holds this much
+    bool reduce_single_rank = false;  // run the collectives even on one rank: for tests and for measuring the overhead
 };
 
 struct BucketStat {
     uint64_t bytes = 0;    // float32 payload of the bucket (what the allreduce averages), bytes
     uint64_t tensors = 0;  // gradients in the bucket
     uint64_t calls = 0;    // allreduces run
-    double total_s = 0;    // their summed wall time (from the start of each collective to its end on this rank)
+    double total_s = 0;    // their summed wall time (from the start of each collective to its end on this rank;
+                           // on the device path GPU time between events, added one step late, see above)
     // Achieved bus bandwidth in decimal GB/s, nccl-tests convention: algbw = bytes / (total_s / calls),
     // busbw = algbw · 2(n−1)/n. 0 when nothing was measured or world_size < 2.
     double busbw_gbs(int world_size) const;
@@ -89,7 +118,8 @@ struct BucketStat {
 
 struct SyncStats {
     double blocked_s = 0;      // time synchronize() spent waiting for communication (the part overlap did not hide);
-                               // with overlap off, the time of the collectives themselves
+                               // with overlap off, the time of the collectives themselves; on the device path,
+                               // the host's wait for the previous step's collectives (see above)
     uint64_t collectives = 0;  // allreduces issued
     uint64_t steps = 0;        // synchronize() calls
     std::vector<BucketStat> buckets;
@@ -116,8 +146,11 @@ public:
 
     SyncStats stats() const;
     const SyncOptions& options() const { return options_; }
-    // True when buckets really are reduced on the communication thread.
+    // True when buckets really are reduced on the communication thread (device path: on the NCCL stream while the
+    // default stream goes on with backward).
     bool overlapping() const { return overlap_; }
+    // True when the device path (NCCL stream, device arena) is in use, see above.
+    bool on_device() const { return dev_ != nullptr; }
     // The communicator the collectives run on (for its byte counters: bytes_sent()/bytes_received()).
     comm::Communicator& communicator() { return *comm_; }
     const comm::Communicator& communicator() const { return *comm_; }
@@ -156,6 +189,19 @@ private:
     void comm_loop();
     void watchdog_loop();
     void reset_step();
+    // A slot's place in the arena (host, or device on the device path).
+    float* slot_data(const Slot& s) { return (dev_ ? dev_arena_ : arena_.data()) + s.offset; }
+    Device arena_device() const { return dev_ ? Device::CUDA : Device::CPU; }
+
+    // ---- device path (gradient_sync_nccl.cpp; see the header comment). ----
+    struct DeviceState;  // events, arenas, per-bucket bookkeeping
+    struct DeviceStateDeleter {
+        void operator()(DeviceState* d) const;
+    };
+    bool init_device();              // takes the device path when it applies (allocates arenas and events)
+    void device_enqueue_complete();  // enqueues, in bucket order, every complete bucket not yet enqueued
+    double device_synchronize();     // synchronize()'s work on the device path; returns the host time blocked
+    double device_wait_for(int set);  // polls one step's done events (stall warning/abort, bucket times); blocked time
 
     comm::Communicator* comm_ = nullptr;
     std::unique_ptr<comm::Communicator> owned_;
@@ -164,10 +210,12 @@ private:
     std::vector<size_t> bucket_of_;    // per parameter
     std::vector<uint8_t> arrived_;     // per parameter, this step (caller's thread only)
     std::vector<Bucket> buckets_;
-    std::vector<float> arena_;         // every bucket's slot, allocated once
+    std::vector<float> arena_;         // every bucket's slot, allocated once (host path)
+    std::unique_ptr<DeviceState, DeviceStateDeleter> dev_;  // null on the host path
+    float* dev_arena_ = nullptr;       // device path: every bucket's slot, on the GPU (owned by dev_)
     SyncOptions options_;
     telemetry::Timeline* timeline_ = nullptr;
-    bool active_ = false;              // world size > 1
+    bool active_ = false;              // world size > 1 (or reduce_single_rank)
     bool overlap_ = false;
     bool relayout_pending_ = false;    // first step of a cycle-time layout (caller's thread only)
     std::vector<double> ready_s_;      // per parameter, when it was reported in the first step (< 0: not reported)

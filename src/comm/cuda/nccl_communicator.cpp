@@ -11,6 +11,7 @@
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/memory.hpp"
+#include "half_cast.hpp"
 
 namespace ringtrain::comm {
 
@@ -107,6 +108,40 @@ void NcclCommunicator::allreduce_device(float* data, size_t count, ReduceOp op) 
                           as_stream(stream_)));
     after_collective();
     count_ring_allreduce(count, sizeof(float));
+}
+
+void NcclCommunicator::allreduce_device_async(float* data, size_t count, ReduceOp op, WireFormat wire,
+                                              void* wire_buffer) {
+    if (count == 0) return;
+    ncclComm_t comm = static_cast<ncclComm_t>(nccl_comm_);
+    if (wire == WireFormat::Float32) {
+        RT_NCCL(ncclAllReduce(data, data, count, ncclFloat32, nccl_op(op), comm, as_stream(stream_)));
+        count_ring_allreduce(count, sizeof(float));
+        return;
+    }
+    if (wire_buffer == nullptr)
+        throw Error(std::string("nccl allreduce_device_async: a ") + wire_format_name(wire) +
+                    " wire format needs a device buffer for the 16-bit values");
+    const bool bf16 = wire == WireFormat::BFloat16;
+    // Average: scale by 1/N before rounding to 16 bits, then sum: every partial sum then stays within the range of
+    // the values themselves, where ncclAvg would divide a 16-bit sum that may already have overflowed (fp16 ends at
+    // 65504).
+    const float scale = op == ReduceOp::Average ? 1.0f / static_cast<float>(size_) : 1.0f;
+    const ncclRedOp_t red = op == ReduceOp::Average ? ncclSum : nccl_op(op);
+    cuda_check(cuda_detail::launch_floats_to_16(data, wire_buffer, count, scale, bf16, stream_),
+               bf16 ? "fp32 -> bf16 kernel launch" : "fp32 -> fp16 kernel launch");
+    RT_NCCL(ncclAllReduce(wire_buffer, wire_buffer, count, bf16 ? ncclBfloat16 : ncclHalf, red, comm,
+                          as_stream(stream_)));
+    cuda_check(cuda_detail::launch_16_to_floats(wire_buffer, data, count, bf16, stream_),
+               bf16 ? "bf16 -> fp32 kernel launch" : "fp16 -> fp32 kernel launch");
+    count_ring_allreduce(count, wire_element_size(wire));
+}
+
+void NcclCommunicator::check_async_error() {
+    ncclResult_t async = ncclSuccess;
+    RT_NCCL(ncclCommGetAsyncError(static_cast<ncclComm_t>(nccl_comm_), &async));
+    if (async != ncclSuccess && async != ncclInProgress)
+        check_nccl(async, "ncclCommGetAsyncError (a collective failed)", static_cast<ncclComm_t>(nccl_comm_));
 }
 
 void NcclCommunicator::broadcast_device(float* data, size_t count, int root) {
