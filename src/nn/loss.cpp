@@ -9,6 +9,11 @@ ops::LossStats SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& 
     return ops::softmax_cross_entropy_forward(logits, labels, probs_);
 }
 
+void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, ops::LossTotals& totals) {
+    probs_.resize(logits.shape(), logits.device());
+    ops::softmax_cross_entropy_forward(logits, labels, probs_, totals);
+}
+
 void SoftmaxCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {
     dlogits.resize(probs_.shape(), probs_.device());
     ops::softmax_cross_entropy_backward(probs_, labels, dlogits, scale);
@@ -17,6 +22,11 @@ void SoftmaxCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dl
 ops::LossStats SigmoidBinaryCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
     probs_.resize(logits.shape(), logits.device());
     return ops::sigmoid_bce_forward(logits, labels, probs_);
+}
+
+void SigmoidBinaryCrossEntropy::forward(const Tensor& logits, const Tensor& labels, ops::LossTotals& totals) {
+    probs_.resize(logits.shape(), logits.device());
+    ops::sigmoid_bce_forward(logits, labels, probs_, totals);
 }
 
 void SigmoidBinaryCrossEntropy::backward(const Tensor& labels, float scale, Tensor& dlogits) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 
@@ -246,9 +247,13 @@ const Tensor& Model::forward(const Tensor& x, const ForwardContext& ctx) {
     in.insert(in.end(), input_.begin(), input_.end());
     acts_[0] = x.reshape(in);
     const bool timed = profile_ || observer_;
+    // Profiling a GPU model waits for each layer, so its time is the GPU's, not the launch's (slower, on purpose).
+    const bool wait = profile_ && x.device() == Device::CUDA;
+    if (wait) cuda_synchronize();
     for (size_t i = 0; i < layers_.size(); ++i) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         layers_[i]->forward(acts_[i], acts_[i + 1], ctx);
+        if (wait) cuda_synchronize();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
             timings_[i].forward_s = b - a;
@@ -261,10 +266,13 @@ const Tensor& Model::forward(const Tensor& x, const ForwardContext& ctx) {
 void Model::backward(const Tensor& dlogits, const std::function<void(Parameter&)>& on_ready, bool accumulate) {
     grads_.back() = dlogits;
     const bool timed = profile_ || observer_;
+    const bool wait = profile_ && dlogits.device() == Device::CUDA;
+    if (wait) cuda_synchronize();
     for (size_t i = layers_.size(); i-- > 0;) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         // The first layer's input gradient is never needed.
         layers_[i]->backward(acts_[i], acts_[i + 1], grads_[i + 1], i == 0 ? nullptr : &grads_[i], accumulate);
+        if (wait) cuda_synchronize();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
             timings_[i].backward_s = b - a;

@@ -62,6 +62,37 @@ LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tenso
                 targets, probs);
 }
 
+// The accumulating forms: on the CPU the plain op, added on the host; on a GPU the kernel adds into the device record.
+void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, LossTotals& totals) {
+    const Device dev = detail::device_of("softmax_cross_entropy_forward", {&logits, &labels, &probs});
+    if (dev == Device::CPU) return totals.add(softmax_cross_entropy_forward(logits, labels, probs));
+    require(logits.ndim() == 2 && labels.numel() == logits.dim(0) && probs.shape() == logits.shape(),
+            "softmax_cross_entropy_forward", "logits must be [N,K], labels [N] and probs [N,K]",
+            {{"logits", &logits}, {"labels", &labels}, {"probs", &probs}});
+#ifdef RINGTRAIN_WITH_CUDA
+    cuda::softmax_cross_entropy_accumulate(
+        logits, labels, probs,
+        totals.device_totals(dev, "softmax cross-entropy: a label is not a class index in [0, " +
+                                      std::to_string(logits.dim(1)) + ")"));
+#else
+    detail::throw_no_cuda("softmax_cross_entropy_forward");
+#endif
+}
+
+void sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs, LossTotals& totals) {
+    const Device dev = detail::device_of("sigmoid_bce_forward", {&logits, &targets, &probs});
+    if (dev == Device::CPU) return totals.add(sigmoid_bce_forward(logits, targets, probs));
+    require(is_binary_logits(logits) && targets.numel() == logits.numel() && probs.numel() == logits.numel(),
+            "sigmoid_bce_forward", "logits must be [N] or [N,1], targets [N] and probs like logits",
+            {{"logits", &logits}, {"targets", &targets}, {"probs", &probs}});
+#ifdef RINGTRAIN_WITH_CUDA
+    cuda::sigmoid_bce_accumulate(logits, targets, probs,
+                                 totals.device_totals(dev, "binary cross-entropy: a target is not in [0, 1]"));
+#else
+    detail::throw_no_cuda("sigmoid_bce_forward");
+#endif
+}
+
 void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale) {
     require(is_binary_logits(probs) && targets.numel() == probs.numel() && dlogits.numel() == probs.numel(),
             "sigmoid_bce_backward", "probs must be [N] or [N,1], targets [N] and dlogits like probs",

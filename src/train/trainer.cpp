@@ -90,16 +90,14 @@ struct Trainer::State {
     bool is_root() const { return rank == 0; }
 
     // The batch on the compute device: CPU batches are used as they are; for a GPU they are copied over
-    // (into buffers reused from step to step).
+    // asynchronously (pinned staging, a copy stream of its own), so the host never waits for the GPU here.
     std::string device_name = "cpu";
-    Tensor device_x, device_y;
+    std::unique_ptr<AsyncUploader> uploader;
     std::pair<const Tensor*, const Tensor*> on_device(const data::Batch& b) {
         if (device == Device::CPU) return {&b.x, &b.y};
-        device_x.resize(b.x.shape(), device);
-        device_x.copy_from(b.x);
-        device_y.resize(b.y.shape(), device);
-        device_y.copy_from(b.y);
-        return {&device_x, &device_y};
+        const Tensor* host[2] = {&b.x, &b.y};
+        const auto dev = uploader->upload(host);
+        return {&dev[0], &dev[1]};
     }
 
     // Test-set accuracy and loss over all ranks' shares (exact global values).
@@ -115,14 +113,16 @@ struct Trainer::State {
         data::Batch b;
         double sums[3] = {0, 0, 0};  // loss sum, correct, samples
         nn::ForwardContext ctx{false, nullptr};
+        ops::LossTotals totals;  // read once at the end: no host round trip per batch on a GPU
         while (loader.next(b)) {
             const auto [x, y] = on_device(b);
             const Tensor& logits = model->forward(*x, ctx);
-            const auto st = model->loss().forward(logits, *y);
-            sums[0] += st.loss_sum;
-            sums[1] += static_cast<double>(st.correct);
+            model->loss().forward(logits, *y, totals);
             sums[2] += static_cast<double>(b.size());
         }
+        const auto st = totals.take();
+        sums[0] = st.loss_sum;
+        sums[1] = static_cast<double>(st.correct);
         comm.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
         const double n = std::max(sums[2], 1.0);
         return {{"test_loss", sums[0] / n}, {"test_accuracy", sums[1] / n}, {"test_samples", sums[2]}};
@@ -139,9 +139,11 @@ void Trainer::build_locally() {
     const Config& cfg = s.cfg;
     ops::set_intra_op_threads(static_cast<int>(cfg.integer("train.threads")));
     s.device = pick_device(cfg.string("device"));
-    if (cfg.string("sync.backend") == "nccl" && cfg.string("sync.compression") != "none")
+    // NCCL compresses on the GPU (GradientSync's device path); a CPU model on nccl has no 16-bit path.
+    if (cfg.string("sync.backend") == "nccl" && cfg.string("sync.compression") != "none" && s.device != Device::CUDA)
         throw InputError("sync.compression: " + cfg.string("sync.compression") +
-                         " is available with the ring and mpi backends only; use none with nccl");
+                         " with sync.backend nccl needs the model on a GPU (device: cuda); use none, or the ring or "
+                         "mpi backend");
     s.batch = cfg.integer("train.batch_size");
     s.data = detail::make_datasets(cfg);
     s.model = std::make_unique<nn::Model>(nn::Model::from_file(cfg.model_path(), s.data.train->sample_shape(), s.init_rng));
@@ -159,6 +161,7 @@ void Trainer::build_locally() {
         s.device_name = cuda_device_description();
         s.gpu_monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &s.gpu_monitor_why);
         s.model->to(Device::CUDA);
+        s.uploader = std::make_unique<AsyncUploader>();
     }
     build_optimizer();
 }
@@ -336,6 +339,7 @@ json Trainer::train() {
 
     telemetry::PhaseTimes phases;
     data::Batch batch;
+    ops::LossTotals pending_loss;  // this rank's training losses not yet read by the host
     Tensor dlogits;
     json last_eval = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss = std::nan("");
@@ -375,6 +379,21 @@ json Trainer::train() {
         loader.start_epoch(epoch, first * passes);
         double window_t0 = telemetry::now_seconds();
         int64_t window_steps = 0;
+        double window_loss_sum = 0.0, window_samples = 0.0;
+        // The step's losses stay on the device until the host needs them: every step on the CPU (free there), at
+        // log steps, checkpoints and the epoch's end on a GPU, so the host can queue the next step meanwhile.
+        // A non-finite loss is found at that read, and the error names the step it was read at.
+        auto read_loss = [&](int64_t step_done) {
+            const ops::LossStats st = pending_loss.take();
+            if (!std::isfinite(st.loss_sum)) {
+                throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
+                            std::to_string(epoch + 1) + ", step " + std::to_string(step_done) + " on rank " +
+                            std::to_string(s.rank) + " (lr " + std::to_string(s.schedule->at(epoch)) +
+                            "); lower optimizer.lr, add warmup, or check the data normalisation");
+            }
+            local_sum += st.loss_sum;
+            window_loss_sum += st.loss_sum;
+        };
         for (int64_t step = first; step < steps_per_epoch; ++step) {
             if (max_steps > 0 && loop.global_step >= max_steps) {
                 stopped_by_max_steps = true;
@@ -383,26 +402,21 @@ json Trainer::train() {
                 break;
             }
             s.gsync->begin_step(loop.global_step);
-            double step_loss_sum = 0.0, step_samples = 0.0;
+            double step_samples = 0.0;
             for (int64_t pass = 0; pass < passes; ++pass) {
+                std::pair<const Tensor*, const Tensor*> xy;
                 {
+                    // Data: the next batch, and on a GPU its (asynchronous) copy to the device.
                     PhaseScope p(phases, Phase::Data, s.timeline.get());
                     if (!loader.next(batch)) throw Error("data loader ended early at step " + std::to_string(step));
+                    xy = s.on_device(batch);
                 }
-                const auto [x, y] = s.on_device(batch);
-                ops::LossStats st;
+                const auto [x, y] = xy;
                 {
                     PhaseScope p(phases, Phase::Forward, s.timeline.get());
                     const Tensor& logits = s.model->forward(*x, {true, &s.dropout_rng});
-                    st = s.model->loss().forward(logits, *y);
+                    s.model->loss().forward(logits, *y, pending_loss);
                 }
-                if (!std::isfinite(st.loss_sum)) {
-                    throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
-                                std::to_string(epoch + 1) + ", step " + std::to_string(step) + " on rank " +
-                                std::to_string(s.rank) + " (lr " + std::to_string(s.schedule->at(epoch)) +
-                                "); lower optimizer.lr, add warmup, or check the data normalisation");
-                }
-                step_loss_sum += st.loss_sum;
                 step_samples += static_cast<double>(batch.size());
                 const bool last_pass = pass + 1 == passes;
                 PhaseScope p(phases, Phase::Backward, s.timeline.get());
@@ -413,7 +427,6 @@ json Trainer::train() {
                 else
                     s.model->backward(dlogits, {}, pass > 0);
             }
-            const double step_loss = step_loss_sum / step_samples;
             if (!local_sgd) {
                 PhaseScope p(phases, Phase::SyncWait, s.timeline.get());
                 s.gsync->synchronize();
@@ -423,23 +436,29 @@ json Trainer::train() {
                 PhaseScope p(phases, Phase::Optimizer, s.timeline.get());
                 s.opt->step(lr);
             }
-            local_sum += step_loss_sum;
             local_samples += step_samples;
+            window_samples += step_samples;
             ++loop.global_step;
             ++steps_this_run;
             if (local_sgd && loop.global_step % local_sgd_period == 0) average_parameters_now();
             ++window_steps;
             const int64_t done = step + 1;
-            if (done % log_every == 0 || done == steps_per_epoch) {
+            const bool log_now = done % log_every == 0 || done == steps_per_epoch;
+            const bool checkpoint_now = ckpt_every_steps > 0 && loop.global_step % ckpt_every_steps == 0;
+            if (s.device == Device::CPU || log_now || checkpoint_now) read_loss(done);
+            if (log_now) {
                 const double now = telemetry::now_seconds();
                 const double sps = window_steps * passes * s.batch * s.world / std::max(now - window_t0, 1e-9);
+                // The mean training loss of this rank over the steps since the last logged one.
+                const double loss = window_loss_sum / std::max(window_samples, 1.0);
                 metrics.write({{"type", "step"}, {"epoch", epoch + 1}, {"step", done}, {"global_step", loop.global_step},
-                               {"loss", step_loss}, {"lr", lr}, {"samples_per_s", sps}});
-                progress.step(epoch, epochs, done, steps_per_epoch, step_loss, sps);
+                               {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+                progress.step(epoch, epochs, done, steps_per_epoch, loss, sps);
                 window_t0 = now;
                 window_steps = 0;
+                window_loss_sum = window_samples = 0.0;
             }
-            if (ckpt_every_steps > 0 && loop.global_step % ckpt_every_steps == 0) {
+            if (checkpoint_now) {
                 average_parameters_now();
                 double sums[2] = {local_sum, local_samples};
                 s.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
@@ -447,6 +466,7 @@ json Trainer::train() {
                 write_checkpoint(at);
             }
         }
+        if (pending_loss.pending()) read_loss(loop.step_in_epoch);  // stopped by max_steps between reads
         double sums[2] = {local_sum, local_samples};
         s.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
         loss_sum += sums[0];

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "gpu_test_util.hpp"
 #include "ringtrain/core/cuda_device.hpp"
@@ -40,7 +42,8 @@ TEST_CASE("gpu gemm matches the CPU in all transpose combinations", "[gpu][gemm]
 
 TEST_CASE("gpu bias add and bias grad", "[gpu][bias]") {
     Rng rng(2);
-    for (const Shape& shape : {Shape{17, 6}, Shape{5, 7, 9, 11}}) {
+    // Small shapes, and ones large enough for several row slices (the two-pass bias gradient).
+    for (const Shape& shape : {Shape{17, 6}, Shape{5, 7, 9, 11}, Shape{1024, 10}, Shape{200, 3, 20, 20}}) {
         Tensor y = random_tensor(shape, rng), bias = random_tensor({shape[1]}, rng);
         Tensor gy = to_gpu(y), gbias = to_gpu(bias);
         ops::bias_add(y, bias);
@@ -215,6 +218,97 @@ TEST_CASE("gpu sigmoid binary cross-entropy forward and backward", "[gpu][loss]"
     REQUIRE_GPU_CLOSE(gd, d, 1e-7, 1e-5);
     Tensor bad = to_gpu(Tensor::filled({N}, 2.0f));
     REQUIRE_THROWS_AS(ops::sigmoid_bce_forward(gz, bad, gp), InputError);
+}
+
+TEST_CASE("gpu LossTotals: device-side totals equal the CPU's; a bad label is reported by take()", "[gpu][loss]") {
+    Rng rng(9);
+    ops::LossTotals cpu_totals, gpu_totals;
+    for (int step = 0; step < 3; ++step) {
+        const int64_t N = 33 + step, K = 10;
+        Tensor logits = random_tensor({N, K}, rng, -5.0f, 5.0f), labels({N}), probs({N, K});
+        for (int64_t i = 0; i < N; ++i) labels.data()[i] = static_cast<float>(rng.below(K));
+        Tensor gl = to_gpu(logits), glab = to_gpu(labels), gprobs({N, K}, Device::CUDA);
+        ops::softmax_cross_entropy_forward(logits, labels, probs, cpu_totals);
+        ops::softmax_cross_entropy_forward(gl, glab, gprobs, gpu_totals);
+        REQUIRE_GPU_CLOSE(gprobs, probs, 1e-6, 1e-4);
+    }
+    Tensor z = random_tensor({40}, rng, -5.0f, 5.0f), t({40}), p({40});
+    for (int64_t i = 0; i < 40; ++i) t.data()[i] = static_cast<float>(i % 2);
+    Tensor gz = to_gpu(z), gt = to_gpu(t), gp({40}, Device::CUDA);
+    ops::sigmoid_bce_forward(z, t, p, cpu_totals);
+    ops::sigmoid_bce_forward(gz, gt, gp, gpu_totals);
+    REQUIRE(gpu_totals.pending());
+    const auto c = cpu_totals.take();
+    const auto g = gpu_totals.take();
+    REQUIRE(g.loss_sum == Approx(c.loss_sum).epsilon(1e-5));
+    REQUIRE(g.correct == c.correct);
+    REQUIRE_FALSE(gpu_totals.pending());
+    const auto zero = gpu_totals.take();
+    REQUIRE(zero.loss_sum == 0.0);
+    // The device record was reset by take(): a second round adds from zero.
+    ops::sigmoid_bce_forward(gz, gt, gp, gpu_totals);
+    ops::sigmoid_bce_forward(z, t, p, cpu_totals);
+    REQUIRE(gpu_totals.take().loss_sum == Approx(cpu_totals.take().loss_sum).epsilon(1e-5));
+    // A bad label does not stop the forward on the GPU; take() names it, and the next round is clean.
+    Tensor logits({4, 3}, Device::CUDA), probs({4, 3}, Device::CUDA);
+    logits.zero();
+    Tensor labels = Tensor::filled({4}, 1.0f);
+    labels.data()[2] = 7.0f;
+    Tensor glab = to_gpu(labels);
+    ops::softmax_cross_entropy_forward(logits, glab, probs, gpu_totals);
+    try {
+        gpu_totals.take();
+        FAIL("take() did not report the bad label");
+    } catch (const InputError& e) {
+        REQUIRE(std::string(e.what()).find("row 2") != std::string::npos);
+        REQUIRE(std::string(e.what()).find("[0, 3)") != std::string::npos);
+    }
+    Tensor good = to_gpu(Tensor::filled({4}, 1.0f));
+    ops::softmax_cross_entropy_forward(logits, good, probs, gpu_totals);
+    const auto clean = gpu_totals.take();
+    REQUIRE(clean.loss_sum == Approx(4.0 * std::log(3.0)).epsilon(1e-5));
+}
+
+TEST_CASE("gpu AsyncUploader: batches arrive intact, and the previous batch stays valid", "[gpu][upload]") {
+    Rng rng(10);
+    AsyncUploader up;
+    std::vector<Tensor> xs, ys;
+    for (int64_t n : {64, 64, 64, 128, 128, 7, 64}) {
+        xs.push_back(random_tensor({n, 1, 28, 28}, rng));
+        ys.push_back(random_tensor({n}, rng));
+    }
+    Tensor sum = Tensor::zeros({64, 1, 28, 28}, Device::CUDA);
+    const Tensor* prev_x = nullptr;
+    const Tensor* prev_host = nullptr;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const Tensor* host[2] = {&xs[i], &ys[i]};
+        const auto dev = up.upload(host);
+        REQUIRE(dev.size() == 2);
+        REQUIRE(dev[0].device() == Device::CUDA);
+        REQUIRE(dev[0].shape() == xs[i].shape());
+        // Work queued after the upload sees the data (stream order, no host wait).
+        if (xs[i].dim(0) == 64) ops::axpy(1.0f, dev[0], sum);
+        REQUIRE_GPU_CLOSE(dev[0], xs[i], 1e-30, 0.0);
+        REQUIRE_GPU_CLOSE(dev[1], ys[i], 1e-30, 0.0);
+        // The batch handed out one call earlier is still intact.
+        if (prev_x != nullptr) REQUIRE_GPU_CLOSE(*prev_x, *prev_host, 1e-30, 0.0);
+        prev_x = &dev[0];
+        prev_host = &xs[i];
+    }
+    Tensor want = Tensor::zeros({64, 1, 28, 28});
+    for (const Tensor& x : xs)
+        if (x.dim(0) == 64) ops::axpy(1.0f, x, want);
+    REQUIRE_GPU_CLOSE(sum, want, 1e-6, 1e-6);
+    // Steady shapes need no new device buffers: only the first uses and the shape changes waited.
+    const uint64_t before = up.reallocations();
+    for (int i = 0; i < 10; ++i) {
+        const Tensor* host[2] = {&xs[0], &ys[0]};
+        up.upload(host);
+    }
+    REQUIRE(up.reallocations() == before);
+    Tensor on_gpu({3}, Device::CUDA);
+    const Tensor* wrong[1] = {&on_gpu};
+    REQUIRE_THROWS_AS(up.upload(wrong), Error);
 }
 
 TEST_CASE("gpu vector ops: scale, axpy, all_finite, sum_squares", "[gpu][vector]") {

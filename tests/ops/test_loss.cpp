@@ -136,3 +136,39 @@ TEST_CASE("sigmoid BCE backward matches finite differences", "[ops][loss][gradch
         REQUIRE(dz.data()[i] == Approx(scale * (lp - lm) / (2.0 * eps)).epsilon(2e-3).margin(2e-4));
     }
 }
+
+TEST_CASE("LossTotals adds the forwards it sees and starts again after take()", "[ops][loss]") {
+    Rng rng(21);
+    ops::LossTotals totals;
+    REQUIRE_FALSE(totals.pending());
+    const ops::LossStats empty = totals.take();
+    REQUIRE(empty.loss_sum == 0.0);
+    REQUIRE(empty.correct == 0);
+    double want_sum = 0.0;
+    int64_t want_correct = 0;
+    for (int64_t n : {5, 1, 17}) {
+        Tensor z = random_tensor({n, 4}, rng, -3.0f, 3.0f), labels({n}), probs({n, 4}), p2({n, 4});
+        for (int64_t i = 0; i < n; ++i) labels.data()[i] = static_cast<float>(rng.below(4));
+        const auto one = ops::softmax_cross_entropy_forward(z, labels, probs);
+        want_sum += one.loss_sum;
+        want_correct += one.correct;
+        ops::softmax_cross_entropy_forward(z, labels, p2, totals);
+        REQUIRE(totals.pending());
+        REQUIRE_CLOSE(p2, to_double(probs), 1e-30, 0.0);  // exact
+    }
+    Tensor zb = random_tensor({9}, rng, -3.0f, 3.0f), tb({9}), pb({9});
+    for (int64_t i = 0; i < 9; ++i) tb.data()[i] = static_cast<float>(i % 2);
+    const auto bce = ops::sigmoid_bce_forward(zb, tb, pb);
+    ops::sigmoid_bce_forward(zb, tb, pb, totals);
+    const ops::LossStats got = totals.take();
+    REQUIRE(got.loss_sum == Approx(want_sum + bce.loss_sum).epsilon(1e-12));
+    REQUIRE(got.correct == want_correct + bce.correct);
+    REQUIRE_FALSE(totals.pending());
+    const ops::LossStats again = totals.take();
+    REQUIRE(again.loss_sum == 0.0);
+    REQUIRE(again.correct == 0);
+    // On the CPU a bad label is reported by the forward itself, and nothing is added.
+    Tensor z = Tensor::zeros({2, 3}), labels = Tensor::filled({2}, 3.0f), probs({2, 3});
+    REQUIRE_THROWS_AS(ops::softmax_cross_entropy_forward(z, labels, probs, totals), InputError);
+    REQUIRE_FALSE(totals.pending());
+}

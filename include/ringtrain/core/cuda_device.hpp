@@ -8,9 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/tensor.hpp"
 
 namespace ringtrain {
 
@@ -65,6 +68,39 @@ private:
     size_t bytes_ = 0;
 };
 
+// Copies host tensors (a batch) to the GPU without making the host wait. Each upload is staged through one of two
+// pinned buffers and copied on a stream of its own; the default stream, where the ops run, waits for the copy with an
+// event. So the copy of batch k+1 runs while batch k is computed, and the host queues step k+1 while step k runs
+// instead of stalling on a pageable cudaMemcpy (which waits for all queued work first).
+// The two device slots alternate: the tensors upload() returns stay valid for work queued on the default stream until
+// the call after next; a slot is overwritten only once the default-stream work queued while it was in use has run.
+class AsyncUploader {
+public:
+    AsyncUploader();
+    ~AsyncUploader();
+    AsyncUploader(const AsyncUploader&) = delete;
+    AsyncUploader& operator=(const AsyncUploader&) = delete;
+
+    // Device copies of `host` (CPU tensors), in order. Throws Error on a CUDA failure or a non-CPU input.
+    std::span<const Tensor> upload(std::span<const Tensor* const> host);
+    // Uploads so far that had to wait for the compute stream because a device buffer grew (first uses, new shapes).
+    uint64_t reallocations() const { return reallocations_; }
+
+private:
+    struct Slot {
+        PinnedBuffer pinned;
+        std::vector<Tensor> device;
+        void* copied = nullptr;    // cudaEvent_t on the copy stream: this slot's last copy finished
+        void* released = nullptr;  // cudaEvent_t on the default stream: work that read this slot has run
+        bool used = false;
+    };
+    Slot slots_[2];
+    void* stream_ = nullptr;  // cudaStream_t (non-blocking: no implicit sync with the legacy default stream)
+    void* now_ = nullptr;     // cudaEvent_t, for an upload that must follow everything queued so far
+    int last_ = -1;           // the slot handed out by the previous call
+    uint64_t reallocations_ = 0;
+};
+
 #ifndef RINGTRAIN_WITH_CUDA
 // ---- builds without CUDA: nothing to select; everything that needs a GPU says so ----
 namespace detail {
@@ -85,6 +121,11 @@ inline void cuda_check(int status, const char* call) {
 inline void cuda_synchronize() {}
 inline PinnedBuffer::~PinnedBuffer() = default;
 inline void PinnedBuffer::reserve(size_t) { detail::no_cuda_build("PinnedBuffer"); }
+inline AsyncUploader::AsyncUploader() { detail::no_cuda_build("AsyncUploader"); }
+inline AsyncUploader::~AsyncUploader() = default;
+inline std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const>) {
+    detail::no_cuda_build("AsyncUploader");
+}
 #endif
 
 }  // namespace ringtrain

@@ -15,6 +15,8 @@ public:
     virtual std::string type() const = 0;
     // Sum of per-sample losses and number of correct predictions in the batch.
     virtual ops::LossStats forward(const Tensor& logits, const Tensor& labels) = 0;
+    // The same, added into `totals` on the logits' device (no host round trip on a GPU; see ops::LossTotals).
+    virtual void forward(const Tensor& logits, const Tensor& labels, ops::LossTotals& totals) = 0;
     // dlogits of (scale * summed loss); call after forward with the same inputs.
     virtual void backward(const Tensor& labels, float scale, Tensor& dlogits) = 0;
 };
@@ -23,6 +25,7 @@ class SoftmaxCrossEntropy : public Loss {
 public:
     std::string type() const override { return "softmax_cross_entropy"; }
     ops::LossStats forward(const Tensor& logits, const Tensor& labels) override;
+    void forward(const Tensor& logits, const Tensor& labels, ops::LossTotals& totals) override;
     void backward(const Tensor& labels, float scale, Tensor& dlogits) override;
 
 private:
@@ -33,6 +36,7 @@ class SigmoidBinaryCrossEntropy : public Loss {
 public:
     std::string type() const override { return "sigmoid_bce"; }
     ops::LossStats forward(const Tensor& logits, const Tensor& labels) override;
+    void forward(const Tensor& logits, const Tensor& labels, ops::LossTotals& totals) override;
     void backward(const Tensor& labels, float scale, Tensor& dlogits) override;
 
 private:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/core/tensor.hpp"
@@ -71,6 +72,30 @@ LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labe
 void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, float scale);
 // logits [N] or [N, 1]; targets [N] in {0, 1}. probs gets sigmoid(logits). Stable for large |logit|.
 LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs);
+
+// Running loss totals kept where the logits are, so that a GPU training step need not wait for its loss: the
+// accumulating forwards below add into them with no host round trip, and take() reads them (on a GPU: waits for the
+// work queued so far) and starts again from zero. On the CPU the forward adds on the host and checks labels at once;
+// on a GPU a bad label or target is reported by take(), naming the first bad sample's row in its batch.
+class LossTotals {
+public:
+    LossStats take();
+    // Anything added since the last take().
+    bool pending() const { return host_pending_ || device_pending_; }
+
+    // For the ops: a host-side contribution, and the device-side totals on `device` (made on first use) that a CUDA
+    // forward adds into; `bad_input` is the start of take()'s message if that forward meets a bad label.
+    void add(const LossStats& s);
+    float* device_totals(Device device, const std::string& bad_input);
+
+private:
+    LossStats host_;
+    Tensor device_;  // the kernels' result record: double sum, uint64 correct, uint64 first bad row (~0: none)
+    bool host_pending_ = false, device_pending_ = false;
+    std::string bad_input_;
+};
+void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, LossTotals& totals);
+void sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs, LossTotals& totals);
 void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale);
 
 // ---- vector ops for optimizers and gradient handling ---------------------------------------------

@@ -38,6 +38,10 @@ LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labe
 void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, float scale);
 LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs);
 void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dlogits, float scale);
+// Add the batch's loss sum, correct count and first bad row into `totals` (a kernels::ReduceResult on the device)
+// without waiting: the host reads it later (ops::LossTotals::take).
+void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, float* totals);
+void sigmoid_bce_accumulate(const Tensor& logits, const Tensor& targets, Tensor& probs, float* totals);
 
 void scale(Tensor& x, float alpha);
 void axpy(float alpha, const Tensor& x, Tensor& y);

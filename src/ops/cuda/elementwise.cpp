@@ -77,7 +77,14 @@ void bias_add(Tensor& y, const Tensor& bias) {
 
 void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate) {
     if (dbias.empty()) return;
-    launched(kernels::bias_grad(dy.data(), dbias.data(), dy.dim(0), dy.dim(1), spatial(dy), accumulate),
+    if (dy.dim(0) == 0) {
+        if (!accumulate) dbias.zero();
+        return;
+    }
+    // Scratch from the caching allocator: freed after the launch, reused only by later work on the same stream.
+    const auto scratch = allocate_floats(kernels::bias_grad_scratch_floats(dy.dim(0), dy.dim(1), spatial(dy)),
+                                         Device::CUDA);
+    launched(kernels::bias_grad(dy.data(), dbias.data(), dy.dim(0), dy.dim(1), spatial(dy), accumulate, scratch.get()),
              "bias_grad kernel");
 }
 
@@ -146,6 +153,20 @@ void sigmoid_bce_backward(const Tensor& probs, const Tensor& targets, Tensor& dl
     if (probs.empty()) return;
     launched(kernels::sigmoid_bce_backward(probs.data(), targets.data(), dlogits.data(), probs.numel(), scale),
              "sigmoid_bce_backward kernel");
+}
+
+void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, float* totals) {
+    if (logits.dim(0) == 0) return;
+    launched(kernels::softmax_ce_forward(logits.data(), labels.data(), probs.data(), logits.dim(0), logits.dim(1),
+                                         reinterpret_cast<kernels::ReduceResult*>(totals)),
+             "softmax_cross_entropy_forward kernel");
+}
+
+void sigmoid_bce_accumulate(const Tensor& logits, const Tensor& targets, Tensor& probs, float* totals) {
+    if (logits.numel() == 0) return;
+    launched(kernels::sigmoid_bce_forward(logits.data(), targets.data(), probs.data(), logits.numel(),
+                                          reinterpret_cast<kernels::ReduceResult*>(totals)),
+             "sigmoid_bce_forward kernel");
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdParams& p) {

@@ -71,20 +71,50 @@ __global__ void mul_kernel(const float* a, const float* b, float* out, size_t n)
     RT_GRID_LOOP(i, n) out[i] = a[i] * b[i];
 }
 
-__global__ void bias_add_kernel(float* __restrict__ y, const float* __restrict__ bias, size_t total, int64_t K,
-                                int64_t S) {
-    RT_GRID_LOOP(i, total) y[i] += bias[(static_cast<int64_t>(i) / S) % K];
+// Bias over [N, L] with L = K*S: a thread owns columns j (so bias index j / S is computed once, not per element) and
+// walks the rows n of its blockIdx.y slice; coalesced along j. No 64-bit division per element.
+struct BiasGrid {
+    unsigned x, y;
+};
+BiasGrid bias_grid(int64_t N, int64_t L) {
+    int64_t gx = (L + kThreads - 1) / kThreads;
+    if (gx > 4096) gx = 4096;
+    int64_t gy = (1024 + gx - 1) / gx;      // about 1024 blocks in all, to fill the GPU
+    const int64_t rows_cap = (N + 15) / 16;  // but at least ~16 rows per block
+    if (gy > rows_cap) gy = rows_cap;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    return {static_cast<unsigned>(gx), static_cast<unsigned>(gy)};
 }
 
-// One block per channel k: sums dy[n, k, s] over n and s.
-__global__ void bias_grad_kernel(const float* __restrict__ dy, float* __restrict__ dbias, int64_t N, int64_t K,
-                                 int64_t S, bool accumulate) {
+__global__ void bias_add_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t N, int64_t L,
+                                int64_t S) {
+    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < L;
+         j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const float b = bias[j / S];
+        for (int64_t n = blockIdx.y; n < N; n += gridDim.y) y[n * L + j] += b;
+    }
+}
+
+// First pass: partial[c * L + j] = sum of dy[n, j] over the rows n of slice c (= blockIdx.y).
+__global__ void bias_grad_partial_kernel(const float* __restrict__ dy, float* __restrict__ partial, int64_t N,
+                                         int64_t L) {
+    for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < L;
+         j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        float acc = 0.0f;
+        for (int64_t n = blockIdx.y; n < N; n += gridDim.y) acc += dy[n * L + j];
+        partial[blockIdx.y * L + j] = acc;
+    }
+}
+
+// Second pass, one block per channel k: the S x C partials of k in a fixed order (deterministic).
+__global__ void bias_grad_final_kernel(const float* __restrict__ partial, float* __restrict__ dbias, int64_t L,
+                                       int64_t S, int64_t C, bool accumulate) {
     const int64_t k = blockIdx.x;
-    const int64_t per = N * S;
     float acc = 0.0f;
-    for (int64_t i = threadIdx.x; i < per; i += blockDim.x) {
-        const int64_t n = i / S, s = i - n * S;
-        acc += dy[(n * K + k) * S + s];
+    for (int64_t i = threadIdx.x; i < S * C; i += blockDim.x) {
+        const int64_t c = i / S, s = i - c * S;
+        acc += partial[c * L + k * S + s];
     }
     __shared__ float part[kThreads / 32];
     acc = warp_sum(acc);
@@ -271,12 +301,17 @@ int multiply(const float* a, const float* b, float* out, size_t n) {
     return last_error();
 }
 int bias_add(float* y, const float* bias, int64_t N, int64_t K, int64_t S) {
-    const size_t total = static_cast<size_t>(N * K * S);
-    bias_add_kernel<<<blocks_for(total), kThreads>>>(y, bias, total, K, S);
+    const BiasGrid g = bias_grid(N, K * S);
+    bias_add_kernel<<<dim3(g.x, g.y), kThreads>>>(y, bias, N, K * S, S);
     return last_error();
 }
-int bias_grad(const float* dy, float* dbias, int64_t N, int64_t K, int64_t S, bool accumulate) {
-    bias_grad_kernel<<<static_cast<unsigned>(K), kThreads>>>(dy, dbias, N, K, S, accumulate);
+size_t bias_grad_scratch_floats(int64_t N, int64_t K, int64_t S) {
+    return static_cast<size_t>(bias_grid(N, K * S).y) * static_cast<size_t>(K * S);
+}
+int bias_grad(const float* dy, float* dbias, int64_t N, int64_t K, int64_t S, bool accumulate, float* scratch) {
+    const BiasGrid g = bias_grid(N, K * S);
+    bias_grad_partial_kernel<<<dim3(g.x, g.y), kThreads>>>(dy, scratch, N, K * S);
+    bias_grad_final_kernel<<<static_cast<unsigned>(K), kThreads>>>(scratch, dbias, K * S, S, g.y, accumulate);
     return last_error();
 }
 int scale(float* x, float alpha, size_t n) {

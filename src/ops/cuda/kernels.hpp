@@ -25,7 +25,10 @@ int multiply(const float* a, const float* b, float* out, size_t n);  // out = a 
 
 // y is [N, K, S] (S = product of the spatial dims, 1 for [N, K]).
 int bias_add(float* y, const float* bias, int64_t N, int64_t K, int64_t S);
-int bias_grad(const float* dy, float* dbias, int64_t N, int64_t K, int64_t S, bool accumulate);
+// Two passes (column partials over row slices, then a fixed-order sum per channel): deterministic, and enough
+// blocks to fill the GPU whatever K is. `scratch` holds bias_grad_scratch_floats(N, K, S) floats.
+size_t bias_grad_scratch_floats(int64_t N, int64_t K, int64_t S);
+int bias_grad(const float* dy, float* dbias, int64_t N, int64_t K, int64_t S, bool accumulate, float* scratch);
 
 int scale(float* x, float alpha, size_t n);
 int axpy(float alpha, const float* x, float* y, size_t n);
