@@ -11,7 +11,7 @@ data="${1:-/usr/share/datasets/fashion-mnist}"
 for cfg in lenet5_fashion mnist_cnn_fashion; do
   for batch in 128 1024; do
     out="/tmp/ringtrain-gpu-$cfg-$batch"
-    steps=$(( batch == 128 ? 400 : 120 ))
+    steps=$(( batch == 128 ? 2000 : 400 ))
     "$build/ringtrain" train --config "$root/configs/$cfg.json" --set device=cuda --set data.dir="$data" \
       --set train.batch_size=$batch --set train.max_steps=$steps --set train.epochs=100 --set train.log_every_steps=20 \
       --set checkpoint.every_epochs=0 --set output.progress=none --set output.dir="$out" > "$out.log" 2>&1 \
@@ -21,10 +21,27 @@ import json, statistics, sys
 d, cfg, b = sys.argv[1:4]
 s = json.load(open(d + "/summary.json"))
 w = [r["samples_per_s"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["type"] == "step"]
+u = s.get("gpu_utilisation", {})
 print(json.dumps({"impl": "ringtrain", "model": cfg.split("_")[0] if cfg.startswith("lenet") else "mnist_cnn",
                   "batch": int(b), "samples_per_s": statistics.median(w[1:]), "test_accuracy": s["test_accuracy"],
-                  "device": s.get("device_name"), "phase_s": s["phase_s"]}))
+                  "device": s.get("device_name"), "phase_s": s["phase_s"],
+                  "gpu_percent": u.get("mean_gpu_percent"), "gpu_utilisation": u, "gpu_memory": s.get("gpu_memory")}))
 PY
   done
 done
-python3 "$root/bench/gpu/pytorch_reference.py" --steps 150 || echo "PyTorch reference failed (is torch installed?)"
+# AlexNet on synthetic 3x224x224 data (compute-bound; the batch is assembled and copied on the host each step).
+out=/tmp/ringtrain-gpu-alexnet
+"$build/ringtrain" train --config "$root/configs/alexnet_synthetic.json" --set device=cuda --set train.max_steps=96 \
+  --set train.epochs=100 --set output.progress=none --set output.dir="$out" > "$out.log" 2>&1 \
+  || { echo "ringtrain alexnet failed:"; tail -5 "$out.log"; }
+[ -s "$out/summary.json" ] && python3 - "$out" <<'PY'
+import json, statistics, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+w = [r["samples_per_s"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r["type"] == "step"]
+u = s.get("gpu_utilisation", {})
+print(json.dumps({"impl": "ringtrain", "model": "alexnet", "batch": s["batch_size_per_rank"],
+                  "samples_per_s": statistics.median(w[1:]), "device": s.get("device_name"), "phase_s": s["phase_s"],
+                  "gpu_percent": u.get("mean_gpu_percent"), "gpu_utilisation": u, "gpu_memory": s.get("gpu_memory")}))
+PY
+python3 "$root/bench/gpu/pytorch_reference.py" --steps 100 || echo "PyTorch reference failed (is torch installed?)"
