@@ -187,12 +187,33 @@ void ShardedLoader::fill(int64_t step, Batch& b) const {
     b.y.resize({n});
     float* x = b.x.data();
     float* y = b.y.data();
-    constexpr int64_t kAhead = 4;  // samples whose bytes are being fetched while the current one is converted
-    for (int64_t i = 0; i < std::min(n, kAhead); ++i) dataset_.will_read(idx ? idx[i] : first + i);
-    for (int64_t i = 0; i < n; ++i) {
-        if (i + kAhead < n) dataset_.will_read(idx ? idx[i + kAhead] : first + i + kAhead);
-        y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
-    }
+    auto fill_range = [&](int64_t begin, int64_t end) {
+        constexpr int64_t kAhead = 4;  // samples whose bytes are being fetched while the current one is converted
+        for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) dataset_.will_read(idx ? idx[i] : first + i);
+        for (int64_t i = begin; i < end; ++i) {
+            if (i + kAhead < end) dataset_.will_read(idx ? idx[i + kAhead] : first + i + kAhead);
+            y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
+        }
+    };
+    constexpr int64_t kMinFloatsPerWorker = int64_t{1} << 20;
+    const int64_t workers = std::min<int64_t>({opt_.workers, n, n * sample_numel_ / kMinFloatsPerWorker});
+    if (workers <= 1) return fill_range(0, n);
+    // Contiguous shares; the calling thread takes the first. The first exception is rethrown after all joined.
+    std::vector<std::thread> helpers;
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+    auto share = [&](int64_t w) {
+        try {
+            fill_range(n * w / workers, n * (w + 1) / workers);
+        } catch (...) {
+            errors[static_cast<size_t>(w)] = std::current_exception();
+        }
+    };
+    helpers.reserve(static_cast<size_t>(workers - 1));
+    for (int64_t w = 1; w < workers; ++w) helpers.emplace_back(share, w);
+    share(0);
+    for (auto& t : helpers) t.join();
+    for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
 }
 
 void ShardedLoader::worker() {

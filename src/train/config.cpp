@@ -38,6 +38,8 @@ const std::map<std::string, KeySpec>& schema() {
         {"data.std", {Kind::Number, 1.0, 1e-12, {}, {}, false, "divides after subtracting the mean"}},
         {"data.prefetch", {Kind::Bool, true, {}, {}, {}, false,
                            "fill the next batch on a background thread, until 32 batches show that waiting for it costs more than filling inline"}},
+        {"data.workers", {Kind::Int, 1, 1, 64, {}, false,
+                          "threads that fill each batch together (DataLoader's num_workers; batches of 1 M floats or more)"}},
         {"data.synthetic_train_size", {Kind::Int, 8192, 1, {}, {}, false, "synthetic: training samples"}},
         {"data.synthetic_test_size", {Kind::Int, 2048, 1, {}, {}, false, "synthetic: test samples"}},
         {"data.synthetic_shape", {Kind::IntArray, json::array({1, 28, 28}), 1, {}, {}, false, "synthetic: sample shape"}},

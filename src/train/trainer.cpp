@@ -108,6 +108,7 @@ struct Trainer::State {
         lo.world = world;
         lo.mode = data::LoaderMode::Eval;
         lo.prefetch = cfg.boolean("data.prefetch");
+        lo.workers = static_cast<int>(cfg.integer("data.workers"));
         data::ShardedLoader loader(*data.test, lo);
         loader.start_epoch(0);
         data::Batch b;
@@ -261,6 +262,7 @@ json Trainer::train() {
     lo.world = s.world;
     lo.mode = data::LoaderMode::Train;
     lo.prefetch = cfg.boolean("data.prefetch");
+    lo.workers = static_cast<int>(cfg.integer("data.workers"));
     data::ShardedLoader loader(*s.data.train, lo);
     // With gradient accumulation a step is `passes` loader batches: k local backward passes, one allreduce.
     const int64_t passes = cfg.integer("sync.backward_passes_per_step");

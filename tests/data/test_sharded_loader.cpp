@@ -396,3 +396,47 @@ TEST_CASE("prefetch turns itself off when waiting for it costs more than filling
         CHECK(off.prefetch_note() == "off (data.prefetch false)");
     }
 }
+
+TEST_CASE("workers filling a batch together give the batches one thread gives", "[data][loader]") {
+    // 512 samples of 8192 floats: 4 M floats per batch, enough for up to 4 workers.
+    SyntheticDataset ds({2, 64, 64}, 10, 1100, 5);
+    for (auto mode : {LoaderMode::Train, LoaderMode::Eval}) {
+        for (bool prefetch : {true, false}) {
+            LoaderOptions one = opts(512, 0, 2, 3, mode, prefetch), many = one;
+            many.workers = 3;
+            ShardedLoader a(ds, one), b(ds, many);
+            Batch ba, bb;
+            int64_t steps = 0;
+            while (a.next(ba)) {
+                REQUIRE(b.next(bb));
+                ++steps;
+                REQUIRE(ba.x.shape() == bb.x.shape());
+                REQUIRE(std::equal(ba.x.span().begin(), ba.x.span().end(), bb.x.span().begin()));
+                REQUIRE(std::equal(ba.y.span().begin(), ba.y.span().end(), bb.y.span().begin()));
+            }
+            REQUIRE_FALSE(b.next(bb));
+            REQUIRE(steps == a.steps_per_epoch());
+        }
+    }
+}
+
+TEST_CASE("an exception in a worker's share of the batch surfaces in next()", "[data][loader]") {
+    // Big enough samples (2^19 floats) that two workers split the batch of 4; the bad sample is in the second half.
+    class BigDataset : public Dataset {
+    public:
+        int64_t size() const override { return 8; }
+        Shape sample_shape() const override { return {1 << 19}; }
+        int64_t num_classes() const override { return 2; }
+        float read(int64_t index, float* x) const override {
+            if (index == 3) throw std::runtime_error("bad sample 3");
+            x[0] = float(index);
+            return 0.0f;
+        }
+        std::string description() const override { return "big dataset"; }
+    } ds;
+    LoaderOptions o = opts(4, 0, 1, 1, LoaderMode::Eval, false);
+    o.workers = 2;
+    ShardedLoader loader(ds, o);
+    Batch b;
+    REQUIRE_THROWS_WITH(loader.next(b), Contains("bad sample 3"));
+}

@@ -295,6 +295,12 @@ TEST_CASE("gpu AsyncUploader: batches arrive intact, and the previous batch stay
         prev_x = &dev[0];
         prev_host = &xs[i];
     }
+    // Above 16 MiB the host copy into pinned memory is split between threads: still byte for byte.
+    Tensor big = random_tensor({5, 1024, 1024}, rng), labels = random_tensor({5}, rng);
+    const Tensor* big_host[2] = {&big, &labels};
+    const auto big_dev = up.upload(big_host);
+    REQUIRE_GPU_CLOSE(big_dev[0], big, 1e-30, 0.0);
+    REQUIRE_GPU_CLOSE(big_dev[1], labels, 1e-30, 0.0);
     Tensor want = Tensor::zeros({64, 1, 28, 28});
     for (const Tensor& x : xs)
         if (x.dim(0) == 64) ops::axpy(1.0f, x, want);

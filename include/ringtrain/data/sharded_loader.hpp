@@ -38,6 +38,11 @@ struct LoaderOptions {
     // thread from then on. In-memory IDX batches take ~0.06 ms to fill, while handing them over between threads
     // cost 0.08-0.2 ms per batch on the 2-vCPU VM (waking an idle vCPU is slow there). 0 = never switch.
     int64_t prefetch_probe_batches = 32;
+    // Threads that fill one batch together, each a contiguous share of its samples (PyTorch DataLoader's
+    // num_workers, for inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224
+    // images feeding a GPU). Batches under ~1 M floats are filled by one thread whatever this says: starting
+    // threads would cost more than it saves. Dataset::read must be safe to call concurrently (all ours are).
+    int workers = 1;
 };
 
 class ShardedLoader {

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <thread>
 
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
@@ -16,6 +17,26 @@ void* new_event() {
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
 }
+// A large batch (77 MB for 128 images of 3x224x224) takes one thread ~6 ms to copy, as long as the GPU's step:
+// above 16 MiB, four threads copy a quarter each.
+void staged_copy(char* dst, const float* src, size_t bytes) {
+    constexpr size_t kSplitAbove = size_t{16} << 20;
+    constexpr size_t kParts = 4;
+    const char* from = reinterpret_cast<const char*>(src);
+    if (bytes <= kSplitAbove) {
+        std::memcpy(dst, from, bytes);
+        return;
+    }
+    auto part = [&](size_t k) {
+        const size_t b = bytes * k / kParts, e = bytes * (k + 1) / kParts;
+        std::memcpy(dst + b, from + b, e - b);
+    };
+    std::thread helpers[kParts - 1];
+    for (size_t k = 1; k < kParts; ++k) helpers[k - 1] = std::thread(part, k);
+    part(0);
+    for (auto& t : helpers) t.join();
+}
+
 }  // namespace
 
 AsyncUploader::AsyncUploader() {
@@ -79,7 +100,7 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
     for (size_t i = 0; i < host.size(); ++i) {
         const size_t n = static_cast<size_t>(host[i]->numel()) * sizeof(float);
         if (n == 0) continue;
-        std::memcpy(staging + offset, host[i]->data(), n);
+        staged_copy(staging + offset, host[i]->data(), n);
         RT_CUDA_CHECK(cudaMemcpyAsync(slot.device[i].data(), staging + offset, n, cudaMemcpyHostToDevice,
                                       as_stream(stream_)));
         offset += n;
