@@ -88,3 +88,31 @@ TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("not a ringtrain checkpoint"));
 }
+
+TEST_CASE("a logged loss is the mean over the steps since the previous logged one", "[train][metrics]") {
+    const std::string dir = temp_dir("loss_window");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/every.json", tiny_config(dir + "/tiny.json", dir + "/every"));
+    write_file(dir + "/seven.json", tiny_config(dir + "/tiny.json", dir + "/seven"));
+    auto r = run_command(binary() + " train --config " + dir + "/every.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(binary() + " train --config " + dir + "/seven.json --set train.log_every_steps=7");
+    REQUIRE(r.exit_code == 0);
+    // 60 steps per epoch, batch 8 throughout: logged at steps 7, 14, ..., 56 and at the epoch's end (60).
+    const auto every = step_losses(dir + "/every/metrics.jsonl");
+    const auto seven = step_losses(dir + "/seven/metrics.jsonl");
+    REQUIRE(every.size() == 120);
+    REQUIRE(seven.size() == 2 * 9);
+    size_t k = 0;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+        int64_t from = 0;
+        for (int64_t to : {7, 14, 21, 28, 35, 42, 49, 56, 60}) {
+            double sum = 0.0;
+            for (int64_t s = from; s < to; ++s) sum += every[static_cast<size_t>(epoch * 60 + s)];
+            INFO("epoch " << epoch + 1 << ", steps " << from + 1 << ".." << to);
+            REQUIRE(seven[k++] == Approx(sum / static_cast<double>(to - from)).epsilon(1e-12));
+            from = to;
+        }
+    }
+}
