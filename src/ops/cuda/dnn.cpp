@@ -137,6 +137,16 @@ void set_math(ConvPlan& plan, cudnnMathType_t m) { RT_CUDNN(cudnnSetConvolutionM
 
 cudnnMathType_t base_math() { return tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
+// RINGTRAIN_CUDNN_ALGO=heuristic: take cuDNN's heuristic ranking (cudnnGet*_v7, what PyTorch does without
+// cudnn.benchmark) instead of timing every candidate once (cudnnFind*, the default).
+bool heuristic_algos() {
+    static const bool heuristic = [] {
+        const char* v = std::getenv("RINGTRAIN_CUDNN_ALGO");
+        return v != nullptr && std::strcmp(v, "heuristic") == 0;
+    }();
+    return heuristic;
+}
+
 }  // namespace
 
 // ---- GEMM ----
@@ -165,8 +175,12 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int n = 0;
         set_math(plan, base_math());
-        RT_CUDNN(cudnnFindConvolutionForwardAlgorithm(cudnn(), plan.x, plan.w, plan.conv, plan.y,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+        if (heuristic_algos())
+            RT_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), plan.x, plan.w, plan.conv, plan.y,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+        else
+            RT_CUDNN(cudnnFindConvolutionForwardAlgorithm(cudnn(), plan.x, plan.w, plan.conv, plan.y,
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
         const auto& best = pick(perf, n, "forward convolution");
         plan.fwd = best.algo;
         plan.fwd_ws = best.memory;
@@ -193,8 +207,12 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int n = 0;
         set_math(plan, base_math());
-        RT_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(cudnn(), plan.w, plan.y, plan.conv, plan.x,
-                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+        if (heuristic_algos())
+            RT_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), plan.w, plan.y, plan.conv, plan.x,
+                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+        else
+            RT_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(cudnn(), plan.w, plan.y, plan.conv, plan.x,
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
         const auto& best = pick(perf, n, "backward-data convolution");
         plan.bwd_data = best.algo;
         plan.bwd_data_ws = best.memory;
@@ -222,8 +240,12 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int n = 0;
         set_math(plan, base_math());
-        RT_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn(), plan.x, plan.y, plan.conv, plan.w,
-                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+        if (heuristic_algos())
+            RT_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), plan.x, plan.y, plan.conv, plan.w,
+                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+        else
+            RT_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn(), plan.x, plan.y, plan.conv, plan.w,
+                                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
         const auto& best = pick(perf, n, "backward-filter convolution");
         plan.bwd_filter = best.algo;
         plan.bwd_filter_ws = best.memory;
