@@ -1,7 +1,8 @@
 // Private to src/ops: the CUDA implementations behind ops.hpp, the same functions as cpu/cpu_ops.hpp (the dispatch
 // in dispatch.hpp calls ops::cuda::name for tensors on Device::CUDA). Arguments are validated by the dispatch layer.
 // GEMM: cuBLAS (full FP32). Convolution and max pooling: cuDNN (convolution algorithms chosen once per shape with
-// cudnnFind*, or cuDNN's heuristic ranking with RINGTRAIN_CUDNN_ALGO=heuristic; cached; TF32 tensor cores allowed as in PyTorch's default; workspace from the caching allocator).
+// cudnnFind*, or cuDNN's heuristic ranking with RINGTRAIN_CUDNN_ALGO=heuristic; cached; TF32 tensor cores allowed
+// as in PyTorch's default; workspace from the caching allocator).
 // Everything else: own kernels in kernels.cu. Everything runs on the legacy default stream; the ops that return a
 // value to the host (losses, all_finite, sum_squares) wait for it.
 #pragma once
