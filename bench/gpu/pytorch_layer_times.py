@@ -16,35 +16,24 @@ def profile(name, make, batch, shape, classes, steps):
     times = {i: {"forward": [], "backward": []} for i in range(len(model))}
     t0 = {}
 
-    def fwd_pre(i):
-        def hook(m, inp):
+    # Hooks with a synchronise on each side, so each span is the GPU time of that module's work.
+    def start(i, kind):
+        def hook(*_):
             torch.cuda.synchronize()
-            t0[("f", i)] = time.perf_counter()
+            t0[(i, kind)] = time.perf_counter()
         return hook
 
-    def fwd_post(i):
-        def hook(m, inp, out):
+    def stop(i, kind):
+        def hook(*_):
             torch.cuda.synchronize()
-            times[i]["forward"].append(time.perf_counter() - t0[("f", i)])
-        return hook
-
-    def bwd_pre(i):
-        def hook(m, grad_out):
-            torch.cuda.synchronize()
-            t0[("b", i)] = time.perf_counter()
-        return hook
-
-    def bwd_post(i):
-        def hook(m, grad_in, grad_out):
-            torch.cuda.synchronize()
-            times[i]["backward"].append(time.perf_counter() - t0[("b", i)])
+            times[i][kind].append(time.perf_counter() - t0[(i, kind)])
         return hook
 
     for i, m in enumerate(model):
-        m.register_forward_pre_hook(fwd_pre(i))
-        m.register_forward_hook(fwd_post(i))
-        m.register_full_backward_pre_hook(bwd_pre(i))
-        m.register_full_backward_hook(bwd_post(i))
+        m.register_forward_pre_hook(start(i, "forward"))
+        m.register_forward_hook(stop(i, "forward"))
+        m.register_full_backward_pre_hook(start(i, "backward"))
+        m.register_full_backward_hook(stop(i, "backward"))
     x = torch.rand(batch, *shape, device=dev, requires_grad=True)  # so the first layer's backward hook fires too
     y = torch.randint(0, classes, (batch,), device=dev)
     loss_fn = nn.CrossEntropyLoss()

@@ -34,10 +34,16 @@ void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
     RT_DISPATCH(detail::device_of("dropout_backward", {&dy, &mask, &dx}), dropout_backward, dy, mask, dx);
 }
 
-LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+namespace {
+void require_softmax_ce_forward(const Tensor& logits, const Tensor& labels, const Tensor& probs) {
     require(logits.ndim() == 2 && labels.numel() == logits.dim(0) && probs.shape() == logits.shape(),
             "softmax_cross_entropy_forward", "logits must be [N,K], labels [N] and probs [N,K]",
             {{"logits", &logits}, {"labels", &labels}, {"probs", &probs}});
+}
+}  // namespace
+
+LossStats softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+    require_softmax_ce_forward(logits, labels, probs);
     RT_DISPATCH(detail::device_of("softmax_cross_entropy_forward", {&logits, &labels, &probs}),
                 softmax_cross_entropy_forward, logits, labels, probs);
 }
@@ -52,23 +58,25 @@ void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, T
 
 namespace {
 bool is_binary_logits(const Tensor& t) { return t.ndim() == 1 || (t.ndim() == 2 && t.dim(1) == 1); }
-}  // namespace
 
-LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs) {
+void require_sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, const Tensor& probs) {
     require(is_binary_logits(logits) && targets.numel() == logits.numel() && probs.numel() == logits.numel(),
             "sigmoid_bce_forward", "logits must be [N] or [N,1], targets [N] and probs like logits",
             {{"logits", &logits}, {"targets", &targets}, {"probs", &probs}});
+}
+}  // namespace
+
+LossStats sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs) {
+    require_sigmoid_bce_forward(logits, targets, probs);
     RT_DISPATCH(detail::device_of("sigmoid_bce_forward", {&logits, &targets, &probs}), sigmoid_bce_forward, logits,
                 targets, probs);
 }
 
 // The accumulating forms: on the CPU the plain op, added on the host; on a GPU the kernel adds into the device record.
 void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, LossTotals& totals) {
+    require_softmax_ce_forward(logits, labels, probs);
     const Device dev = detail::device_of("softmax_cross_entropy_forward", {&logits, &labels, &probs});
-    if (dev == Device::CPU) return totals.add(softmax_cross_entropy_forward(logits, labels, probs));
-    require(logits.ndim() == 2 && labels.numel() == logits.dim(0) && probs.shape() == logits.shape(),
-            "softmax_cross_entropy_forward", "logits must be [N,K], labels [N] and probs [N,K]",
-            {{"logits", &logits}, {"labels", &labels}, {"probs", &probs}});
+    if (dev == Device::CPU) return totals.add(cpu::softmax_cross_entropy_forward(logits, labels, probs));
 #ifdef RINGTRAIN_WITH_CUDA
     cuda::softmax_cross_entropy_accumulate(
         logits, labels, probs,
@@ -80,11 +88,9 @@ void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, T
 }
 
 void sigmoid_bce_forward(const Tensor& logits, const Tensor& targets, Tensor& probs, LossTotals& totals) {
+    require_sigmoid_bce_forward(logits, targets, probs);
     const Device dev = detail::device_of("sigmoid_bce_forward", {&logits, &targets, &probs});
-    if (dev == Device::CPU) return totals.add(sigmoid_bce_forward(logits, targets, probs));
-    require(is_binary_logits(logits) && targets.numel() == logits.numel() && probs.numel() == logits.numel(),
-            "sigmoid_bce_forward", "logits must be [N] or [N,1], targets [N] and probs like logits",
-            {{"logits", &logits}, {"targets", &targets}, {"probs", &probs}});
+    if (dev == Device::CPU) return totals.add(cpu::sigmoid_bce_forward(logits, targets, probs));
 #ifdef RINGTRAIN_WITH_CUDA
     cuda::sigmoid_bce_accumulate(logits, targets, probs,
                                  totals.device_totals(dev, "binary cross-entropy: a target is not in [0, 1]"));
