@@ -245,9 +245,7 @@ void GradientSync::reduce_bucket(size_t bi) {
         inflight_.step = step;
         inflight_.start_s = t0;
         inflight_.warned = false;
-        ++inflight_.serial;
     }
-    watchdog_cv_.notify_all();
     try {
         telemetry::Span span(timeline_, timeline_ && timeline_->enabled() ? "allreduce bucket " + std::to_string(bi) : "",
                              "sync");
@@ -394,44 +392,40 @@ SyncStats GradientSync::stats() const {
 }
 
 void GradientSync::watchdog_loop() {
+    // The watchdog polls instead of being woken per collective: a wake-up per step put a context switch on the
+    // rank's core between backward and every allreduce (30-60 us of a 0.4 ms logreg step at N = 2, measured).
+    // Polling at a tenth of the shortest threshold (1 ms .. 1 s) costs one wake-up per period and reports a stall
+    // at most that late.
     const double warn = options_.stall_warning_s, abort_after = options_.stall_abort_s;
+    double shortest = std::numeric_limits<double>::infinity();
+    if (warn > 0) shortest = std::min(shortest, warn);
+    if (abort_after > 0) shortest = std::min(shortest, abort_after);
+    const auto period = std::chrono::duration<double>(std::clamp(shortest / 10, 1e-3, 1.0));
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
-        if (!inflight_.active) {
-            watchdog_cv_.wait(lock);
-            continue;
+        if (inflight_.active) {
+            const double age = mono_s() - inflight_.start_s;
+            const size_t floats = buckets_[inflight_.bucket].count;
+            if (abort_after > 0 && age >= abort_after) {
+                char limit[64];
+                std::snprintf(limit, sizeof limit, "%g", abort_after);
+                const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age) +
+                                        "; aborting the job (sync.stall_abort_s = " + limit + ")";
+                lock.unlock();
+                comm_->abort(msg, 1);  // never returns
+            }
+            if (warn > 0 && !inflight_.warned && age >= warn) {
+                inflight_.warned = true;
+                const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age);
+                const int rank = comm_->rank();
+                lock.unlock();
+                std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", rank, msg.c_str());
+                std::fflush(stderr);
+                lock.lock();
+                continue;
+            }
         }
-        const double age = mono_s() - inflight_.start_s;
-        const size_t floats = buckets_[inflight_.bucket].count;
-        if (abort_after > 0 && age >= abort_after) {
-            char limit[64];
-            std::snprintf(limit, sizeof limit, "%g", abort_after);
-            const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age) +
-                                    "; aborting the job (sync.stall_abort_s = " + limit + ")";
-            lock.unlock();
-            comm_->abort(msg, 1);  // never returns
-        }
-        if (warn > 0 && !inflight_.warned && age >= warn) {
-            inflight_.warned = true;
-            const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age);
-            const int rank = comm_->rank();
-            lock.unlock();
-            std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", rank, msg.c_str());
-            std::fflush(stderr);
-            lock.lock();
-            continue;
-        }
-        // Sleep until the next threshold of this collective (or until the collective changes).
-        double next = std::numeric_limits<double>::infinity();
-        if (warn > 0 && !inflight_.warned) next = std::min(next, inflight_.start_s + warn);
-        if (abort_after > 0) next = std::min(next, inflight_.start_s + abort_after);
-        const uint64_t serial = inflight_.serial;
-        if (next == std::numeric_limits<double>::infinity()) {
-            watchdog_cv_.wait(lock, [&] { return stop_ || !inflight_.active || inflight_.serial != serial; });
-        } else {
-            const auto wait = std::chrono::duration<double>(std::max(next - mono_s(), 0.0) + 1e-3);
-            watchdog_cv_.wait_for(lock, wait, [&] { return stop_ || !inflight_.active || inflight_.serial != serial; });
-        }
+        watchdog_cv_.wait_for(lock, period, [&] { return stop_; });
     }
 }
 

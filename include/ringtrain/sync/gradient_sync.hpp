@@ -40,7 +40,7 @@
 // level the object falls back to overlap = false, still on its own communicator, and says so once on stderr).
 //
 // Stall detection. While a bucket's collective is in flight, a watchdog thread checks its age: after
-// stall_warning_s it prints once, on that rank:
+// stall_warning_s it prints once, on that rank (it polls at a tenth of the shorter threshold, 1 ms to 1 s):
 //   ringtrain: rank R: warning: allreduce of bucket B (X MiB, step S) has not completed after T s; a rank may be
 //   stuck or dead
 // and after stall_abort_s (> 0) it calls comm.abort(message, 1), which takes the whole job down (MPI_Abort).
@@ -235,9 +235,8 @@ private:
         int64_t step = 0;
         double start_s = 0;
         bool warned = false;
-        uint64_t serial = 0;
     } inflight_;
-    std::condition_variable watchdog_cv_;
+    std::condition_variable watchdog_cv_;  // only for stop_: the watchdog polls inflight_
 
     std::thread comm_thread_;
     std::thread watchdog_;
