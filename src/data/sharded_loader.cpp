@@ -150,7 +150,10 @@ bool ShardedLoader::next(Batch& out) {
         if (++probe_batches_ > opt_.prefetch_probe_batches && fills_ > 0) {
             const double wait = probe_wait_s_ / static_cast<double>(opt_.prefetch_probe_batches);
             const double fill = fill_seconds_ / static_cast<double>(fills_);
-            if (wait >= fill) {
+            // A caller that waits for every fill measures wait = fill minus the few microseconds between asking
+            // for the batch and waiting for it, plus a wake-up; the margin keeps that case from depending on which is
+            // larger, and a prefetch that hides under a quarter of the fill is not worth its thread.
+            if (wait >= 0.75 * fill) {
                 // The worker is idle now (its last fill was this batch, nothing is requested): nothing to stop.
                 prefetch_active_ = false;
                 char note[160];
