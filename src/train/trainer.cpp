@@ -24,6 +24,7 @@
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
 #include "ringtrain/telemetry/resources.hpp"
+#include "ringtrain/telemetry/straggler.hpp"
 #include "ringtrain/telemetry/timeline.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
@@ -60,6 +61,24 @@ private:
     ScopedPhase timer_;
     telemetry::Span span_;
 };
+
+// summary.json "stragglers": how much of the run the ranks waited for the slowest one's local work.
+json stragglers_json(const telemetry::StragglerReport& r, double train_s, uint64_t dropped, bool local_sgd,
+                     Device device) {
+    if (r.steps == 0) {
+        const char* why = local_sgd ? "sync.mode local_sgd has no per-step synchronisation"
+                          : device != Device::CPU ? "measured on the CPU only (on a GPU the host only queues work)"
+                                                  : "no synchronised step in this run";
+        return {{"steps", 0}, {"why", why}};
+    }
+    return {{"steps", r.steps},
+            {"steps_not_measured", dropped},
+            {"mean_work_ms", 1e3 * r.work_s / static_cast<double>(r.steps)},
+            {"wait_for_slowest_s", r.straggler_s},
+            {"wait_for_slowest_fraction", train_s > 0 ? r.straggler_s / train_s : 0.0},
+            {"slowest_steps_per_rank", r.slowest_steps_per_rank},
+            {"mean_work_ms_per_rank", r.mean_work_ms_per_rank}};
+}
 
 }  // namespace
 
@@ -340,6 +359,8 @@ json Trainer::train() {
     };
 
     telemetry::PhaseTimes phases;
+    // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.
+    telemetry::StepWorkLog work_log;
     data::Batch batch;
     ops::LossTotals pending_loss;  // this rank's training losses not yet read by the host
     Tensor dlogits;
@@ -404,6 +425,7 @@ json Trainer::train() {
                 break;
             }
             s.gsync->begin_step(loop.global_step);
+            const double work_t0 = telemetry::now_seconds();
             double step_samples = 0.0;
             for (int64_t pass = 0; pass < passes; ++pass) {
                 std::pair<const Tensor*, const Tensor*> xy;
@@ -430,6 +452,7 @@ json Trainer::train() {
                     s.model->backward(dlogits, {}, pass > 0);
             }
             if (!local_sgd) {
+                if (s.device == Device::CPU) work_log.record(telemetry::now_seconds() - work_t0);
                 PhaseScope p(phases, Phase::SyncWait, s.timeline.get());
                 s.gsync->synchronize();
             }
@@ -518,6 +541,14 @@ json Trainer::train() {
                            {"mean_ms", b.calls ? 1e3 * b.total_s / b.calls : 0.0}, {"busbw_gbs", b.busbw_gbs(s.world)}});
     // Data parallelism's invariant, checked at the end of every run: identical parameters on every rank.
     const auto hashes = s.comm.allgather(sync::parameter_value_hash(s.model->parameters()));
+    // Every rank joins both gathers, whatever its device (an empty log just yields no report).
+    const auto work_counts = s.comm.allgather(static_cast<uint64_t>(work_log.seconds().size()));
+    const std::vector<float> work_all = s.comm.allgather(work_log.seconds());
+    std::vector<std::vector<float>> work_per_rank;
+    for (size_t r = 0, off = 0; r < work_counts.size() && off + work_counts[r] <= work_all.size(); off += work_counts[r], ++r)
+        work_per_rank.emplace_back(work_all.begin() + static_cast<std::ptrdiff_t>(off),
+                                   work_all.begin() + static_cast<std::ptrdiff_t>(off + work_counts[r]));
+    const telemetry::StragglerReport stragglers = telemetry::analyse_stragglers(work_per_rank);
     const auto usage = telemetry::current_resource_usage();
     const double wall = telemetry::now_seconds() - t_start;
     json phase_s = json::object();
@@ -559,6 +590,7 @@ json Trainer::train() {
                   {"gradient_bytes_received", s.gsync->communicator().bytes_received()},
                   {"collectives", sync_stats.collectives},
                   {"buckets", buckets}}},
+        {"stragglers", stragglers_json(stragglers, train_seconds, work_log.dropped(), local_sgd, s.device)},
         {"device", to_string(s.device)},
         {"device_name", s.device_name},
         {"model", s.model->name()},

@@ -47,6 +47,16 @@ TEST_CASE("N ranks x batch B reach the parameters of 1 rank x batch N*B", "[trai
                 CHECK(s["global_batch_size"] == 8 * n);
                 CHECK(s["parameters_identical"] == true);
                 CHECK(s["bytes_sent"].get<uint64_t>() > 0);
+                // Every synchronised step's local work was measured on every rank.
+                const auto& st = s["stragglers"];
+                CHECK(st["steps"] == kSteps);
+                REQUIRE(st["slowest_steps_per_rank"].size() == static_cast<size_t>(n));
+                int64_t slowest_total = 0;
+                for (const auto& c : st["slowest_steps_per_rank"]) slowest_total += c.get<int64_t>();
+                CHECK(slowest_total == kSteps);
+                CHECK(st["wait_for_slowest_s"].get<double>() >= 0);
+                CHECK(st["wait_for_slowest_fraction"].get<double>() < 1);
+                for (const auto& m : st["mean_work_ms_per_rank"]) CHECK(m.get<double>() > 0);
 
                 const auto a = final_parameters(single);
                 const auto b = final_parameters(multi);
@@ -87,6 +97,31 @@ TEST_CASE("ranks started from different seeds end with identical parameters", "[
     CHECK(s["parameter_hash_per_rank"][0] == s["parameter_hash_per_rank"][1]);
     CHECK(s["parameter_hash_per_rank"][0] == s["parameter_hash_per_rank"][2]);
     CHECK(s["parameters_identical"] == true);
+}
+
+TEST_CASE("the straggler report names the rank that does more work per step", "[train][mpi]") {
+    const std::string dir = temp_dir("straggler");
+    write_file(dir + "/tiny.json", kTinyCnnNoDropout);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "checkpoint": {"every_epochs": 0})"));
+    // MPMD: rank 1 takes 24x rank 0's batch, so its local work is longer in (nearly) every step. 20 steps stay
+    // inside both ranks' first epoch (a shard of 2400 samples: 25 steps of 96, 600 of 4).
+    const std::string args = " train --config " + dir + "/c.json --set data.synthetic_train_size=4800 --set train.max_steps=20";
+    const std::string cmd = "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader,tcp -np 1 " +
+                            binary() + args + " --set train.batch_size=4 : -np 1 " + binary() + args +
+                            " --set train.batch_size=96";
+    const auto r = run_command("timeout 120 " + cmd);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto s = read_json(dir + "/out/summary.json");
+    const auto& st = s["stragglers"];
+    INFO(st.dump());
+    REQUIRE(st["steps"] == 20);
+    CHECK(st["slowest_steps_per_rank"][1].get<int>() >= 14);
+    // (Means, not medians: one slow first step on rank 0 can pull its mean up, so only the order is checked.)
+    CHECK(st["mean_work_ms_per_rank"][1].get<double>() > st["mean_work_ms_per_rank"][0].get<double>());
+    // Rank 0 waited for rank 1 in those steps, a real share of the run.
+    CHECK(st["wait_for_slowest_s"].get<double>() > 0);
+    CHECK(st["wait_for_slowest_fraction"].get<double>() > 0.05);
 }
 
 TEST_CASE("mismatched models on two ranks: clear error on every rank, quick non-zero exit", "[train][mpi]") {
