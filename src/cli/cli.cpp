@@ -14,6 +14,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 
 namespace ringtrain::cli {
@@ -89,6 +90,8 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
         std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
                      static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),
                      summary["samples_per_s"].get<double>(), cfg.string("output.dir").c_str());
+        const std::string split = train::describe_time_split(summary);
+        if (!split.empty()) std::fprintf(stderr, "%s\n", split.c_str());
     }
     return 0;
 }

@@ -1,0 +1,38 @@
+// Rank 0's time split and the straggler share, as one line. See the header.
+#include "ringtrain/train/time_split.hpp"
+
+#include <cstdio>
+
+namespace ringtrain::train {
+
+std::string describe_time_split(const nlohmann::json& summary) {
+    if (summary.value("world_size", 1) < 2 || !summary.contains("phase_s")) return "";
+    const auto& ph = summary["phase_s"];
+    const double data = ph.value("data", 0.0), fwd = ph.value("forward", 0.0), bwd = ph.value("backward", 0.0);
+    const double wait = ph.value("sync_wait", 0.0), opt = ph.value("optimizer", 0.0);
+    const double total = data + fwd + bwd + wait + opt;
+    if (total <= 0) return "";
+    char line[320];
+    int n = std::snprintf(line, sizeof line,
+                          "time split (rank 0): forward+backward %.1f %%, input %.1f %%, optimizer %.1f %%, "
+                          "waiting for gradients %.1f %%",
+                          100 * (fwd + bwd) / total, 100 * data / total, 100 * opt / total, 100 * wait / total);
+    std::string out(line, static_cast<size_t>(n));
+    const auto st = summary.find("stragglers");
+    if (st != summary.end() && st->value("steps", int64_t{0}) > 0 && st->contains("slowest_steps_per_rank")) {
+        const double steps = static_cast<double>((*st)["steps"].get<int64_t>());
+        const auto& last = (*st)["slowest_steps_per_rank"];
+        size_t worst = 0;
+        for (size_t r = 1; r < last.size(); ++r)
+            if (last[r].get<int64_t>() > last[worst].get<int64_t>()) worst = r;
+        const double frac = st->value("wait_for_slowest_fraction", 0.0);
+        n = std::snprintf(line, sizeof line,
+                          "; the ranks' uneven local work cost %.1f %% of the run (rank %zu was the slowest in %.0f %% of "
+                          "the steps)",
+                          100 * frac, worst, 100 * static_cast<double>(last[worst].get<int64_t>()) / steps);
+        out.append(line, static_cast<size_t>(n));
+    }
+    return out;
+}
+
+}  // namespace ringtrain::train
