@@ -19,7 +19,8 @@
 namespace ringtrain::sync {
 
 using detail::mono_s;
-using detail::stall_text;
+using detail::print_stall_warning;
+using detail::stall_abort_text;
 
 double BucketStat::busbw_gbs(int world_size) const {
     if (calls == 0 || total_s <= 0 || world_size < 2) return 0.0;
@@ -406,21 +407,16 @@ void GradientSync::watchdog_loop() {
         if (inflight_.active) {
             const double age = mono_s() - inflight_.start_s;
             const size_t floats = buckets_[inflight_.bucket].count;
+            const size_t bucket = inflight_.bucket;
+            const int64_t step = inflight_.step;
             if (abort_after > 0 && age >= abort_after) {
-                char limit[64];
-                std::snprintf(limit, sizeof limit, "%g", abort_after);
-                const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age) +
-                                        "; aborting the job (sync.stall_abort_s = " + limit + ")";
                 lock.unlock();
-                comm_->abort(msg, 1);  // never returns
+                comm_->abort(stall_abort_text(bucket, floats, step, age, abort_after), 1);  // never returns
             }
             if (warn > 0 && !inflight_.warned && age >= warn) {
                 inflight_.warned = true;
-                const std::string msg = stall_text(inflight_.bucket, floats, inflight_.step, age);
-                const int rank = comm_->rank();
                 lock.unlock();
-                std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", rank, msg.c_str());
-                std::fflush(stderr);
+                print_stall_warning(comm_->rank(), bucket, floats, step, age);
                 lock.lock();
                 continue;
             }

@@ -23,4 +23,18 @@ inline std::string stall_text(size_t bucket, size_t floats, int64_t step, double
     return buf;
 }
 
+// The abort's message: the same text and the limit that ran out.
+inline std::string stall_abort_text(size_t bucket, size_t floats, int64_t step, double seconds, double limit_s) {
+    char limit[64];
+    std::snprintf(limit, sizeof limit, "%g", limit_s);
+    return stall_text(bucket, floats, step, seconds) + "; aborting the job (sync.stall_abort_s = " + limit + ")";
+}
+
+// The warning line, printed once per stalled collective.
+inline void print_stall_warning(int rank, size_t bucket, size_t floats, int64_t step, double seconds) {
+    std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", rank,
+                 stall_text(bucket, floats, step, seconds).c_str());
+    std::fflush(stderr);
+}
+
 }  // namespace ringtrain::sync::detail

@@ -22,6 +22,8 @@
 namespace ringtrain::sync {
 
 using detail::mono_s;
+using detail::print_stall_warning;
+using detail::stall_abort_text;
 using detail::stall_text;
 
 struct GradientSync::DeviceState {
@@ -163,18 +165,11 @@ double GradientSync::device_wait_for(int set) {
                     comm_->abort(stall_text(bi, buckets_[bi].count, r.step, age) + ": " + e.what(), 1);
                 }
             }
-            if (abort_after > 0 && age >= abort_after) {
-                char limit[64];
-                std::snprintf(limit, sizeof limit, "%g", abort_after);
-                comm_->abort(stall_text(bi, buckets_[bi].count, r.step, age) + "; aborting the job (sync.stall_abort_s = " +
-                                 limit + ")",
-                             1);  // never returns
-            }
+            if (abort_after > 0 && age >= abort_after)
+                comm_->abort(stall_abort_text(bi, buckets_[bi].count, r.step, age, abort_after), 1);  // never returns
             if (warn > 0 && !warned && age >= warn) {
                 warned = true;
-                std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", comm_->rank(),
-                             stall_text(bi, buckets_[bi].count, r.step, age).c_str());
-                std::fflush(stderr);
+                print_stall_warning(comm_->rank(), bi, buckets_[bi].count, r.step, age);
             }
             // Short sleeps: the GPU usually still has this step's work queued, so waking a little late costs nothing.
             std::this_thread::sleep_for(polls < 64 ? 20us : 200us);

@@ -147,6 +147,20 @@ bool heuristic_algos() {
     return heuristic;
 }
 
+// cuDNN's candidate algorithms for one convolution direction, best first, and the one to use: timed by `find`
+// (cudnnFind*, the default) or ranked by `get` (cudnnGet*_v7, RINGTRAIN_CUDNN_ALGO=heuristic). The three directions
+// differ only in these two functions, their descriptors and their result type.
+template <class Perf, int Count, class Get, class Find, class A, class B, class C>
+const Perf& choose_algorithm(Get get, Find find, A a, B b, cudnnConvolutionDescriptor_t conv, C c, Perf (&perf)[Count],
+                             const char* what) {
+    int n = 0;
+    if (heuristic_algos())
+        check_cudnn(get(cudnn(), a, b, conv, c, Count, &n, perf), "cudnnGetConvolution*Algorithm_v7");
+    else
+        check_cudnn(find(cudnn(), a, b, conv, c, Count, &n, perf), "cudnnFindConvolution*Algorithm");
+    return pick(perf, n, what);
+}
+
 }  // namespace
 
 // ---- GEMM ----
@@ -173,15 +187,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
     ConvPlan& plan = conv_plan(x.shape(), w.shape(), p);
     if (!plan.have_fwd) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int n = 0;
         set_math(plan, base_math());
-        if (heuristic_algos())
-            RT_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), plan.x, plan.w, plan.conv, plan.y,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-        else
-            RT_CUDNN(cudnnFindConvolutionForwardAlgorithm(cudnn(), plan.x, plan.w, plan.conv, plan.y,
-                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
-        const auto& best = pick(perf, n, "forward convolution");
+        const auto& best = choose_algorithm(cudnnGetConvolutionForwardAlgorithm_v7, cudnnFindConvolutionForwardAlgorithm,
+                                            plan.x, plan.w, plan.conv, plan.y, perf, "forward convolution");
         plan.fwd = best.algo;
         plan.fwd_ws = best.memory;
         plan.fwd_math = best.mathType;
@@ -205,15 +213,10 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     }
     if (!plan.have_bwd_data) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int n = 0;
         set_math(plan, base_math());
-        if (heuristic_algos())
-            RT_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), plan.w, plan.y, plan.conv, plan.x,
-                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-        else
-            RT_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(cudnn(), plan.w, plan.y, plan.conv, plan.x,
-                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-        const auto& best = pick(perf, n, "backward-data convolution");
+        const auto& best = choose_algorithm(cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                                            cudnnFindConvolutionBackwardDataAlgorithm, plan.w, plan.y, plan.conv, plan.x,
+                                            perf, "backward-data convolution");
         plan.bwd_data = best.algo;
         plan.bwd_data_ws = best.memory;
         plan.bwd_data_math = best.mathType;
@@ -238,15 +241,10 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
     ConvPlan& plan = conv_plan(x.shape(), dw.shape(), p);
     if (!plan.have_bwd_filter) {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int n = 0;
         set_math(plan, base_math());
-        if (heuristic_algos())
-            RT_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), plan.x, plan.y, plan.conv, plan.w,
-                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-        else
-            RT_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn(), plan.x, plan.y, plan.conv, plan.w,
-                                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-        const auto& best = pick(perf, n, "backward-filter convolution");
+        const auto& best = choose_algorithm(cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                                            cudnnFindConvolutionBackwardFilterAlgorithm, plan.x, plan.y, plan.conv, plan.w,
+                                            perf, "backward-filter convolution");
         plan.bwd_filter = best.algo;
         plan.bwd_filter_ws = best.memory;
         plan.bwd_filter_math = best.mathType;
