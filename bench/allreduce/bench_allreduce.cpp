@@ -1,8 +1,12 @@
 // bench_allreduce: allreduce time, algbw and busbw per message size, like nccl-tests' all_reduce_perf.
 //
 //   mpirun -np N bench_allreduce [--min-bytes 4K] [--max-bytes 256M] [--step 4] [--iters K] [--warmup W]
-//                                [--backend ring|mpi|both] [--threshold BYTES] [--chunk BYTES] [--depth D] [--halving-max BYTES]
-//                                [--json FILE]
+//                                [--backend ring|mpi|both|all] [--threshold BYTES] [--chunk BYTES] [--depth D] [--halving-max BYTES]
+//                                [--shm-max BYTES] [--shm-chunk BYTES] [--json FILE]
+//
+// Backends: "ring" is what sync.backend ring trains with (shared memory when every rank is on one node, else MPI
+// point-to-point); "p2p" is the same ring communicator with shared memory off (the ring / recursive doubling /
+// halving paths over MPI messages); "mpi" is MPI_Allreduce. both = ring + mpi, all = ring + p2p + mpi.
 //
 // Per size S: time = mean over `iters` timed calls, max over ranks (µs), measured in `trials` rounds that alternate
 // between the backends; the reported time is the median round (the VM is shared: the median drops rounds hit by
@@ -42,7 +46,7 @@ struct Options {
     int trials = 5;
     std::string backend = "both";
     std::string json;
-    RingOptions ring;
+    RingOptions ring = ring_backend_defaults();
 };
 
 size_t parse_bytes(const std::string& s) {
@@ -80,16 +84,18 @@ Options parse(int argc, char** argv) {
         else if (a == "--chunk") o.ring.chunk_bytes = parse_bytes(next());
         else if (a == "--depth") o.ring.pipeline_depth = std::stoi(next());
         else if (a == "--halving-max") o.ring.halving_max_bytes = parse_bytes(next());
+        else if (a == "--shm-max") o.ring.shared_memory_max_bytes = parse_bytes(next());
+        else if (a == "--shm-chunk") o.ring.shared_memory_chunk_bytes = parse_bytes(next());
         else if (a == "--help" || a == "-h") {
             std::printf("usage: bench_allreduce [--min-bytes 4K] [--max-bytes 256M] [--step 4] [--iters K] [--warmup W] [--trials T]\n"
-                        "                       [--backend ring|mpi|both] [--threshold BYTES] [--chunk BYTES] [--depth D]\n"
-                        "                       [--halving-max BYTES]\n"
+                        "                       [--backend ring|p2p|mpi|both|all] [--threshold BYTES] [--chunk BYTES] [--depth D]\n"
+                        "                       [--halving-max BYTES] [--shm-max BYTES] [--shm-chunk BYTES]\n"
                         "                       [--json FILE]\n");
             std::exit(0);
         } else throw InputError("unknown option '" + a + "' (see --help)");
     }
-    if (o.backend != "ring" && o.backend != "mpi" && o.backend != "both")
-        throw InputError("--backend must be ring, mpi or both, not '" + o.backend + "'");
+    if (o.backend != "ring" && o.backend != "p2p" && o.backend != "mpi" && o.backend != "both" && o.backend != "all")
+        throw InputError("--backend must be ring, p2p, mpi, both or all, not '" + o.backend + "'");
     if (o.min_bytes < sizeof(float) || o.max_bytes < o.min_bytes) throw InputError("need 4 <= --min-bytes <= --max-bytes");
     return o;
 }
@@ -136,8 +142,16 @@ int main(int argc, char** argv) {
         const int rank = mpi.world_rank(), size = mpi.world_size();
 
         std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> comms;
-        if (opt.backend != "mpi") comms.emplace_back("ring", std::make_unique<RingCommunicator>(opt.ring));
-        if (opt.backend != "ring") comms.emplace_back("mpi", std::make_unique<MpiCommunicator>());
+        const auto wanted = [&](const char* name) {
+            return opt.backend == name || opt.backend == "all" || (opt.backend == "both" && std::string(name) != "p2p");
+        };
+        if (wanted("ring")) comms.emplace_back("ring", std::make_unique<RingCommunicator>(opt.ring));
+        if (wanted("p2p")) {
+            RingOptions p2p = opt.ring;
+            p2p.shared_memory_max_bytes = 0;
+            comms.emplace_back("p2p", std::make_unique<RingCommunicator>(p2p));
+        }
+        if (wanted("mpi")) comms.emplace_back("mpi", std::make_unique<MpiCommunicator>());
 
         const size_t max_count = opt.max_bytes / sizeof(float);
         float* buf = static_cast<float*>(std::aligned_alloc(64, (max_count * sizeof(float) + 63) / 64 * 64));
@@ -145,9 +159,12 @@ int main(int argc, char** argv) {
         fill_input(buf, max_count, rank);  // touch every page once, before any timing
 
         if (rank == 0) {
-            std::printf("# bench_allreduce: %d ranks, backends %s, ring threshold %zu B, chunk %zu B, depth %d, %s\n", size,
-                        opt.backend.c_str(), opt.ring.small_message_bytes, opt.ring.chunk_bytes, opt.ring.pipeline_depth,
-                        thread_level_name(mpi.thread_level()));
+            const auto* ring = comms.empty() ? nullptr : dynamic_cast<const RingCommunicator*>(comms.front().second.get());
+            std::printf("# bench_allreduce: %d ranks, backends %s, ring threshold %zu B, chunk %zu B, depth %d, shared memory %s "
+                        "(up to %zu B, chunk %zu B), %s\n",
+                        size, opt.backend.c_str(), opt.ring.small_message_bytes, opt.ring.chunk_bytes, opt.ring.pipeline_depth,
+                        ring && ring->uses_shared_memory() ? "on" : "off", opt.ring.shared_memory_max_bytes,
+                        opt.ring.shared_memory_chunk_bytes, thread_level_name(mpi.thread_level()));
             std::printf("# %12s %12s %6s %6s %12s %10s %10s %4s\n", "bytes", "count", "backend", "iters", "time_us",
                         "algbw_GB/s", "busbw_GB/s", "ok");
         }

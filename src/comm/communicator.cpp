@@ -23,7 +23,7 @@ std::vector<std::string> communicator_backends() {
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
-    if (backend == "ring") return std::make_unique<RingCommunicator>();
+    if (backend == "ring") return std::make_unique<RingCommunicator>(ring_backend_defaults());
     if (backend == "mpi") return std::make_unique<MpiCommunicator>();
     if (backend == "nccl") return make_nccl_communicator();  // InputError in builds without CUDA
     throw InputError("sync.backend '" + backend + "' is not a communicator backend; choose one of: ring, mpi, nccl (CUDA builds)");

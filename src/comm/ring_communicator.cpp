@@ -16,7 +16,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -24,6 +26,7 @@
 #include "ringtrain/comm/half.hpp"
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
+#include "reduce_kernels.hpp"
 
 namespace ringtrain::comm {
 
@@ -32,29 +35,8 @@ namespace {
 constexpr int kTagRing = 11;
 constexpr int kTagDoubling = 12;
 
-// Plain loops over restrict pointers so the compiler vectorises them (addps/maxps/minps).
-void reduce_sum(float* __restrict dst, const float* __restrict src, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-void reduce_max(float* __restrict dst, const float* __restrict src, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = dst[i] > src[i] ? dst[i] : src[i];
-}
-void reduce_min(float* __restrict dst, const float* __restrict src, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = dst[i] < src[i] ? dst[i] : src[i];
-}
-
-inline void reduce_into(float* dst, const float* src, size_t n, ReduceOp op) {
-    switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Average: reduce_sum(dst, src, n); break;
-        case ReduceOp::Max: reduce_max(dst, src, n); break;
-        case ReduceOp::Min: reduce_min(dst, src, n); break;
-    }
-}
-
-void scale(float* __restrict p, size_t n, float factor) {
-    for (size_t i = 0; i < n; ++i) p[i] *= factor;
-}
+using detail::reduce_into;
+using detail::scale;
 
 template <class W>
 MPI_Datatype mpi_type() {
@@ -69,6 +51,33 @@ RingCommunicator::RingCommunicator(RingOptions options, MPI_Comm parent)
     if (options_.pipeline_depth < 1) throw Error("RingCommunicator: pipeline_depth must be at least 1");
     chunk_bytes_ = std::max<size_t>(options_.chunk_bytes, 1);
     recv_requests_.assign(static_cast<size_t>(options_.pipeline_depth), MPI_REQUEST_NULL);
+    // Every rank sees local_size == size or none does, so this collective is entered by all ranks or by none.
+    if (options_.shared_memory_max_bytes > 0 && size_ > 1 && local_size_ == size_) {
+        std::string why;
+        shm_ = SharedMemoryAllreduce::create(comm_, options_.shared_memory_chunk_bytes, &why);
+        if (!shm_ && rank_ == 0)
+            std::fprintf(stderr, "ringtrain: warning: shared-memory allreduce unavailable (%s); using MPI point-to-point\n",
+                         why.c_str());
+    }
+}
+
+RingOptions ring_backend_defaults() {
+    RingOptions o;
+    // RINGTRAIN_SHARED_MEMORY=0 keeps single-node jobs on MPI point-to-point (for A/B runs, or a broken /dev/shm).
+    const char* env = std::getenv("RINGTRAIN_SHARED_MEMORY");
+    const bool off = env && (std::string(env) == "0" || std::string(env) == "off" || std::string(env) == "false");
+    o.shared_memory_max_bytes = off ? 0 : std::numeric_limits<size_t>::max();
+    return o;
+}
+
+bool RingCommunicator::use_shared_memory(size_t count) const {
+    return shm_ && count <= options_.shared_memory_max_bytes / sizeof(float);
+}
+
+void RingCommunicator::shared_memory_allreduce(float* data, size_t count, ReduceOp op, WireFormat wire) {
+    uint64_t sent = 0, received = 0;
+    shm_->allreduce(data, count, op, wire, sent, received);
+    count_bytes(sent, received);
 }
 
 RingCommunicator::~RingCommunicator() {
@@ -93,7 +102,8 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
     if (size_ > 1) {
         const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
         const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
-        if (small) recursive_doubling(data.data(), count, combine);
+        if (use_shared_memory(count)) shared_memory_allreduce(data.data(), count, combine, WireFormat::Float32);
+        else if (small) recursive_doubling(data.data(), count, combine);
         else if (use_halving(count)) halving_doubling<float>(data.data(), count, combine, WireFormat::Float32);
         else ring_allreduce<float>(data.data(), count, combine, WireFormat::Float32);
         if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
@@ -106,7 +116,8 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat 
     if (count == 0 || size_ == 1) return;  // nothing goes on the wire: the values stay exact
     // The same algorithm choice as the Float32 call (by the float32 size), so the traffic is exactly half of it.
     const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
-    if (small) recursive_doubling16(data.data(), count, op, wire);
+    if (use_shared_memory(count)) shared_memory_allreduce(data.data(), count, op, wire);
+    else if (small) recursive_doubling16(data.data(), count, op, wire);
     else if (use_halving(count)) halving_doubling<uint16_t>(data.data(), count, op, wire);
     else ring_allreduce<uint16_t>(data.data(), count, op, wire);
 }

@@ -103,7 +103,7 @@ void ShardedLoader::start_epoch(int64_t epoch, int64_t first_step) {
 }
 
 std::string ShardedLoader::prefetch_note() const {
-    if (!opt_.prefetch) return "off (data.prefetch false)";
+    if (!opt_.prefetch) return "off (" + (opt_.prefetch_off_reason.empty() ? std::string("data.prefetch false") : opt_.prefetch_off_reason) + ")";
     return prefetch_active_ ? "on" : prefetch_note_;
 }
 

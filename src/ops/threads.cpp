@@ -1,5 +1,9 @@
 #include "ringtrain/ops/threads.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -19,5 +23,13 @@ void set_intra_op_threads(int n) {
 }
 
 int intra_op_threads() { return g_threads.load(std::memory_order_relaxed); }
+
+int usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+}
 
 }  // namespace ringtrain::ops

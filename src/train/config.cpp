@@ -37,7 +37,8 @@ const std::map<std::string, KeySpec>& schema() {
         {"data.mean", {Kind::Number, 0.0, {}, {}, {}, false, "subtracted after scaling pixels to [0,1]"}},
         {"data.std", {Kind::Number, 1.0, 1e-12, {}, {}, false, "divides after subtracting the mean"}},
         {"data.prefetch", {Kind::Bool, true, {}, {}, {}, false,
-                           "fill the next batch on a background thread, until 32 batches show that it hides under a quarter of the filling"}},
+                           "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than train.threads), "
+                           "until 32 batches show that it hides under a quarter of the filling"}},
         {"data.workers", {Kind::Int, 1, 1, 64, {}, false,
                           "threads that fill each batch together (DataLoader's num_workers; batches of 1 M floats or more)"}},
         {"data.synthetic_train_size", {Kind::Int, 8192, 1, {}, {}, false, "synthetic: training samples"}},

@@ -48,6 +48,22 @@ Device pick_device(const std::string& wanted) {
     return Device::CPU;
 }
 
+// data.prefetch true asks for a prefetch thread where it can pay. On the CPU it only hides filling if it has a core
+// that the compute threads do not use: with as many compute threads as usable CPUs (mpirun --bind-to core, srun
+// --cpu-bind with one CPU per task, 1 thread per rank), it can only time-slice with them, adding hand-overs and
+// making each rank's step time jitter, which a synchronous job pays for at every step (measured: bench/RESULTS.md).
+// On a GPU the host thread mostly queues work, so the prefetch thread has the core to itself.
+void set_prefetch(data::LoaderOptions& lo, const Config& cfg, Device device) {
+    lo.prefetch = cfg.boolean("data.prefetch");
+    const int cpus = ops::usable_cpus(), threads = static_cast<int>(cfg.integer("train.threads"));
+    if (lo.prefetch && device == Device::CPU && cpus <= threads) {
+        lo.prefetch = false;
+        lo.prefetch_off_reason = std::to_string(cpus) + " usable CPU" + (cpus == 1 ? "" : "s") + " for " +
+                                 std::to_string(threads) + " compute thread" + (threads == 1 ? "" : "s") +
+                                 ": a prefetch thread could only time-slice with them";
+    }
+}
+
 // Per-rank dropout streams differ (each rank drops different units, as in Horovod/DDP) but are reproducible.
 uint64_t dropout_seed(uint64_t seed, int rank) { return seed * 0x9E3779B97F4A7C15ULL + 0x5851F42D4C957F2DULL * (rank + 1); }
 
@@ -126,7 +142,7 @@ struct Trainer::State {
         lo.rank = rank;
         lo.world = world;
         lo.mode = data::LoaderMode::Eval;
-        lo.prefetch = cfg.boolean("data.prefetch");
+        set_prefetch(lo, cfg, device);
         lo.workers = static_cast<int>(cfg.integer("data.workers"));
         data::ShardedLoader loader(*data.test, lo);
         loader.start_epoch(0);
@@ -280,7 +296,7 @@ json Trainer::train() {
     lo.rank = s.rank;
     lo.world = s.world;
     lo.mode = data::LoaderMode::Train;
-    lo.prefetch = cfg.boolean("data.prefetch");
+    set_prefetch(lo, cfg, s.device);
     lo.workers = static_cast<int>(cfg.integer("data.workers"));
     data::ShardedLoader loader(*s.data.train, lo);
     // With gradient accumulation a step is `passes` loader batches: k local backward passes, one allreduce.

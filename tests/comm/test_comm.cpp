@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "ringtrain/comm/mpi_communicator.hpp"
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/comm/ring_communicator.hpp"
+#include "ringtrain/comm/shared_memory_allreduce.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/rng.hpp"
@@ -77,8 +79,18 @@ std::vector<Variant> all_variants() {
     // Recursive doubling for every size.
     v.push_back({"recursive doubling", std::make_unique<RingCommunicator>(
                                            RingOptions{std::numeric_limits<size_t>::max(), 1 << 20, 4, 1 << 20})});
+    // What sync.backend ring trains with: shared memory for every size (every test rank is on this host), in
+    // 256 KiB chunks, so 2^20+3 floats take 17 chunks.
+    v.push_back({"shared memory", std::make_unique<RingCommunicator>(ring_backend_defaults())});
+    // Three floats per chunk: most segments of 0 or 1 elements, thousands of barriers and buffer switches.
+    RingOptions tiny = ring_backend_defaults();
+    tiny.shared_memory_chunk_bytes = 12;
+    v.push_back({"shared memory, 12-byte chunks", std::make_unique<RingCommunicator>(tiny)});
     return v;
 }
+
+// Variants whose tiny pieces make large counts slow: correctness at small counts is enough.
+bool slow_variant(const std::string& name) { return name.find("-byte") != std::string::npos; }
 
 void check_sum(const char* variant, ReduceOp op, const std::vector<float>& got, const Reference& ref, int n) {
     Mismatch m;
@@ -138,6 +150,12 @@ TEST_CASE("allreduce matches a serial reference on every backend and path", "[co
         const Reference ref = make_reference(count, seed++);
         std::vector<float> mpi_sum;
         for (auto& v : variants) {
+            if (slow_variant(v.name) && count > 20000) continue;
+            if (n > 1 && std::string(v.name).rfind("shared memory", 0) == 0) {
+                const auto* ring = dynamic_cast<const RingCommunicator*>(v.comm.get());
+                REQUIRE(ring);
+                CHECK(ring->uses_shared_memory());  // every rank of a ctest job is on this host
+            }
             std::vector<float> buf = ref.mine;
             v.comm->allreduce(buf, ReduceOp::Sum);
             check_sum(v.name, ReduceOp::Sum, buf, ref, n);
@@ -242,6 +260,57 @@ TEST_CASE("ring byte counters are exact", "[comm][bytes]") {
         CHECK(hd.bytes_sent() == 2 * (n - 1) * (c / n) * 4);
         CHECK(hd.bytes_received() == 2 * (n - 1) * (c / n) * 4);
     }
+}
+
+TEST_CASE("shared-memory byte counters: what peers read from our slot, and we from theirs", "[comm][bytes][shm]") {
+    const int n = world_size(), me = world_rank();
+    RingOptions o = ring_backend_defaults();
+    o.shared_memory_chunk_bytes = 4096;  // 1024 floats per chunk
+    RingCommunicator shm(o);
+    if (n > 1) REQUIRE(shm.uses_shared_memory());
+    const size_t N = static_cast<size_t>(n), r = static_cast<size_t>(me);
+    for (size_t count : {size_t{0}, size_t{1}, size_t(n - 1), size_t{1024}, size_t{1024 * 3 + 7}, size_t{10007}}) {
+        uint64_t want = 0;
+        if (n > 1) {
+            for (size_t off = 0; off < count; off += 1024) {
+                const size_t len = std::min<size_t>(1024, count - off);
+                const size_t mine = len / N + (r < len % N ? 1 : 0);
+                want += ((len - mine) + (N - 1) * mine) * 4;
+            }
+        }
+        std::vector<float> buf = rank_data(count, me, 13);
+        const uint64_t s0 = shm.bytes_sent(), r0 = shm.bytes_received();
+        shm.allreduce(buf, ReduceOp::Sum);
+        INFO("count " << count);
+        CHECK(shm.bytes_sent() - s0 == want);
+        CHECK(shm.bytes_received() - r0 == want);
+        // When N divides every chunk this is exactly the ring's 2(N-1)/N of the data.
+        if (count == 1024 && 1024 % N == 0) CHECK(want == ring_allreduce_bytes(count, 4, me, n).sent);
+    }
+}
+
+TEST_CASE("a shared-memory segment that cannot be made falls back to MPI point-to-point on every rank",
+          "[comm][allreduce][shm]") {
+    const int n = world_size();
+    RingOptions o = ring_backend_defaults();
+    o.shared_memory_chunk_bytes = size_t{1} << 40;  // refused before anything is allocated
+    RingCommunicator ring(o);
+    CHECK_FALSE(ring.uses_shared_memory());
+    std::string why;
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    CHECK(SharedMemoryAllreduce::create(dup, size_t{1} << 40, &why) == nullptr);
+    MPI_Comm_free(&dup);
+    CHECK_THAT(why, Catch::Contains("larger than"));
+    const Reference ref = make_reference(10007, 77);
+    std::vector<float> buf = ref.mine;
+    ring.allreduce(buf, ReduceOp::Sum);
+    check_sum("fallback", ReduceOp::Sum, buf, ref, n);
+    // RINGTRAIN_SHARED_MEMORY=0 turns the path off for the ring backend's defaults.
+    setenv("RINGTRAIN_SHARED_MEMORY", "0", 1);
+    CHECK(ring_backend_defaults().shared_memory_max_bytes == 0);
+    unsetenv("RINGTRAIN_SHARED_MEMORY");
+    CHECK(ring_backend_defaults().shared_memory_max_bytes > 0);
 }
 
 TEST_CASE("broadcast from the first and the last rank", "[comm][broadcast]") {
@@ -416,4 +485,15 @@ TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threa
     tb.join();
     check_sum("thread a", ReduceOp::Sum, out_a, ra, n);
     check_sum("thread b", ReduceOp::Sum, out_b, rb, n);
+
+    // The same with two shared-memory communicators: each has its own segment and barrier counters.
+    RingOptions o = ring_backend_defaults();
+    o.shared_memory_chunk_bytes = 4096;
+    RingCommunicator sa(o), sb(o);
+    std::thread tsa(run, std::ref(sa), std::cref(ra), std::ref(out_a));
+    std::thread tsb(run, std::ref(sb), std::cref(rb), std::ref(out_b));
+    tsa.join();
+    tsb.join();
+    check_sum("shared memory, thread a", ReduceOp::Sum, out_a, ra, n);
+    check_sum("shared memory, thread b", ReduceOp::Sum, out_b, rb, n);
 }

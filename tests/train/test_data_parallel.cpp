@@ -2,6 +2,8 @@
 // must end with the same parameters, and a rank that cannot go on must bring the job down with a message.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "fixtures.hpp"
@@ -175,5 +177,30 @@ TEST_CASE("a rank that fails brings the whole job down with its message", "[trai
         CHECK(r.exit_code != 124);
         CHECK_THAT(r.output, Catch::Contains("training diverged"));
         CHECK(r.seconds < 30);
+    }
+}
+
+TEST_CASE("a CPU rank with no core to spare for it trains without a prefetch thread", "[train][data]") {
+    const std::string dir = temp_dir("prefetch_cores");
+    write_file(dir + "/tiny.json", kTinyCnnNoDropout);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "checkpoint": {"every_epochs": 0})"));
+    const std::string args = " train --config " + dir + "/c.json --set train.max_steps=5 --set device=cpu";
+    auto prefetch_note = [&](const std::string& launch, const std::string& extra) {
+        const auto r = run_command("timeout 120 " + launch + " " + binary() + args + extra);
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        return read_json(dir + "/out/summary.json")["data_prefetch"].get<std::string>();
+    };
+    // One CPU, one compute thread (what mpirun --bind-to core gives each rank).
+    CHECK(prefetch_note("taskset -c 0", "") == "off (1 usable CPU for 1 compute thread: a prefetch thread could only time-slice with them)");
+    // data.prefetch false says so, whatever the cores.
+    CHECK(prefetch_note("taskset -c 0", " --set data.prefetch=false") == "off (data.prefetch false)");
+    const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (cpus >= 2) {
+        // Two CPUs, two compute threads: still none to spare.
+        CHECK(prefetch_note("taskset -c 0,1", " --set train.threads=2") == "off (2 usable CPUs for 2 compute threads: a prefetch thread could only time-slice with them)");
+        // Two CPUs, one compute thread: the thread starts (and its own probe may switch it off later).
+        const std::string note = prefetch_note("taskset -c 0,1", "");
+        CHECK((note == "on" || note.rfind("off after", 0) == 0));
     }
 }

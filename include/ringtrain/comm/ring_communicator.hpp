@@ -23,14 +23,21 @@
 //    (Average) and rounded to 16 bits at the end; the folded-out ranks receive that 16-bit result.
 // A 16-bit conversion copy of the buffer (2 bytes per element) is kept and grown like the scratch.
 //
+// Single node (every rank on one host, MPI_COMM_TYPE_SHARED): with shared_memory_max_bytes > 0, messages up to that
+// size (by their float32 size, both wire formats) go through a shared-memory segment instead (SharedMemoryAllreduce:
+// copy in, each rank finishes one segment, copy out; no MPI message). If the segment cannot be created, rank 0 says
+// so once and the MPI paths above are used.
+//
 // Results are deterministic run to run (fixed summation order for a given count and world size) and bitwise
 // identical on every rank. Scratch is allocated once and grown, never per call. Byte counters are exact.
 // NaN inputs to Max/Min may give rank-dependent results.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "ringtrain/comm/mpi_communicator.hpp"
+#include "ringtrain/comm/shared_memory_allreduce.hpp"
 
 namespace ringtrain::comm {
 
@@ -52,7 +59,16 @@ struct RingOptions {
     // (measured at N = 4 on 2 vCPUs: the ring lost to MPI_Allreduce at 256 KB–1 MB, won from 16 MB). 0 = never.
     // 16-bit wire formats make the same choice (by the float32 size), so their bytes are exactly half.
     size_t halving_max_bytes = 4u << 20;
+    // Single-node worlds: messages up to this many bytes (float32 size) go through shared memory. 0 = never (the
+    // default here, so tests and benchmarks that name the MPI paths get them); ring_backend_defaults() turns it on.
+    size_t shared_memory_max_bytes = 0;
+    // Shared-memory chunk: each rank's slot (two of them, double-buffered) holds this many bytes of float32.
+    size_t shared_memory_chunk_bytes = 256 * 1024;
 };
+
+// What make_communicator("ring") and bench_allreduce use: RingOptions{} plus the shared-memory path for every size
+// (measured on the 2-vCPU VM: see bench/RESULTS.md, "Shared-memory allreduce").
+RingOptions ring_backend_defaults();
 
 class RingCommunicator final : public MpiCommunicatorBase {
 public:
@@ -65,6 +81,8 @@ public:
     using MpiCommunicatorBase::allreduce;
 
     const RingOptions& options() const { return options_; }
+    // True when this communicator has a shared-memory segment (single node, enabled, created on every rank).
+    bool uses_shared_memory() const { return shm_ != nullptr; }
 
 private:
     // W = float (wire = the data itself) or uint16_t (wire = a 16-bit copy in `wire_`, format `fmt`).
@@ -72,6 +90,8 @@ private:
     void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void recursive_doubling(float* data, size_t count, ReduceOp op);
     bool use_halving(size_t count) const;  // by the float32 size, for both wire formats
+    bool use_shared_memory(size_t count) const;  // likewise
+    void shared_memory_allreduce(float* data, size_t count, ReduceOp op, WireFormat wire);  // counts the bytes
     // Recursive halving + doubling (size_ a power of two), W as for ring_allreduce.
     template <class W>
     void halving_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt);
@@ -95,6 +115,7 @@ private:
     std::vector<MPI_Request> recv_requests_;
     std::vector<size_t> send_step_base_;
     std::vector<MPI_Request> small_requests_;
+    std::unique_ptr<SharedMemoryAllreduce> shm_;
 };
 
 }  // namespace ringtrain::comm

@@ -33,6 +33,8 @@ struct LoaderOptions {
     int world = 1;
     LoaderMode mode = LoaderMode::Train;
     bool prefetch = true;  // fill the next batch on a background thread (while it pays, see below)
+    // Why prefetch is off, for prefetch_note() (default: "data.prefetch false").
+    std::string prefetch_off_reason;
     // With prefetch on, after this many prefetched batches the loader compares the caller's mean wait per batch with
     // the worker's mean fill time; when the caller waited at least 3/4 of a fill (prefetch hid a quarter of the work
     // or less, and a thread costs a hand-over per batch besides), it fills on the caller's thread from then on. In-memory IDX batches take ~0.06 ms to fill, while handing them over between threads

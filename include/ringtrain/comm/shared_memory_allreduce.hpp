@@ -1,0 +1,67 @@
+// SharedMemoryAllreduce: allreduce among the ranks of one node through a shared-memory segment, with no MPI
+// message, no syscall and no handshake per call — what NCCL and DeepSpeed do inside a node, used by the ring backend.
+//
+// Per chunk of the message (at most chunk_bytes of float32): every rank copies its chunk into its own slot; barrier;
+// the chunk is cut into N segments (remainder over the first ones) and rank r sums segment r over every rank's slot in a
+// fixed order (r, r+1, …, r−1) into its own slot; barrier; every rank copies all N finished segments out. One owner per
+// segment, so the result is bitwise identical on every rank and the same run to run. The slots are double-buffered
+// (chunk k uses buffer k mod 2): a rank can only overwrite a buffer after the next chunk's first barrier, which every
+// rank passes only once it has finished reading that buffer, so two barriers per chunk suffice.
+//
+// 16-bit wire formats: the slot holds the 16-bit encoding of the chunk, the owner decodes and sums in float32, scales
+// (Average) and writes its finished segment back as 16 bits, which everyone decodes: every value is rounded to 16 bits
+// once on the way in and once at the end, and the bytes are exactly half.
+//
+// The segment is created by local rank 0 (shm_open + posix_fallocate, so a full /dev/shm is an error at creation
+// rather than a SIGBUS later), opened by the others, and unlinked as soon as everyone has mapped it: nothing is left
+// behind if the job dies. Destruction only unmaps (never collective), so unwinding after an error cannot hang.
+// Waiting spins briefly, then yields the core (ranks may outnumber cores). A rank that dies is handled by the launcher
+// (mpirun or srun kills the job); a rank stuck in a collective is reported by the stall watchdog as for MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/half.hpp"
+
+namespace ringtrain::comm {
+
+class SharedMemoryAllreduce {
+public:
+    // Collective over `node`, whose ranks must all share one host (MPI_COMM_TYPE_SHARED). Returns nullptr on every
+    // rank when any rank could not create or map the segment; `why` then says what failed (on the ranks where it did).
+    static std::unique_ptr<SharedMemoryAllreduce> create(MPI_Comm node, size_t chunk_bytes, std::string* why = nullptr);
+    ~SharedMemoryAllreduce();
+    SharedMemoryAllreduce(const SharedMemoryAllreduce&) = delete;
+    SharedMemoryAllreduce& operator=(const SharedMemoryAllreduce&) = delete;
+
+    // In place over all ranks of the node. op: Sum, Max or Min (the caller scales an Average) for Float32; any op for
+    // the 16-bit formats (Average is scaled before the final rounding). Adds the bytes its peers read from this rank's
+    // slot (sent) and that it read from theirs (received): 2(N−1)/N of the payload each way, as a ring.
+    void allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent, uint64_t& received);
+
+    size_t chunk_elements() const { return chunk_elems_; }
+
+private:
+    SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems);
+    std::atomic<uint64_t>& arrived(int r) const;
+    void* slot(int buffer, int r) const;
+    void barrier();
+
+    void* base_ = nullptr;
+    size_t bytes_ = 0;
+    int rank_ = 0;
+    int size_ = 1;
+    size_t chunk_elems_ = 1;  // floats per slot
+    size_t slot_bytes_ = 0;
+    uint64_t epoch_ = 0;      // barriers passed: our arrival counter's value
+    uint64_t chunks_done_ = 0;  // chunk k uses buffer k % 2
+};
+
+}  // namespace ringtrain::comm

@@ -1,0 +1,196 @@
+// SharedMemoryAllreduce: the segment's life (create, map, unlink, unmap) and the two-barrier chunk schedule.
+//
+// Segment layout: N arrival counters, one per 128-byte line (two cache lines: no false sharing with the adjacent-line
+// prefetcher), then buffer 0's N slots, then buffer 1's N slots, each slot chunk_bytes rounded up to 4 KiB.
+#include "ringtrain/comm/shared_memory_allreduce.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "ringtrain/comm/mpi_runtime.hpp"
+#include "reduce_kernels.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ringtrain::comm {
+
+namespace {
+
+constexpr size_t kCounterStride = 128;
+constexpr size_t kNameBytes = 64;
+// Polls with a pause before yielding the core: long enough to catch a peer that is a few microseconds behind,
+// short enough not to burn a time slice that a descheduled peer needs when ranks outnumber cores.
+constexpr int kSpinsBeforeYield = 200;
+// Two slots per rank of this each: beyond it the slots stop fitting in any cache and /dev/shm may be small.
+constexpr size_t kMaxChunkBytes = size_t{64} << 20;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the arrival counters must be lock-free to work across processes");
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// Segment j of a chunk of `len` elements cut into n: [off, off + len_j).
+inline size_t seg_off(size_t len, size_t n, size_t j) { return j * (len / n) + std::min(j, len % n); }
+inline size_t seg_len(size_t len, size_t n, size_t j) { return len / n + (j < len % n ? 1 : 0); }
+
+std::string errno_text(const char* what, const char* name) {
+    return std::string(what) + "(" + name + "): " + std::strerror(errno);
+}
+
+}  // namespace
+
+std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(MPI_Comm node, size_t chunk_bytes, std::string* why) {
+    int rank = 0, size = 1;
+    check_mpi(MPI_Comm_rank(node, &rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(node, &size), "MPI_Comm_size");
+    const size_t chunk_elems = std::max<size_t>(std::min(chunk_bytes, kMaxChunkBytes) / sizeof(float), 1);
+    const size_t slot_bytes = (chunk_elems * sizeof(float) + 4095) / 4096 * 4096;
+    const size_t n = static_cast<size_t>(size);
+    const size_t bytes = n * kCounterStride + 2 * n * slot_bytes;
+
+    // Local rank 0 names and sizes the segment; the name travels with its success flag.
+    char name[kNameBytes] = {};
+    std::string error;
+    int fd = -1;
+    if (chunk_bytes > kMaxChunkBytes) {
+        error = "shared-memory chunk of " + std::to_string(chunk_bytes) + " bytes is larger than the " +
+                std::to_string(kMaxChunkBytes >> 20) + " MiB allowed";
+    } else if (rank == 0) {
+        static std::atomic<unsigned> serial{0};  // several communicators per process each get their own segment
+        std::snprintf(name, sizeof name, "/ringtrain-%d-%u", static_cast<int>(getpid()), serial.fetch_add(1));
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0) {
+            error = errno_text("shm_open", name);
+        } else {
+            // posix_fallocate reserves the pages now: a /dev/shm too small for the segment fails here, not as a
+            // SIGBUS on first touch in the middle of training.
+            const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+            if (rc != 0) {
+                errno = rc;
+                error = errno_text("posix_fallocate", name) + " (" + std::to_string(bytes) + " bytes; is /dev/shm full or small?)";
+            }
+        }
+        if (!error.empty()) name[0] = '\0';
+    }
+    check_mpi(MPI_Bcast(name, static_cast<int>(kNameBytes), MPI_CHAR, 0, node), "MPI_Bcast");
+    if (rank != 0 && name[0] != '\0') {
+        fd = shm_open(name, O_RDWR, 0600);
+        if (fd < 0) error = errno_text("shm_open", name);
+    }
+    void* base = MAP_FAILED;
+    if (fd >= 0 && error.empty()) {
+        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED) error = errno_text("mmap", name);
+    }
+    if (fd >= 0) close(fd);  // the mapping keeps the segment alive
+    if (error.empty() && name[0] == '\0') error = "local rank 0 could not create the shared-memory segment";
+
+    int ok = error.empty() ? 1 : 0, all_ok = 0;
+    check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
+    // Everyone has opened it (or given up): the name is no longer needed.
+    if (rank == 0 && name[0] != '\0') shm_unlink(name);
+    if (!all_ok) {
+        if (base != MAP_FAILED) munmap(base, bytes);
+        if (why) *why = error.empty() ? "another rank of this node could not map the shared-memory segment" : error;
+        return nullptr;
+    }
+    return std::unique_ptr<SharedMemoryAllreduce>(new SharedMemoryAllreduce(base, bytes, rank, size, chunk_elems));
+}
+
+SharedMemoryAllreduce::SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_elems_(chunk_elems),
+      slot_bytes_((chunk_elems * sizeof(float) + 4095) / 4096 * 4096) {}
+
+SharedMemoryAllreduce::~SharedMemoryAllreduce() {
+    if (base_) munmap(base_, bytes_);
+}
+
+std::atomic<uint64_t>& SharedMemoryAllreduce::arrived(int r) const {
+    // The segment starts zero-filled, which is a valid std::atomic<uint64_t> holding 0 (lock-free, address-free).
+    return *reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(base_) + static_cast<size_t>(r) * kCounterStride);
+}
+
+void* SharedMemoryAllreduce::slot(int buffer, int r) const {
+    const size_t n = static_cast<size_t>(size_);
+    return static_cast<char*>(base_) + n * kCounterStride +
+           (static_cast<size_t>(buffer) * n + static_cast<size_t>(r)) * slot_bytes_;
+}
+
+void SharedMemoryAllreduce::barrier() {
+    const uint64_t epoch = ++epoch_;
+    arrived(rank_).store(epoch, std::memory_order_release);  // publishes our writes to the slots
+    for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        const std::atomic<uint64_t>& peer = arrived(r);
+        for (int spins = 0; peer.load(std::memory_order_acquire) < epoch; ++spins) {
+            if (spins < kSpinsBeforeYield) cpu_relax();
+            else sched_yield();
+        }
+    }
+}
+
+void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent,
+                                      uint64_t& received) {
+    const bool k16 = wire != WireFormat::Float32;
+    const size_t esize = wire_element_size(wire);
+    const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+    const float inv_n = 1.0f / static_cast<float>(size_);
+    for (size_t chunk_off = 0; chunk_off < count; chunk_off += chunk_elems_) {
+        const size_t len = std::min(chunk_elems_, count - chunk_off);
+        const int buf = static_cast<int>(chunks_done_++ % 2);
+        float* const in = data + chunk_off;
+        // 1. Our contribution into our slot.
+        if (k16) encode16(wire, in, static_cast<uint16_t*>(slot(buf, rank_)), len);
+        else std::memcpy(slot(buf, rank_), in, len * sizeof(float));
+        barrier();
+        // 2. Finish our segment: sum (or max/min) over every rank's slot, starting with our own, then the next ranks.
+        const size_t off = seg_off(len, n, me), mine = seg_len(len, n, me);
+        if (mine > 0) {
+            if (k16) {
+                float* acc = in + off;  // our own region of the user buffer is free: it is overwritten at the end
+                decode16(wire, static_cast<const uint16_t*>(slot(buf, rank_)) + off, acc, mine);
+                for (size_t k = 1; k < n; ++k) {
+                    const int r = static_cast<int>((me + k) % n);
+                    decode16_reduce(wire, static_cast<const uint16_t*>(slot(buf, r)) + off, acc, mine, op);
+                }
+                if (op == ReduceOp::Average) detail::scale(acc, mine, inv_n);
+                encode16(wire, acc, static_cast<uint16_t*>(slot(buf, rank_)) + off, mine);
+            } else {
+                float* acc = static_cast<float*>(slot(buf, rank_)) + off;
+                for (size_t k = 1; k < n; ++k) {
+                    const int r = static_cast<int>((me + k) % n);
+                    detail::reduce_into(acc, static_cast<const float*>(slot(buf, r)) + off, mine, op);
+                }
+            }
+        }
+        barrier();
+        // 3. Every finished segment out of its owner's slot (ours included, so all ranks hold the same bits).
+        for (size_t j = 0; j < n; ++j) {
+            const size_t o = seg_off(len, n, j), l = seg_len(len, n, j);
+            if (l == 0) continue;
+            if (k16) decode16(wire, static_cast<const uint16_t*>(slot(buf, static_cast<int>(j))) + o, in + o, l);
+            else std::memcpy(in + o, static_cast<const float*>(slot(buf, static_cast<int>(j))) + o, l * sizeof(float));
+        }
+        // Peers read (len − mine) of our contribution and our `mine` finished values, (N−1) times; we read as much.
+        const uint64_t moved = static_cast<uint64_t>((len - mine) + (n - 1) * mine) * esize;
+        sent += moved;
+        received += static_cast<uint64_t>((n - 1) * mine + (len - mine)) * esize;
+    }
+}
+
+}  // namespace ringtrain::comm
