@@ -18,7 +18,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -66,7 +65,7 @@ RingOptions ring_backend_defaults() {
     // RINGTRAIN_SHARED_MEMORY=0 keeps single-node jobs on MPI point-to-point (for A/B runs, or a broken /dev/shm).
     const char* env = std::getenv("RINGTRAIN_SHARED_MEMORY");
     const bool off = env && (std::string(env) == "0" || std::string(env) == "off" || std::string(env) == "false");
-    o.shared_memory_max_bytes = off ? 0 : std::numeric_limits<size_t>::max();
+    o.shared_memory_max_bytes = off ? 0 : kSharedMemoryMaxBytes;
     return o;
 }
 

@@ -154,35 +154,38 @@ void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, Wi
         const size_t len = std::min(chunk_elems_, count - chunk_off);
         const int buf = static_cast<int>(chunks_done_++ % 2);
         float* const in = data + chunk_off;
-        // 1. Our contribution into our slot.
-        if (k16) encode16(wire, in, static_cast<uint16_t*>(slot(buf, rank_)), len);
-        else std::memcpy(slot(buf, rank_), in, len * sizeof(float));
-        barrier();
-        // 2. Finish our segment: sum (or max/min) over every rank's slot, starting with our own, then the next ranks.
         const size_t off = seg_off(len, n, me), mine = seg_len(len, n, me);
+        // 1. Our contribution to the other ranks' segments into our slot (our own segment never leaves our buffer).
+        for (size_t j = 0; j < n; ++j) {
+            const size_t o = seg_off(len, n, j), l = seg_len(len, n, j);
+            if (j == me || l == 0) continue;
+            if (k16) encode16(wire, in + o, static_cast<uint16_t*>(slot(buf, rank_)) + o, l);
+            else std::memcpy(static_cast<float*>(slot(buf, rank_)) + o, in + o, l * sizeof(float));
+        }
+        barrier();
+        // 2. Finish our segment in our buffer: ours, then the next ranks' in order (r+1, r+2, ...), then publish it in
+        // our slot. The 16-bit formats sum in float32, scale an Average, and keep the 16-bit rounding of the result.
         if (mine > 0) {
+            float* acc = in + off;
+            for (size_t k = 1; k < n; ++k) {
+                const int r = static_cast<int>((me + k) % n);
+                if (k16) decode16_reduce(wire, static_cast<const uint16_t*>(slot(buf, r)) + off, acc, mine, op);
+                else detail::reduce_into(acc, static_cast<const float*>(slot(buf, r)) + off, mine, op);
+            }
             if (k16) {
-                float* acc = in + off;  // our own region of the user buffer is free: it is overwritten at the end
-                decode16(wire, static_cast<const uint16_t*>(slot(buf, rank_)) + off, acc, mine);
-                for (size_t k = 1; k < n; ++k) {
-                    const int r = static_cast<int>((me + k) % n);
-                    decode16_reduce(wire, static_cast<const uint16_t*>(slot(buf, r)) + off, acc, mine, op);
-                }
                 if (op == ReduceOp::Average) detail::scale(acc, mine, inv_n);
-                encode16(wire, acc, static_cast<uint16_t*>(slot(buf, rank_)) + off, mine);
+                uint16_t* out = static_cast<uint16_t*>(slot(buf, rank_)) + off;
+                encode16(wire, acc, out, mine);
+                decode16(wire, out, acc, mine);
             } else {
-                float* acc = static_cast<float*>(slot(buf, rank_)) + off;
-                for (size_t k = 1; k < n; ++k) {
-                    const int r = static_cast<int>((me + k) % n);
-                    detail::reduce_into(acc, static_cast<const float*>(slot(buf, r)) + off, mine, op);
-                }
+                std::memcpy(static_cast<float*>(slot(buf, rank_)) + off, acc, mine * sizeof(float));
             }
         }
         barrier();
-        // 3. Every finished segment out of its owner's slot (ours included, so all ranks hold the same bits).
+        // 3. The other ranks' finished segments out of their slots.
         for (size_t j = 0; j < n; ++j) {
             const size_t o = seg_off(len, n, j), l = seg_len(len, n, j);
-            if (l == 0) continue;
+            if (j == me || l == 0) continue;
             if (k16) decode16(wire, static_cast<const uint16_t*>(slot(buf, static_cast<int>(j))) + o, in + o, l);
             else std::memcpy(in + o, static_cast<const float*>(slot(buf, static_cast<int>(j))) + o, l * sizeof(float));
         }

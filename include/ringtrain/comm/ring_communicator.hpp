@@ -66,8 +66,13 @@ struct RingOptions {
     size_t shared_memory_chunk_bytes = 256 * 1024;
 };
 
-// What make_communicator("ring") and bench_allreduce use: RingOptions{} plus the shared-memory path for every size
-// (measured on the 2-vCPU VM: see bench/RESULTS.md, "Shared-memory allreduce").
+// Up to this size the shared-memory path beat MPI point-to-point on the 2-vCPU VM (about 2x at 1-16 MB at N = 2,
+// 1.1-2.3x at every size at N = 4); from 64 MB at N = 2 it moves more bytes through memory than the ring (copy in and
+// out of the slots) and lost in most runs (bench/RESULTS.md, "Shared-memory allreduce").
+inline constexpr size_t kSharedMemoryMaxBytes = size_t{16} << 20;
+
+// What make_communicator("ring") and bench_allreduce use: RingOptions{} plus the shared-memory path up to
+// kSharedMemoryMaxBytes (0 when RINGTRAIN_SHARED_MEMORY=0|off|false is set).
 RingOptions ring_backend_defaults();
 
 class RingCommunicator final : public MpiCommunicatorBase {

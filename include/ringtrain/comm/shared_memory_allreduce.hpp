@@ -1,16 +1,18 @@
 // SharedMemoryAllreduce: allreduce among the ranks of one node through a shared-memory segment, with no MPI
 // message, no syscall and no handshake per call — what NCCL and DeepSpeed do inside a node, used by the ring backend.
 //
-// Per chunk of the message (at most chunk_bytes of float32): every rank copies its chunk into its own slot; barrier;
-// the chunk is cut into N segments (remainder over the first ones) and rank r sums segment r over every rank's slot in a
-// fixed order (r, r+1, …, r−1) into its own slot; barrier; every rank copies all N finished segments out. One owner per
-// segment, so the result is bitwise identical on every rank and the same run to run. The slots are double-buffered
+// Per chunk of the message (at most chunk_bytes of float32), cut into N segments (remainder over the first ones),
+// segment r owned by rank r: every rank copies the other ranks' segments of its chunk into its own slot; barrier;
+// rank r adds the others' contributions to segment r into its own buffer in a fixed order (r+1, …, r−1) and publishes
+// the result in its slot; barrier; every rank copies the other finished segments out. Each rank's own segment never
+// makes a round trip through shared memory (at N = 2 that halves the copies). One owner per segment, so the result
+// is bitwise identical on every rank and the same run to run. The slots are double-buffered
 // (chunk k uses buffer k mod 2): a rank can only overwrite a buffer after the next chunk's first barrier, which every
 // rank passes only once it has finished reading that buffer, so two barriers per chunk suffice.
 //
-// 16-bit wire formats: the slot holds the 16-bit encoding of the chunk, the owner decodes and sums in float32, scales
-// (Average) and writes its finished segment back as 16 bits, which everyone decodes: every value is rounded to 16 bits
-// once on the way in and once at the end, and the bytes are exactly half.
+// 16-bit wire formats: the slot holds 16-bit encodings; the owner adds the decoded contributions to its own float32
+// values, scales (Average) and publishes its finished segment as 16 bits, which everyone (itself included) decodes:
+// every value that travels is rounded to 16 bits on the way in, every result once at the end; the bytes are half.
 //
 // The segment is created by local rank 0 (shm_open + posix_fallocate, so a full /dev/shm is an error at creation
 // rather than a SIGBUS later), opened by the others, and unlinked as soon as everyone has mapped it: nothing is left
