@@ -10,6 +10,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/launch_env.hpp"
+#include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/threads.hpp"
@@ -116,6 +117,15 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
             std::printf("  rank %d: host %s (node %d), local rank %d of %d, device cpu\n", r.rank, r.hostname.c_str(),
                         r.node, r.local_rank, r.local_size);
         std::printf("backends built: %s\n", backends.c_str());
+        if (const auto* ring = dynamic_cast<const comm::RingCommunicator*>(&comm)) {
+            if (ring->uses_shared_memory())
+                std::printf("ring transport: shared memory inside this host for messages up to %zu bytes, MPI point-to-point above\n",
+                            ring->options().shared_memory_max_bytes);
+            else
+                std::printf("ring transport: MPI point-to-point (%s)\n",
+                            comm.size() == 1 ? "one rank" : comm.local_size() < comm.size() ? "ranks on several hosts"
+                                                                                             : "shared memory off");
+        }
         std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");

@@ -13,6 +13,12 @@ TEST_CASE("info lists every rank with its local rank", "[cli][mpi]") {
     CHECK_THAT(r.output, Catch::Contains("rank 1: host"));
     CHECK_THAT(r.output, Catch::Contains("local rank 1 of 2"));
     CHECK_THAT(r.output, Catch::Contains("backends built: ring, mpi"));
+    // Both ranks on this host: the ring backend reduces through shared memory, unless told not to.
+    CHECK_THAT(r.output, Catch::Contains("ring transport: shared memory inside this host"));
+    const auto off = run_command("RINGTRAIN_SHARED_MEMORY=0 " + mpirun(2) + binary() + " info");
+    INFO(off.output);
+    REQUIRE(off.exit_code == 0);
+    CHECK_THAT(off.output, Catch::Contains("ring transport: MPI point-to-point (shared memory off)"));
 }
 
 TEST_CASE("--timeline FILE writes a Chrome trace", "[cli]") {
