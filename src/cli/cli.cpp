@@ -118,9 +118,11 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
                         r.node, r.local_rank, r.local_size);
         std::printf("backends built: %s\n", backends.c_str());
         if (const auto* ring = dynamic_cast<const comm::RingCommunicator*>(&comm)) {
-            if (ring->uses_shared_memory())
+            if (ring->uses_shared_memory() && comm.size() == 2)
                 std::printf("ring transport: shared memory inside this host for messages up to %zu bytes, MPI point-to-point above\n",
                             ring->options().shared_memory_max_bytes);
+            else if (ring->uses_shared_memory())
+                std::printf("ring transport: shared memory inside this host for every message\n");
             else
                 std::printf("ring transport: MPI point-to-point (%s)\n",
                             comm.size() == 1 ? "one rank" : comm.local_size() < comm.size() ? "ranks on several hosts"

@@ -70,7 +70,7 @@ RingOptions ring_backend_defaults() {
 }
 
 bool RingCommunicator::use_shared_memory(size_t count) const {
-    return shm_ && count <= options_.shared_memory_max_bytes / sizeof(float);
+    return shm_ && (size_ > 2 || count <= options_.shared_memory_max_bytes / sizeof(float));
 }
 
 void RingCommunicator::shared_memory_allreduce(float* data, size_t count, ReduceOp op, WireFormat wire) {

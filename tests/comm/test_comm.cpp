@@ -79,8 +79,8 @@ std::vector<Variant> all_variants() {
     // Recursive doubling for every size.
     v.push_back({"recursive doubling", std::make_unique<RingCommunicator>(
                                            RingOptions{std::numeric_limits<size_t>::max(), 1 << 20, 4, 1 << 20})});
-    // What sync.backend ring trains with: shared memory up to 16 MiB (every test rank is on this host), in 256 KiB
-    // chunks, so 2^20+3 floats take 17 chunks and 4194301 floats (just under 16 MiB) 65.
+    // What sync.backend ring trains with: shared memory (every test rank is on this host) up to 16 MiB at two ranks
+    // and for every size from three on, in 256 KiB chunks: 2^20+3 floats take 17 chunks, 4194301 (just under 16 MiB) 65.
     v.push_back({"shared memory", std::make_unique<RingCommunicator>(ring_backend_defaults())});
     // Three floats per chunk: most segments of 0 or 1 elements, thousands of barriers and buffer switches.
     RingOptions tiny = ring_backend_defaults();

@@ -59,16 +59,20 @@ struct RingOptions {
     // (measured at N = 4 on 2 vCPUs: the ring lost to MPI_Allreduce at 256 KB–1 MB, won from 16 MB). 0 = never.
     // 16-bit wire formats make the same choice (by the float32 size), so their bytes are exactly half.
     size_t halving_max_bytes = 4u << 20;
-    // Single-node worlds: messages up to this many bytes (float32 size) go through shared memory. 0 = never (the
-    // default here, so tests and benchmarks that name the MPI paths get them); ring_backend_defaults() turns it on.
+    // Single-node worlds: 0 = never use shared memory (the default here, so tests and benchmarks that name the MPI
+    // paths get them; ring_backend_defaults() turns it on). Otherwise, at two ranks, messages up to this many bytes
+    // (float32 size) go through shared memory, and from three ranks on every message does. Why the difference: per
+    // rank and byte of message, the shared-memory path reads ~(3(N−1)+1)/N and writes ~2 bytes of memory, the
+    // single-copy ring 4(N−1)/N and 3(N−1)/N: at N = 2 the ring touches less memory (2 / 1.5 against 2 / 2), which
+    // wins once messages outgrow the caches; at N = 4 it touches more (3 / 2.25 against 2.5 / 2).
     size_t shared_memory_max_bytes = 0;
     // Shared-memory chunk: each rank's slot (two of them, double-buffered) holds this many bytes of float32.
     size_t shared_memory_chunk_bytes = 256 * 1024;
 };
 
-// Up to this size the shared-memory path beat MPI point-to-point on the 2-vCPU VM (about 2x at 1-16 MB at N = 2,
-// 1.1-2.3x at every size at N = 4); from 64 MB at N = 2 it moves more bytes through memory than the ring (copy in and
-// out of the slots) and lost in most runs (bench/RESULTS.md, "Shared-memory allreduce").
+// At two ranks, up to this size the shared-memory path beat MPI point-to-point on the 2-vCPU VM (about 2x at
+// 1-16 MB); from 64 MB it was at parity or behind, as the memory traffic above predicts (bench/RESULTS.md,
+// "Shared-memory allreduce"). From three ranks on it is used for every size (1.1-2.3x at every size at N = 4).
 inline constexpr size_t kSharedMemoryMaxBytes = size_t{16} << 20;
 
 // What make_communicator("ring") and bench_allreduce use: RingOptions{} plus the shared-memory path up to
