@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,9 @@ constexpr size_t kNameBytes = 64;
 // Polls with a pause before yielding the core: long enough to catch a peer that is a few microseconds behind,
 // short enough not to burn a time slice that a descheduled peer needs when ranks outnumber cores.
 constexpr int kSpinsBeforeYield = 200;
+// sched_yield only lets tasks on this CPU's run queue go first; a peer that waits on another CPU's queue behind a busy
+// task (more ranks than cores, other jobs) needs us off the CPU. After this many polls we sleep between them.
+constexpr int kSpinsBeforeSleep = kSpinsBeforeYield + 100;
 // Two slots per rank of this each: beyond it the slots stop fitting in any cache and /dev/shm may be small.
 constexpr size_t kMaxChunkBytes = size_t{64} << 20;
 
@@ -42,6 +46,11 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
     asm volatile("yield");
 #endif
+}
+
+void nap() {
+    const timespec t{0, 20'000};  // 20 µs asked; the kernel's timer slack makes it ~70 µs
+    nanosleep(&t, nullptr);
 }
 
 // Segment j of a chunk of `len` elements cut into n: [off, off + len_j).
@@ -139,7 +148,8 @@ void SharedMemoryAllreduce::barrier() {
         const std::atomic<uint64_t>& peer = arrived(r);
         for (int spins = 0; peer.load(std::memory_order_acquire) < epoch; ++spins) {
             if (spins < kSpinsBeforeYield) cpu_relax();
-            else sched_yield();
+            else if (spins < kSpinsBeforeSleep) sched_yield();
+            else nap();
         }
     }
 }

@@ -150,7 +150,7 @@ TEST_CASE("allreduce matches a serial reference on every backend and path", "[co
         const Reference ref = make_reference(count, seed++);
         std::vector<float> mpi_sum;
         for (auto& v : variants) {
-            if (slow_variant(v.name) && count > 20000) continue;
+            if (slow_variant(v.name) && count > 2000) continue;
             if (n > 1 && std::string(v.name).rfind("shared memory", 0) == 0) {
                 const auto* ring = dynamic_cast<const RingCommunicator*>(v.comm.get());
                 REQUIRE(ring);

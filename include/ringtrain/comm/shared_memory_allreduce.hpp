@@ -17,7 +17,8 @@
 // The segment is created by local rank 0 (shm_open + posix_fallocate, so a full /dev/shm is an error at creation
 // rather than a SIGBUS later), opened by the others, and unlinked as soon as everyone has mapped it: nothing is left
 // behind if the job dies. Destruction only unmaps (never collective), so unwinding after an error cannot hang.
-// Waiting spins briefly, then yields the core (ranks may outnumber cores). A rank that dies is handled by the launcher
+// Waiting spins briefly, then yields the core, then sleeps between polls (ranks may outnumber cores, or share them
+// with other work: a peer that is not running must get a core). A rank that dies is handled by the launcher
 // (mpirun or srun kills the job); a rank stuck in a collective is reported by the stall watchdog as for MPI.
 #pragma once
 
