@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -32,9 +33,10 @@ constexpr size_t kNameBytes = 64;
 // Polls with a pause before yielding the core: long enough to catch a peer that is a few microseconds behind,
 // short enough not to burn a time slice that a descheduled peer needs when ranks outnumber cores.
 constexpr int kSpinsBeforeYield = 200;
-// sched_yield only lets tasks on this CPU's run queue go first; a peer that waits on another CPU's queue behind a busy
-// task (more ranks than cores, other jobs) needs us off the CPU. After this many polls we sleep between them.
-constexpr int kSpinsBeforeSleep = kSpinsBeforeYield + 100;
+// sched_yield only lets tasks on this CPU's run queue go first; a peer queued on another CPU behind a busy task (more
+// ranks than cores, other jobs) needs us off the CPU. After yielding this long we sleep between polls: long enough
+// that a rank waiting for an ordinary straggler (a few hundred µs on the VM) never pays a sleep's wake-up latency.
+constexpr auto kYieldFor = std::chrono::milliseconds(1);
 // Two slots per rank of this each: beyond it the slots stop fitting in any cache and /dev/shm may be small.
 constexpr size_t kMaxChunkBytes = size_t{64} << 20;
 
@@ -51,6 +53,23 @@ inline void cpu_relax() {
 void nap() {
     const timespec t{0, 20'000};  // 20 µs asked; the kernel's timer slack makes it ~70 µs
     nanosleep(&t, nullptr);
+}
+
+void wait_until(const std::atomic<uint64_t>& flag, uint64_t epoch) {
+    for (int i = 0; i < kSpinsBeforeYield; ++i) {
+        if (flag.load(std::memory_order_acquire) >= epoch) return;
+        cpu_relax();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    bool sleep = false;
+    for (unsigned i = 0; flag.load(std::memory_order_acquire) < epoch; ++i) {
+        if (sleep) {
+            nap();
+        } else {
+            sched_yield();
+            if (i % 16 == 15 && std::chrono::steady_clock::now() - start > kYieldFor) sleep = true;
+        }
+    }
 }
 
 // Segment j of a chunk of `len` elements cut into n: [off, off + len_j).
@@ -146,11 +165,7 @@ void SharedMemoryAllreduce::barrier() {
     for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
         const std::atomic<uint64_t>& peer = arrived(r);
-        for (int spins = 0; peer.load(std::memory_order_acquire) < epoch; ++spins) {
-            if (spins < kSpinsBeforeYield) cpu_relax();
-            else if (spins < kSpinsBeforeSleep) sched_yield();
-            else nap();
-        }
+        wait_until(peer, epoch);
     }
 }
 
