@@ -137,12 +137,12 @@ std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(MPI_Comm no
         if (why) *why = error.empty() ? "another rank of this node could not map the shared-memory segment" : error;
         return nullptr;
     }
-    return std::unique_ptr<SharedMemoryAllreduce>(new SharedMemoryAllreduce(base, bytes, rank, size, chunk_elems));
+    return std::unique_ptr<SharedMemoryAllreduce>(new SharedMemoryAllreduce(base, bytes, rank, size, chunk_elems, slot_bytes));
 }
 
-SharedMemoryAllreduce::SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems)
-    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_elems_(chunk_elems),
-      slot_bytes_((chunk_elems * sizeof(float) + 4095) / 4096 * 4096) {}
+SharedMemoryAllreduce::SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems,
+                                             size_t slot_bytes)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_elems_(chunk_elems), slot_bytes_(slot_bytes) {}
 
 SharedMemoryAllreduce::~SharedMemoryAllreduce() {
     if (base_) munmap(base_, bytes_);
@@ -162,11 +162,8 @@ void* SharedMemoryAllreduce::slot(int buffer, int r) const {
 void SharedMemoryAllreduce::barrier() {
     const uint64_t epoch = ++epoch_;
     arrived(rank_).store(epoch, std::memory_order_release);  // publishes our writes to the slots
-    for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        const std::atomic<uint64_t>& peer = arrived(r);
-        wait_until(peer, epoch);
-    }
+    for (int r = 0; r < size_; ++r)
+        if (r != rank_) wait_until(arrived(r), epoch);
 }
 
 void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent,
@@ -199,9 +196,7 @@ void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, Wi
             }
             if (k16) {
                 if (op == ReduceOp::Average) detail::scale(acc, mine, inv_n);
-                uint16_t* out = static_cast<uint16_t*>(slot(buf, rank_)) + off;
-                encode16(wire, acc, out, mine);
-                decode16(wire, out, acc, mine);
+                round_to_16(wire, acc, static_cast<uint16_t*>(slot(buf, rank_)) + off, mine);  // leaves the encoding there
             } else {
                 std::memcpy(static_cast<float*>(slot(buf, rank_)) + off, acc, mine * sizeof(float));
             }
@@ -217,7 +212,7 @@ void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, Wi
         // Peers read (len − mine) of our contribution and our `mine` finished values, (N−1) times; we read as much.
         const uint64_t moved = static_cast<uint64_t>((len - mine) + (n - 1) * mine) * esize;
         sent += moved;
-        received += static_cast<uint64_t>((n - 1) * mine + (len - mine)) * esize;
+        received += moved;
     }
 }
 

@@ -472,28 +472,26 @@ TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threa
     const int n = world_size();
     RingCommunicator a(RingOptions{0, 4096, 4, 4000, 0}), b(RingOptions{0, 4096, 4, 4000, 0});
     const Reference ra = make_reference(30011, 901), rb = make_reference(20011, 902);
-    std::vector<float> out_a, out_b;
     auto run = [](RingCommunicator& c, const Reference& ref, std::vector<float>& out) {
         for (int it = 0; it < 5; ++it) {
             out = ref.mine;
             c.allreduce(out, ReduceOp::Sum);
         }
     };
-    std::thread ta(run, std::ref(a), std::cref(ra), std::ref(out_a));
-    std::thread tb(run, std::ref(b), std::cref(rb), std::ref(out_b));
-    ta.join();
-    tb.join();
-    check_sum("thread a", ReduceOp::Sum, out_a, ra, n);
-    check_sum("thread b", ReduceOp::Sum, out_b, rb, n);
-
+    // Five allreduces on each of the two communicators, from two threads at once.
+    auto run_pair = [&](RingCommunicator& a, RingCommunicator& b, const std::string& label) {
+        std::vector<float> out_a, out_b;
+        std::thread ta(run, std::ref(a), std::cref(ra), std::ref(out_a));
+        std::thread tb(run, std::ref(b), std::cref(rb), std::ref(out_b));
+        ta.join();
+        tb.join();
+        check_sum((label + "thread a").c_str(), ReduceOp::Sum, out_a, ra, n);
+        check_sum((label + "thread b").c_str(), ReduceOp::Sum, out_b, rb, n);
+    };
+    run_pair(a, b, "");
     // The same with two shared-memory communicators: each has its own segment and barrier counters.
     RingOptions o = ring_backend_defaults();
     o.shared_memory_chunk_bytes = 4096;
     RingCommunicator sa(o), sb(o);
-    std::thread tsa(run, std::ref(sa), std::cref(ra), std::ref(out_a));
-    std::thread tsb(run, std::ref(sb), std::cref(rb), std::ref(out_b));
-    tsa.join();
-    tsb.join();
-    check_sum("shared memory, thread a", ReduceOp::Sum, out_a, ra, n);
-    check_sum("shared memory, thread b", ReduceOp::Sum, out_b, rb, n);
+    run_pair(sa, sb, "shared memory, ");
 }

@@ -23,8 +23,8 @@
 //    (Average) and rounded to 16 bits at the end; the folded-out ranks receive that 16-bit result.
 // A 16-bit conversion copy of the buffer (2 bytes per element) is kept and grown like the scratch.
 //
-// Single node (every rank on one host, MPI_COMM_TYPE_SHARED): with shared_memory_max_bytes > 0, messages up to that
-// size (by their float32 size, both wire formats) go through a shared-memory segment instead (SharedMemoryAllreduce:
+// Single node (every rank on one host, MPI_COMM_TYPE_SHARED): with shared_memory_max_bytes > 0, messages (at two
+// ranks those up to that float32 size, from three ranks on all; both wire formats) go through a shared-memory segment (SharedMemoryAllreduce:
 // copy in, each rank finishes one segment, copy out; no MPI message). If the segment cannot be created, rank 0 says
 // so once and the MPI paths above are used.
 //

@@ -49,10 +49,8 @@ public:
     // slot (sent) and that it read from theirs (received): 2(N−1)/N of the payload each way, as a ring.
     void allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent, uint64_t& received);
 
-    size_t chunk_elements() const { return chunk_elems_; }
-
 private:
-    SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems);
+    SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems, size_t slot_bytes);
     std::atomic<uint64_t>& arrived(int r) const;
     void* slot(int buffer, int r) const;
     void barrier();
