@@ -131,6 +131,25 @@ std::vector<uint64_t> MpiCommunicatorBase::allgather(uint64_t mine) {
     return out;
 }
 
+std::vector<std::byte> MpiCommunicatorBase::allgather_bytes(std::span<const std::byte> mine) {
+    // The counts are compared first: MPI_Allgather with counts that differ between ranks is undefined (a truncation
+    // error at best, a hang at worst).
+    const std::vector<uint64_t> counts = allgather(static_cast<uint64_t>(mine.size()));
+    for (int k = 0; k < size_; ++k)
+        if (counts[k] != mine.size())
+            throw Error("allgather_bytes: rank " + std::to_string(k) + " contributes " + std::to_string(counts[k]) +
+                        " bytes, rank " + std::to_string(rank_) + " " + std::to_string(mine.size()) +
+                        "; every rank must pass the same count");
+    if (mine.size() > kMaxMpiCount) throw Error("allgather_bytes: " + std::to_string(mine.size()) + " bytes on one rank exceeds 2^31-1");
+    std::vector<std::byte> out(mine.size() * static_cast<size_t>(size_));
+    if (!mine.empty())
+        check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, out.data(),
+                                static_cast<int>(mine.size()), MPI_BYTE, comm_),
+                  "MPI_Allgather");
+    if (size_ > 1) count_bytes((size_ - 1) * mine.size(), (size_ - 1) * mine.size());
+    return out;
+}
+
 void MpiCommunicatorBase::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void MpiCommunicatorBase::abort(const std::string& message, int exit_code) {

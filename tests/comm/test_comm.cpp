@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -358,6 +359,47 @@ TEST_CASE("allgather with a different count on every rank", "[comm][allgather]")
         const std::vector<uint64_t> ids = comm->allgather(uint64_t(1000 + me * me));
         REQUIRE(ids.size() == size_t(n));
         for (int k = 0; k < n; ++k) CHECK(ids[k] == uint64_t(1000 + k * k));
+        comm->barrier();
+    }
+}
+
+TEST_CASE("broadcast_object and allgather_object move plain structs; unequal byte counts are an error on every rank",
+          "[comm][allgather][broadcast]") {
+    const int n = world_size(), me = world_rank();
+    struct Position {  // an awkward size (not a multiple of 8) with mixed member types
+        int64_t epoch;
+        double loss;
+        uint32_t flags;
+        char tag[5];
+    };
+    for (const char* backend : {"mpi", "ring"}) {
+        auto comm = make_communicator(backend);
+        for (int root = 0; root < n; ++root) {
+            Position p{me == root ? int64_t{1} << 40 : -1, me == root ? 0.125 * root : 9.0, 7u * me, {}};
+            std::snprintf(p.tag, sizeof p.tag, "r%d", me);
+            comm->broadcast_object(p, root);
+            CHECK(p.epoch == int64_t{1} << 40);
+            CHECK(p.loss == 0.125 * root);
+            CHECK(p.flags == 7u * root);
+            CHECK(std::string(p.tag) == "r" + std::to_string(root));
+        }
+        Position mine{me * 3, -0.5 * me, static_cast<uint32_t>(me), {}};
+        std::snprintf(mine.tag, sizeof mine.tag, "x%d", me);
+        const std::vector<Position> all = comm->allgather_object(mine);
+        REQUIRE(all.size() == size_t(n));
+        for (int k = 0; k < n; ++k) {
+            CHECK(all[k].epoch == k * 3);
+            CHECK(all[k].loss == -0.5 * k);
+            CHECK(all[k].flags == uint32_t(k));
+            CHECK(std::string(all[k].tag) == "x" + std::to_string(k));
+        }
+        // Zero bytes from everyone: an empty result, no MPI call with a null buffer.
+        CHECK(comm->allgather_bytes({}).empty());
+        if (n > 1) {
+            // Rank 1 passes one byte more: every rank must get the error (none may wait in a later collective).
+            std::vector<std::byte> bytes(me == 1 ? 4 : 3, std::byte{1});
+            CHECK_THROWS_AS(comm->allgather_bytes(bytes), Error);
+        }
         comm->barrier();
     }
 }

@@ -415,6 +415,7 @@ public:
     void broadcast_bytes(std::span<std::byte>, int) override {}
     std::vector<float> allgather(std::span<const float> mine) override { return {mine.begin(), mine.end()}; }
     std::vector<uint64_t> allgather(uint64_t mine) override { return {mine}; }
+    std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) override { return {mine.begin(), mine.end()}; }
     void barrier() override {}
     uint64_t bytes_sent() const override { return 0; }
     uint64_t bytes_received() const override { return 0; }

@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ringtrain/comm/half.hpp"
@@ -40,6 +42,25 @@ public:
     // Concatenation of every rank's `mine` in rank order; counts may differ between ranks.
     virtual std::vector<float> allgather(std::span<const float> mine) = 0;
     virtual std::vector<uint64_t> allgather(uint64_t mine) = 0;
+    // Every rank's `mine`, concatenated in rank order. Every rank must pass the same number of bytes; a rank whose
+    // count differs gets an Error naming both counts (on every rank, so none waits in a later collective).
+    virtual std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) = 0;
+
+    // Typed wrappers over the byte collectives for plain structs (loop positions, RNG states, run-plan digests):
+    // the bytes travel as they are, so every rank must run the same build (the start-up agreement checks that).
+    template <class T>
+    void broadcast_object(T& value, int root) {
+        static_assert(std::is_trivially_copyable_v<T>, "broadcast_object needs a trivially copyable type");
+        broadcast_bytes(std::as_writable_bytes(std::span<T>(&value, 1)), root);
+    }
+    template <class T>
+    std::vector<T> allgather_object(const T& mine) {
+        static_assert(std::is_trivially_copyable_v<T>, "allgather_object needs a trivially copyable type");
+        const std::vector<std::byte> all = allgather_bytes(std::as_bytes(std::span<const T>(&mine, 1)));
+        std::vector<T> out(all.size() / sizeof(T));
+        if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), all.data(), out.size() * sizeof(T));
+        return out;
+    }
     virtual void barrier() = 0;
 
     // Payload bytes this rank has sent / received through this communicator (for telemetry).
