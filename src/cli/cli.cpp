@@ -111,7 +111,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
     if (comm.rank() == 0) {
         std::string backends;
         for (const auto& b : comm::communicator_backends()) backends += (backends.empty() ? "" : ", ") + b;
-        std::printf("ringtrain 0.1.0: %d rank(s) on %d host(s), launcher %s, MPI thread level %d, backend %s\n",
+        std::printf("ringtrain " RINGTRAIN_VERSION ": %d rank(s) on %d host(s), launcher %s, MPI thread level %d, backend %s\n",
                     env.world_size, env.node_count, env.launcher.c_str(), env.thread_level, comm.backend().c_str());
         for (const auto& r : env.ranks)
             std::printf("  rank %d: host %s (node %d), local rank %d of %d, device cpu\n", r.rank, r.hostname.c_str(),
@@ -166,7 +166,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
         return 0;
     }
     if (args.command == "--version") {
-        std::printf("ringtrain 0.1.0\n");
+        std::printf("ringtrain " RINGTRAIN_VERSION "\n");
         return 0;
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
