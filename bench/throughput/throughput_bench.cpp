@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,11 @@ int main(int argc, char** argv) {
         }
         auto opt = optim::make_optimizer(oo, model.parameters());
         sync::broadcast_from_root(*comm, model.parameters(), opt->state());
-        sync::GradientSync gsync(*comm, model.parameters());
+        // Every gradient in one bucket, reduced on this thread after backward (on a communicator of its own).
+        sync::SyncOptions so;
+        so.fusion_bytes = std::numeric_limits<size_t>::max();
+        so.overlap = false;
+        sync::GradientSync gsync(comm::make_communicator(backend), model.parameters(), so);
 
         // A few distinct in-memory batches, cycled, so caches see changing data as in training.
         data::SyntheticDataset ds(sample, 10, batch * 4, 1 + rank);

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
-
 namespace ringtrain::telemetry {
 
 Timeline::Timeline(std::string path, int rank, bool enabled, size_t max_events)
@@ -34,7 +32,7 @@ int Timeline::tid_locked(std::thread::id id) {
     return tid;
 }
 
-void Timeline::add(std::string name, std::string category, int64_t start_us, int64_t dur_us, std::string args_json) {
+void Timeline::add(std::string name, std::string category, int64_t start_us, int64_t dur_us, SpanArgs args) {
     if (!enabled_) return;
     std::lock_guard<std::mutex> lock(mutex_);
     if (events_.size() >= max_events_) {
@@ -42,7 +40,7 @@ void Timeline::add(std::string name, std::string category, int64_t start_us, int
         return;
     }
     const int tid = tid_locked(std::this_thread::get_id());
-    events_.push_back({std::move(name), std::move(category), std::move(args_json), start_us, dur_us, tid});
+    events_.push_back({std::move(name), std::move(category), std::move(args), start_us, dur_us, tid});
 }
 
 void Timeline::name_thread(const std::string& name) {
@@ -82,10 +80,7 @@ bool Timeline::write(std::string* error) const {
         for (const Event& e : events_) {
             json ev = {{"name", e.name}, {"cat", e.category}, {"ph", "X"},  {"ts", e.start_us},
                        {"dur", e.dur_us}, {"pid", rank_},      {"tid", e.tid}};
-            if (!e.args.empty()) {
-                json args = json::parse(e.args, nullptr, /*allow_exceptions=*/false);
-                if (!args.is_discarded()) ev["args"] = std::move(args);
-            }
+            if (!e.args.empty()) ev["args"] = e.args;
             events.push_back(std::move(ev));
         }
     }
@@ -99,7 +94,8 @@ bool Timeline::write(std::string* error) const {
             if (error) *error = "cannot open " + tmp + " for writing";
             return false;
         }
-        out << doc.dump() << '\n';
+        // Invalid UTF-8 in a name becomes U+FFFD instead of an exception: a trace is written whatever the names.
+        out << doc.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
         out.flush();
         if (!out) {
             if (error) *error = "cannot write " + tmp;

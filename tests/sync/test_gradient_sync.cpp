@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
+#include "fake_communicator.hpp"
 #include "sync_test_util.hpp"
 
 using namespace ringtrain;
@@ -27,6 +29,14 @@ using sync::GradientSync;
 using sync::SyncOptions;
 
 namespace {
+
+// Everything in one bucket, reduced on the calling thread (what the removed "first version" constructor gave).
+SyncOptions one_blocking_bucket() {
+    SyncOptions o;
+    o.fusion_bytes = std::numeric_limits<size_t>::max();
+    o.overlap = false;
+    return o;
+}
 
 // One backward pass as the trainer drives it: gradients reported last parameter first, with a little "compute"
 // between them so the communication thread really runs while they arrive.
@@ -123,7 +133,6 @@ struct Config {
 
 TEST_CASE("bucket layout: backward order, fusion threshold, big tensors alone", "[sync][layout]") {
     ParamSet ps;  // sizes: 72 8 1152 16 19200 64 640 10 1 70001 floats
-    auto comm = comm::make_communicator("ring");
     {
         GradientSync gs(comm::make_communicator("ring"), ps.ptrs, SyncOptions{});
         REQUIRE(gs.bucket_count() == 1);
@@ -148,10 +157,10 @@ TEST_CASE("bucket layout: backward order, fusion threshold, big tensors alone", 
         CHECK(st.buckets[0].bytes == 70001 * 4);
         CHECK(st.buckets[1].tensors == 4);
     }
-    // The compatibility constructor: one bucket, blocking.
-    GradientSync legacy(*comm, ps.ptrs);
-    CHECK(legacy.bucket_count() == 1);
-    CHECK_FALSE(legacy.overlapping());
+    // An unbounded fusion size: one bucket, blocking.
+    GradientSync blocking(comm::make_communicator("ring"), ps.ptrs, one_blocking_bucket());
+    CHECK(blocking.bucket_count() == 1);
+    CHECK_FALSE(blocking.overlapping());
     // A parameter listed twice is refused.
     std::vector<nn::Parameter*> twice = {ps.ptrs[0], ps.ptrs[1], ps.ptrs[0]};
     CHECK_THROWS_AS(GradientSync(comm::make_communicator("ring"), twice, SyncOptions{}), Error);
@@ -272,16 +281,15 @@ TEST_CASE("fused, unfused, tiny buckets, overlap on and off: the per-tensor allr
         CHECK(hashes[2] == hashes[3]);
         CHECK(hashes[4] == hashes[5]);
     }
-    // The compatibility constructor (borrowed communicator, blocking, one bucket) equals the fused configs.
-    auto comm = comm::make_communicator("ring");
+    // One unbounded bucket, blocking, equals the fused configs.
     ParamSet ps, fused;
-    sync::GradientSync legacy(*comm, ps.ptrs);
+    sync::GradientSync blocking(comm::make_communicator("ring"), ps.ptrs, one_blocking_bucket());
     sync::GradientSync v2(comm::make_communicator("ring"), fused.ptrs, SyncOptions{});
     for (int64_t step = 0; step < 2; ++step) {
         fill_grads(ps, me, step, 5);
         fill_grads(fused, me, step, 5);
-        backward(legacy, ps, false);
-        legacy.synchronize();
+        backward(blocking, ps, false);
+        blocking.synchronize();
         backward(v2, fused, false);
         v2.synchronize();
         CHECK(grad_hash(ps) == grad_hash(fused));
@@ -395,44 +403,12 @@ TEST_CASE("a rank that sleeps past stall_warning_s makes the waiting ranks warn"
     }
 }
 
-namespace {
-
-// A communicator that fails on its second allreduce, to check that errors of the communication thread reach
-// synchronize(). Pretends to be rank 0 of 2; never talks to anyone.
-class FailingComm final : public comm::Communicator {
-public:
-    int rank() const override { return 0; }
-    int size() const override { return 2; }
-    int local_rank() const override { return 0; }
-    int local_size() const override { return 2; }
-    std::string backend() const override { return "failing"; }
-    void allreduce(std::span<float> data, comm::ReduceOp) override {
-        sizes.push_back(data.size());
-        if (sizes.size() == fail_at) throw Error("injected allreduce failure");
-    }
-    void allreduce(std::span<double>, comm::ReduceOp) override {}
-    void broadcast(std::span<float>, int) override {}
-    void broadcast_bytes(std::span<std::byte>, int) override {}
-    std::vector<float> allgather(std::span<const float> mine) override { return {mine.begin(), mine.end()}; }
-    std::vector<uint64_t> allgather(uint64_t mine) override { return {mine}; }
-    std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) override { return {mine.begin(), mine.end()}; }
-    void barrier() override {}
-    uint64_t bytes_sent() const override { return 0; }
-    uint64_t bytes_received() const override { return 0; }
-    [[noreturn]] void abort(const std::string& message, int) override { throw Error("abort: " + message); }
-
-    std::vector<size_t> sizes;
-    size_t fail_at = 1000;
-};
-
-}  // namespace
-
 TEST_CASE("buckets are reduced in bucket order whatever order gradients arrive in; comm-thread errors rethrow",
           "[sync][order][errors]") {
     ParamSet ps;
     for (bool overlap : {true, false}) {
-        auto owned = std::make_unique<FailingComm>();
-        FailingComm* fc = owned.get();
+        auto owned = std::make_unique<FakeComm>();
+        FakeComm* fc = owned.get();
         fc->fail_at = 9;  // the second step's third bucket (6 buckets per step)
         GradientSync gs(std::move(owned), ps.ptrs, SyncOptions{4096, overlap});
         REQUIRE(gs.bucket_count() == 6);

@@ -68,14 +68,14 @@ TEST_CASE("timeline: spans from several threads, one file per rank, valid Chrome
     tl.name_thread("main");
     {
         telemetry::Span s(&tl, "forward", "train");
-        s.set_args(R"({"layer":"conv1 \"quoted\""})");
+        s.set_args({{"layer", "conv1 \"quoted\""}});
     }
     std::thread t([&] {
         tl.name_thread("worker");
         for (int i = 0; i < 100; ++i) telemetry::Span s(&tl, "worker span", "test");
     });
     t.join();
-    tl.add("manual", "test", tl.now_us(), 5, "not json");  // bad args are dropped, the event kept
+    tl.add("manual", "test", tl.now_us(), 5);  // no args: the event has none
     CHECK(tl.event_count() == 102);
     std::string err;
     REQUIRE(tl.write(&err));
@@ -84,6 +84,8 @@ TEST_CASE("timeline: spans from several threads, one file per rank, valid Chrome
     CHECK(names.count("forward") == 1);
     CHECK(names.count("worker span") == 100);
     CHECK(names.count("manual") == 1);
+    for (const json& e : doc["traceEvents"])
+        if (e["name"] == "manual") CHECK_FALSE(e.contains("args"));
     std::set<int64_t> tids;
     bool has_thread_names = false;
     for (const json& e : doc["traceEvents"]) {
@@ -110,6 +112,37 @@ TEST_CASE("timeline: spans from several threads, one file per rank, valid Chrome
     REQUIRE(small.write());
     CHECK(read_json(small.file_path())["otherData"]["droppedEvents"] == 2);
     std::remove(small.file_path().c_str());
+}
+
+TEST_CASE("timeline: names and args with quotes, backslashes and control characters stay valid JSON", "[timeline]") {
+    const int me = world_rank();
+    const std::string path = shared_temp_path("timeline_escape");
+    telemetry::Timeline tl(path, me, true);
+    const std::string nasty = std::string("a \"quoted\" \\path\\ with\ttab,\nnewline,\x01 and \x1f; {\"x\":1}") + '\0' + "end";
+    tl.name_thread(nasty);
+    {
+        telemetry::Span s(&tl, nasty, "test");
+        REQUIRE(s.active());
+        s.set_args({{nasty, nasty}, {"n", 3}});
+    }
+    tl.add("added " + nasty, "test", tl.now_us(), 1, {{"layer", nasty}});
+    tl.add("invalid UTF-8 \xff", "test", tl.now_us(), 1);  // written as U+FFFD, not an exception
+    REQUIRE(tl.write());
+    const json doc = read_json(tl.file_path());  // fails the test when the file is not valid JSON
+    const auto names = check_trace(doc, me);
+    CHECK(names.count(nasty) == 1);
+    CHECK(names.count("added " + nasty) == 1);
+    CHECK(names.count("invalid UTF-8 \xef\xbf\xbd") == 1);
+    bool thread_named = false, span_args = false, added_args = false;
+    for (const json& e : doc["traceEvents"]) {
+        if (e["name"] == "thread_name" && e["args"]["name"] == nasty) thread_named = true;
+        if (e["name"] == nasty) span_args = e["args"][nasty] == nasty && e["args"]["n"] == 3;
+        if (e["name"] == "added " + nasty) added_args = e["args"]["layer"] == nasty;
+    }
+    CHECK(thread_named);
+    CHECK(span_args);
+    CHECK(added_args);
+    std::remove(tl.file_path().c_str());
 }
 
 TEST_CASE("timeline: GradientSync records pack, allreduce bucket <b>, unpack and wait", "[timeline][sync]") {

@@ -22,7 +22,13 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ringtrain::telemetry {
+
+// An event's "args": a JSON object, escaped when the file is written (names may hold any character). Building one
+// allocates, so callers build it only when the timeline is on (Span::active(), Timeline::enabled()).
+using SpanArgs = nlohmann::json::object_t;
 
 class Timeline {
 public:
@@ -39,8 +45,8 @@ public:
     // Microseconds on the timeline's clock (what `add` expects).
     int64_t now_us() const;
 
-    // A finished span. `args_json` is either empty or a JSON object text (e.g. R"({"bytes":1024})").
-    void add(std::string name, std::string category, int64_t start_us, int64_t dur_us, std::string args_json = {});
+    // A finished span; empty `args` are left out of the file.
+    void add(std::string name, std::string category, int64_t start_us, int64_t dur_us, SpanArgs args = {});
     // Names the calling thread in the trace (a "thread_name" metadata event).
     void name_thread(const std::string& name);
 
@@ -53,7 +59,8 @@ public:
 
 private:
     struct Event {
-        std::string name, category, args;
+        std::string name, category;
+        SpanArgs args;
         int64_t start_us, dur_us;
         int tid;
     };
@@ -87,9 +94,9 @@ public:
     ~Span() {
         if (tl_) tl_->add(std::move(name_), category_, start_, tl_->now_us() - start_, std::move(args_));
     }
-    // JSON object text for the event's "args".
-    void set_args(std::string args_json) {
-        if (tl_) args_ = std::move(args_json);
+    // The event's "args"; build them only when active().
+    void set_args(SpanArgs args) {
+        if (tl_) args_ = std::move(args);
     }
     bool active() const { return tl_ != nullptr; }
     Span(const Span&) = delete;
@@ -97,7 +104,8 @@ public:
 
 private:
     Timeline* tl_;
-    std::string name_, args_;
+    std::string name_;
+    SpanArgs args_;
     const char* category_ = "";
     int64_t start_ = 0;
 };
