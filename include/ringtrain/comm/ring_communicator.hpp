@@ -24,9 +24,9 @@
 // A 16-bit conversion copy of the buffer (2 bytes per element) is kept and grown like the scratch.
 //
 // Single node (every rank on one host, MPI_COMM_TYPE_SHARED): with shared_memory_max_bytes > 0, messages (at two
-// ranks those up to that float32 size, from three ranks on all; both wire formats) go through a shared-memory segment (SharedMemoryAllreduce:
-// copy in, each rank finishes one segment, copy out; no MPI message). If the segment cannot be created, rank 0 says
-// so once and the MPI paths above are used.
+// ranks those up to that float32 size, from three ranks on all; both wire formats) go through a shared-memory
+// segment (SharedMemoryAllreduce: copy in, each rank finishes one segment, copy out; no MPI message). If the segment
+// cannot be created, rank 0 says so once and the MPI paths above are used. choose_path() makes the choice.
 //
 // Results are deterministic run to run (fixed summation order for a given count and world size) and bitwise
 // identical on every rank. Scratch is allocated once and grown, never per call. Byte counters are exact.
