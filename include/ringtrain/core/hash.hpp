@@ -42,8 +42,8 @@ RINGTRAIN_HOST_DEVICE constexpr uint32_t dropout_bits24(uint64_t seed, uint64_t 
 // bits >= threshold is exactly comparing the uniform bits·2^-24 >= p (both sides are exact in double).
 RINGTRAIN_HOST_DEVICE constexpr uint32_t dropout_threshold(float p) {
     const double scaled = static_cast<double>(p) * 16777216.0;
-    const auto floor = static_cast<uint32_t>(scaled);
-    return static_cast<double>(floor) < scaled ? floor + 1 : floor;
+    const auto whole = static_cast<uint32_t>(scaled);
+    return static_cast<double>(whole) < scaled ? whole + 1 : whole;
 }
 
 // Whether element `index` survives dropout (see dropout_bits24 and dropout_threshold).
