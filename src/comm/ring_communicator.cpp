@@ -95,16 +95,32 @@ void* RingCommunicator::ensure(Buffer& b, size_t bytes) {
     return p;
 }
 
+RingCommunicator::Path RingCommunicator::choose_path(size_t count) const {
+    // By the float32 size for both wire formats, so a 16-bit call moves exactly half the bytes of the Float32 call.
+    const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
+    if (use_shared_memory(count)) return Path::SharedMemory;
+    if (small) return Path::RecursiveDoubling;
+    if (use_halving(count)) return Path::HalvingDoubling;
+    return Path::Ring;
+}
+
+template <class W>
+void RingCommunicator::allreduce_by_path(float* data, size_t count, ReduceOp op, WireFormat wire) {
+    switch (choose_path(count)) {
+        case Path::SharedMemory: shared_memory_allreduce(data, count, op, wire); break;
+        case Path::RecursiveDoubling: recursive_doubling<W>(data, count, op, wire); break;
+        case Path::HalvingDoubling: halving_doubling<W>(data, count, op, wire); break;
+        case Path::Ring: ring_allreduce<W>(data, count, op, wire); break;
+    }
+}
+
 void RingCommunicator::allreduce(std::span<float> data, ReduceOp op) {
     const size_t count = data.size();
     if (count == 0) return;  // every rank passes the same count, so every rank returns here: no deadlock
     if (size_ > 1) {
+        // Float32: the paths sum, and the average is one scaling at the end.
         const ReduceOp combine = op == ReduceOp::Average ? ReduceOp::Sum : op;
-        const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
-        if (use_shared_memory(count)) shared_memory_allreduce(data.data(), count, combine, WireFormat::Float32);
-        else if (small) recursive_doubling(data.data(), count, combine);
-        else if (use_halving(count)) halving_doubling<float>(data.data(), count, combine, WireFormat::Float32);
-        else ring_allreduce<float>(data.data(), count, combine, WireFormat::Float32);
+        allreduce_by_path<float>(data.data(), count, combine, WireFormat::Float32);
         if (op == ReduceOp::Average) scale(data.data(), count, 1.0f / static_cast<float>(size_));
     }
 }
@@ -113,12 +129,8 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat 
     if (wire == WireFormat::Float32) return allreduce(data, op);
     const size_t count = data.size();
     if (count == 0 || size_ == 1) return;  // nothing goes on the wire: the values stay exact
-    // The same algorithm choice as the Float32 call (by the float32 size), so the traffic is exactly half of it.
-    const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
-    if (use_shared_memory(count)) shared_memory_allreduce(data.data(), count, op, wire);
-    else if (small) recursive_doubling16(data.data(), count, op, wire);
-    else if (use_halving(count)) halving_doubling<uint16_t>(data.data(), count, op, wire);
-    else ring_allreduce<uint16_t>(data.data(), count, op, wire);
+    // 16-bit: each path scales an average itself, before its final rounding.
+    allreduce_by_path<uint16_t>(data.data(), count, op, wire);
 }
 
 template <class W>
@@ -297,43 +309,6 @@ void RingCommunicator::exchange(const W* send, int dest, W* recv, int source, si
     count_bytes(send ? count * sizeof(W) : 0, recv ? count * sizeof(W) : 0);
 }
 
-void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op) {
-    const int N = size_, r = rank_;
-    int P = 1;
-    while (P * 2 <= N) P *= 2;
-    const int extra = N - P;  // ranks 0..2·extra−1 pair up: even ones hand their data to the odd one and wait
-    float* tmp = static_cast<float*>(ensure(scratch_, count * sizeof(float)));
-
-    int vrank;  // rank inside the power-of-two group, or −1 while folded out
-    if (r < 2 * extra) {
-        if (r % 2 == 0) {
-            exchange<float>(data, r + 1, nullptr, -1, count);
-            vrank = -1;
-        } else {
-            exchange<float>(nullptr, -1, tmp, r - 1, count);
-            reduce_into(data, tmp, count, op);
-            vrank = r / 2;
-        }
-    } else {
-        vrank = r - extra;
-    }
-
-    if (vrank >= 0) {
-        for (int mask = 1; mask < P; mask <<= 1) {
-            const int vpeer = vrank ^ mask;
-            const int peer = vpeer < extra ? vpeer * 2 + 1 : vpeer + extra;
-            exchange<float>(data, peer, tmp, peer, count);
-            // a+b == b+a in IEEE arithmetic, so both partners hold bitwise identical results after every round.
-            reduce_into(data, tmp, count, op);
-        }
-    }
-
-    if (r < 2 * extra) {
-        if (r % 2 == 1) exchange<float>(data, r - 1, nullptr, -1, count);
-        else exchange<float>(nullptr, -1, data, r + 1, count);
-    }
-}
-
 bool RingCommunicator::use_halving(size_t count) const {
     const bool power_of_two = (size_ & (size_ - 1)) == 0;
     return size_ >= 4 && power_of_two && count * sizeof(float) >= options_.small_message_bytes &&
@@ -397,30 +372,41 @@ void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op, 
     }
 }
 
-void RingCommunicator::recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt) {
+template <class W>
+void RingCommunicator::recursive_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt) {
+    // W = float: messages are the data itself, and the caller scales an average. W = uint16_t: before each exchange
+    // a rank rounds its current values to 16 bits in place and sends their encoding from `wire_`; both partners then
+    // add the same two 16-bit values in fp32, so they stay bitwise identical; the result is scaled and rounded last.
+    constexpr bool k16 = std::is_same_v<W, uint16_t>;
     const int N = size_, r = rank_;
     int P = 1;
     while (P * 2 <= N) P *= 2;
-    const int extra = N - P;
-    uint16_t* tmp = static_cast<uint16_t*>(ensure(scratch_, count * sizeof(uint16_t)));
-    uint16_t* out = static_cast<uint16_t*>(ensure(wire_, count * sizeof(uint16_t)));
-    // Rounds our current values to 16 bits in place and leaves their encoding in `out`, ready to send: both partners
-    // of an exchange then add the same two 16-bit values, so they stay bitwise identical.
-    auto round_out = [&] {
-        encode16(fmt, data, out, count);
-        decode16(fmt, out, data, count);
+    const int extra = N - P;  // ranks 0..2·extra−1 pair up: even ones hand their data to the odd one and wait
+    W* tmp = static_cast<W*>(ensure(scratch_, count * sizeof(W)));
+    W* out = reinterpret_cast<W*>(data);  // what is sent: the data (float) or its 16-bit copy
+    if constexpr (k16) out = static_cast<W*>(ensure(wire_, count * sizeof(W)));
+    auto prepare_send = [&] {
+        if constexpr (k16) {
+            encode16(fmt, data, out, count);
+            decode16(fmt, out, data, count);
+        }
+    };
+    // a+b == b+a in IEEE arithmetic, so both partners hold bitwise identical results after every round.
+    auto add_received = [&] {
+        if constexpr (k16) decode16_reduce(fmt, tmp, data, count, op);
+        else reduce_into(data, tmp, count, op);
     };
 
-    int vrank;
+    int vrank;  // rank inside the power-of-two group, or −1 while folded out
     if (r < 2 * extra) {
         if (r % 2 == 0) {
-            round_out();
-            exchange<uint16_t>(out, r + 1, nullptr, -1, count);
+            prepare_send();
+            exchange<W>(out, r + 1, nullptr, -1, count);
             vrank = -1;
         } else {
-            exchange<uint16_t>(nullptr, -1, tmp, r - 1, count);
-            round_out();
-            decode16_reduce(fmt, tmp, data, count, op);
+            exchange<W>(nullptr, -1, tmp, r - 1, count);
+            prepare_send();
+            add_received();
             vrank = r / 2;
         }
     } else {
@@ -431,20 +417,22 @@ void RingCommunicator::recursive_doubling16(float* data, size_t count, ReduceOp 
         for (int mask = 1; mask < P; mask <<= 1) {
             const int vpeer = vrank ^ mask;
             const int peer = vpeer < extra ? vpeer * 2 + 1 : vpeer + extra;
-            round_out();
-            exchange<uint16_t>(out, peer, tmp, peer, count);
-            decode16_reduce(fmt, tmp, data, count, op);
+            prepare_send();
+            exchange<W>(out, peer, tmp, peer, count);
+            add_received();
         }
-        if (op == ReduceOp::Average) scale(data, count, 1.0f / static_cast<float>(N));
-        round_out();  // the result every rank ends with: 16-bit values
+        if constexpr (k16) {
+            if (op == ReduceOp::Average) scale(data, count, 1.0f / static_cast<float>(N));
+            prepare_send();  // the result every rank ends with: 16-bit values
+        }
     }
 
     if (r < 2 * extra) {
         if (r % 2 == 1) {
-            exchange<uint16_t>(out, r - 1, nullptr, -1, count);
+            exchange<W>(out, r - 1, nullptr, -1, count);
         } else {
-            exchange<uint16_t>(nullptr, -1, out, r + 1, count);
-            decode16(fmt, out, data, count);
+            exchange<W>(nullptr, -1, out, r + 1, count);
+            if constexpr (k16) decode16(fmt, out, data, count);
         }
     }
 }

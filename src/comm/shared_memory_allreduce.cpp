@@ -35,7 +35,8 @@ constexpr size_t kNameBytes = 64;
 constexpr int kSpinsBeforeYield = 200;
 // sched_yield only lets tasks on this CPU's run queue go first; a peer queued on another CPU behind a busy task (more
 // ranks than cores, other jobs) needs us off the CPU. After yielding this long we sleep between polls: long enough
-// that a rank waiting for an ordinary straggler (a few hundred µs on the VM) never pays a sleep's wake-up latency.
+// that a rank waiting for an ordinary straggler (a few hundred µs on the development VM; bench/RESULTS.md,
+// "Measurements moved out of code comments") never pays a sleep's wake-up latency.
 constexpr auto kYieldFor = std::chrono::milliseconds(1);
 // Two slots per rank of this each: beyond it the slots stop fitting in any cache and /dev/shm may be small.
 constexpr size_t kMaxChunkBytes = size_t{64} << 20;
@@ -51,7 +52,7 @@ inline void cpu_relax() {
 }
 
 void nap() {
-    const timespec t{0, 20'000};  // 20 µs asked; the kernel's timer slack makes it ~70 µs
+    const timespec t{0, 20'000};  // 20 µs asked; the kernel's timer slack makes it longer (see kYieldFor)
     nanosleep(&t, nullptr);
 }
 

@@ -2,20 +2,14 @@
 
 #include <cmath>
 
+#include "ringtrain/core/hash.hpp"
+
 namespace ringtrain {
 
-namespace {
-uint64_t splitmix64(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-}  // namespace
-
+// The xoshiro authors' recommended seeding: the state words are consecutive SplitMix64 outputs.
 void Rng::seed_with(uint64_t seed) {
     uint64_t x = seed;
-    for (auto& w : s_) w = splitmix64(x);
+    for (auto& w : s_) w = splitmix64_next(x);
 }
 
 float Rng::normal() {

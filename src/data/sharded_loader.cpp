@@ -7,17 +7,16 @@
 #include <utility>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/rng.hpp"
 
 namespace ringtrain::data {
 
 namespace {
 
+// The shuffle seed of an epoch: a different permutation every epoch, the same on every rank.
 uint64_t mix_seed(uint64_t seed, uint64_t epoch) {
-    uint64_t z = seed ^ (epoch * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return mix64(seed ^ (epoch * kGoldenGamma + 0x632be59bd9b4e019ULL));
 }
 
 using Clock = std::chrono::steady_clock;

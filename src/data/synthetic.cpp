@@ -1,6 +1,7 @@
 #include "ringtrain/data/synthetic.hpp"
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/rng.hpp"
 
 namespace ringtrain::data {
@@ -9,12 +10,8 @@ namespace {
 
 constexpr int64_t kWindow = 1 << 16;  // number of distinct offsets into the tables
 
-uint64_t mix(uint64_t a, uint64_t b) {
-    uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+// A hash of the pair (a, b): boost's hash_combine step, then mix64 so every bit of both reaches every output bit.
+uint64_t mix(uint64_t a, uint64_t b) { return mix64(a ^ (b + kGoldenGamma + (a << 6) + (a >> 2))); }
 
 }  // namespace
 

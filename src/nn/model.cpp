@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <map>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -11,126 +9,13 @@
 
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/nn/layers.hpp"
+#include "ringtrain/nn/layer_registry.hpp"
 
 namespace ringtrain::nn {
 
 using nlohmann::json;
 
 namespace {
-
-// Reads the layer spec strictly: every key must be known, with the right type.
-class SpecReader {
-public:
-    SpecReader(const json& spec, std::string where) : spec_(spec), where_(std::move(where)) {}
-
-    int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt, int64_t min = 0) {
-        seen_.insert(key);
-        if (!spec_.contains(key)) {
-            if (fallback) return *fallback;
-            throw InputError(where_ + "." + key + ": missing (required for this layer type)");
-        }
-        const json& v = spec_[key];
-        if (!v.is_number_integer())
-            throw InputError(where_ + "." + key + ": expected an integer, got " + v.dump());
-        const int64_t n = v.get<int64_t>();
-        if (n < min) throw InputError(where_ + "." + key + ": must be >= " + std::to_string(min) + ", got " + v.dump());
-        return n;
-    }
-    // An integer or an [h, w] pair.
-    std::pair<int64_t, int64_t> pair(const std::string& key, std::optional<int64_t> fallback, int64_t min) {
-        seen_.insert(key);
-        if (spec_.contains(key) && spec_[key].is_array()) {
-            const json& v = spec_[key];
-            if (v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int64_t>() < min ||
-                v[1].get<int64_t>() < min)
-                throw InputError(where_ + "." + key + ": expected an integer >= " + std::to_string(min) +
-                                 " or a pair [h, w] of them, got " + v.dump());
-            return {v[0].get<int64_t>(), v[1].get<int64_t>()};
-        }
-        const int64_t n = integer(key, fallback, min);
-        return {n, n};
-    }
-    double number(const std::string& key, double fallback) {
-        seen_.insert(key);
-        if (!spec_.contains(key)) return fallback;
-        if (!spec_[key].is_number()) throw InputError(where_ + "." + key + ": expected a number, got " + spec_[key].dump());
-        return spec_[key].get<double>();
-    }
-    bool boolean(const std::string& key, bool fallback) {
-        seen_.insert(key);
-        if (!spec_.contains(key)) return fallback;
-        if (!spec_[key].is_boolean()) throw InputError(where_ + "." + key + ": expected true or false, got " + spec_[key].dump());
-        return spec_[key].get<bool>();
-    }
-    void finish() const {
-        for (auto it = spec_.begin(); it != spec_.end(); ++it)
-            if (!seen_.count(it.key()) && it.key() != "type" && it.key() != "name")
-                throw InputError(where_ + "." + it.key() + ": unknown key for a " + spec_["type"].get<std::string>() +
-                                 " layer");
-    }
-
-private:
-    const json& spec_;
-    std::string where_;
-    std::set<std::string> seen_;
-};
-
-std::unique_ptr<Layer> make_layer(const json& spec, const std::string& where) {
-    if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
-        throw InputError(where + ": each layer must be an object with a string \"type\"");
-    const std::string type = spec["type"].get<std::string>();
-    static const std::map<std::string, std::set<std::string>> allowed = {
-        {"linear", {"out_features", "bias"}},
-        {"conv2d", {"out_channels", "kernel", "stride", "padding", "bias"}},
-        {"maxpool2d", {"kernel", "stride", "padding"}},
-        {"relu", {}}, {"sigmoid", {}}, {"tanh", {}}, {"dropout", {"p"}}, {"flatten", {}},
-    };
-    const auto known = allowed.find(type);
-    if (known == allowed.end())
-        throw InputError(where + ".type: unknown layer type '" + type +
-                         "'; known: linear, conv2d, maxpool2d, relu, sigmoid, tanh, dropout, flatten");
-    // Unknown keys first, so a misspelt required key is reported as what it is.
-    for (auto it = spec.begin(); it != spec.end(); ++it)
-        if (it.key() != "type" && it.key() != "name" && !known->second.count(it.key()))
-            throw InputError(where + "." + it.key() + ": unknown key for a " + type + " layer");
-    if (spec.contains("name") && !spec["name"].is_string())
-        throw InputError(where + ".name: expected a string, got " + spec["name"].dump());
-    SpecReader r(spec, where);
-    std::unique_ptr<Layer> layer;
-    if (type == "linear") {
-        const int64_t out = r.integer("out_features", std::nullopt, 1);
-        layer = std::make_unique<Linear>(out, r.boolean("bias", true));
-    } else if (type == "conv2d") {
-        const int64_t out = r.integer("out_channels", std::nullopt, 1);
-        auto [kh, kw] = r.pair("kernel", std::nullopt, 1);
-        auto [sh, sw] = r.pair("stride", 1, 1);
-        auto [ph, pw] = r.pair("padding", 0, 0);
-        layer = std::make_unique<Conv2d>(out, kh, kw, ops::Conv2dParams{sh, sw, ph, pw}, r.boolean("bias", true));
-    } else if (type == "maxpool2d") {
-        auto [kh, kw] = r.pair("kernel", std::nullopt, 1);
-        auto [sh, sw] = r.pair("stride", kh, 1);
-        auto [ph, pw] = r.pair("padding", 0, 0);
-        layer = std::make_unique<MaxPool2d>(ops::Pool2dParams{kh, kw, sh, sw, ph, pw});
-    } else if (type == "relu") {
-        layer = std::make_unique<ActivationLayer>(ops::Activation::ReLU);
-    } else if (type == "sigmoid") {
-        layer = std::make_unique<ActivationLayer>(ops::Activation::Sigmoid);
-    } else if (type == "tanh") {
-        layer = std::make_unique<ActivationLayer>(ops::Activation::Tanh);
-    } else if (type == "dropout") {
-        const double p = r.number("p", 0.5);
-        if (!(p >= 0.0 && p < 1.0)) throw InputError(where + ".p: dropout probability must be in [0, 1)");
-        layer = std::make_unique<Dropout>(static_cast<float>(p));
-    } else if (type == "flatten") {
-        layer = std::make_unique<Flatten>();
-    } else {
-        throw InputError(where + ".type: unknown layer type '" + type +
-                         "'; known: linear, conv2d, maxpool2d, relu, sigmoid, tanh, dropout, flatten");
-    }
-    r.finish();
-    return layer;
-}
 
 double seconds_of(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(t.time_since_epoch()).count();
@@ -169,7 +54,7 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
     const json& layers = arch["layers"];
     for (size_t i = 0; i < layers.size(); ++i) {
         const std::string where = source + ": .layers[" + std::to_string(i) + "]";
-        auto layer = make_layer(layers[i], where);
+        auto layer = LayerRegistry::builtin().make(layers[i], where);
         std::string lname = layers[i].value("name", layer->type() + std::to_string(i));
         if (!names.insert(lname).second) throw InputError(where + ".name: duplicate layer name '" + lname + "'");
         layer->set_name(lname);

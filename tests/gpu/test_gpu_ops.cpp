@@ -176,6 +176,22 @@ TEST_CASE("gpu dropout: mask values, keep rate, reproducible, backward", "[gpu][
     REQUIRE_GPU_CLOSE(gy, x, 1e-30, 0.0);  // exact
 }
 
+TEST_CASE("gpu dropout mask is bitwise the CPU op's mask", "[gpu][dropout]") {
+    const float p = 0.3f;
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{200003}}) {
+        Rng rng(8);
+        Tensor x = random_tensor({n}, rng);
+        Tensor y({n}), mask({n}), gy({n}, Device::CUDA), gmask({n}, Device::CUDA);
+        Rng cpu_rng(77), gpu_rng(77);
+        ops::dropout_forward(x, y, mask, p, cpu_rng);
+        ops::dropout_forward(to_gpu(x), gy, gmask, p, gpu_rng);
+        REQUIRE(cpu_rng.state() == gpu_rng.state());
+        const Tensor from_gpu = to_cpu(gmask);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(from_gpu.data()[i] == mask.data()[i]);
+        REQUIRE_GPU_CLOSE(gy, y, 1e-30, 0.0);  // exact
+    }
+}
+
 TEST_CASE("gpu softmax cross-entropy forward and backward", "[gpu][loss]") {
     Rng rng(7);
     for (int64_t K : {10, 1000}) {

@@ -4,6 +4,7 @@
 
 #include "ops_test_util.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/ops/ops.hpp"
 
 using namespace ringtrain;
@@ -69,20 +70,16 @@ TEST_CASE("dropout draws an inverted mask from the rng", "[ops][dropout]") {
     ops::dropout_forward(x, y, mask, p, r1);
     int64_t dropped = 0;
     // The mask is counter-based, as on the GPU: one draw seeds the call, element i keeps when the uniform made from
-    // splitmix64(seed ^ i·0xD1B54A32D192ED03) is >= p (written here in float, the op compares integers).
+    // splitmix64(seed ^ i·0xD1B54A32D192ED03) is >= p (written here in float, the op compares integers; the CUDA op
+    // uses the same function, so its mask is this one too). splitmix64_next is checked against the published reference
+    // outputs in tests/core/test_hash.cpp.
     Rng replay(5);
     const uint64_t seed = replay.next_u64();
-    auto splitmix64 = [](uint64_t z) {
-        z += 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    };
     REQUIRE(r1.next_u64() == replay.next_u64());  // the op drew exactly one number
     for (int64_t i = 0; i < n; ++i) {
         const float m = mask.data()[i];
-        const float u = static_cast<float>(splitmix64(seed ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull)) >> 40) *
-                        (1.0f / 16777216.0f);
+        uint64_t state = seed ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull);
+        const float u = static_cast<float>(splitmix64_next(state) >> 40) * (1.0f / 16777216.0f);
         const float expect = u >= p ? 1.0f / (1.0f - p) : 0.0f;
         REQUIRE(m == expect);
         REQUIRE(y.data()[i] == x.data()[i] * m);

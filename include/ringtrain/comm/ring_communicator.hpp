@@ -24,9 +24,9 @@
 // A 16-bit conversion copy of the buffer (2 bytes per element) is kept and grown like the scratch.
 //
 // Single node (every rank on one host, MPI_COMM_TYPE_SHARED): with shared_memory_max_bytes > 0, messages (at two
-// ranks those up to that float32 size, from three ranks on all; both wire formats) go through a shared-memory segment (SharedMemoryAllreduce:
-// copy in, each rank finishes one segment, copy out; no MPI message). If the segment cannot be created, rank 0 says
-// so once and the MPI paths above are used.
+// ranks those up to that float32 size, from three ranks on all; both wire formats) go through a shared-memory
+// segment (SharedMemoryAllreduce: copy in, each rank finishes one segment, copy out; no MPI message). If the segment
+// cannot be created, rank 0 says so once and the MPI paths above are used. choose_path() makes the choice.
 //
 // Results are deterministic run to run (fixed summation order for a given count and world size) and bitwise
 // identical on every rank. Scratch is allocated once and grown, never per call. Byte counters are exact.
@@ -43,7 +43,7 @@ namespace ringtrain::comm {
 
 struct RingOptions {
     // Messages below this many bytes use recursive doubling; at or above it, the ring. 0 = always the ring.
-    // Default from bench/allreduce on a 2-core VM (see bench/RESULTS-allreduce.md).
+    // Default from bench/allreduce (bench/RESULTS.md, "Allreduce benchmark: our ring vs MPI_Allreduce").
     size_t small_message_bytes = 128 * 1024;
     // Pipeline chunk size (bytes, rounded down to whole floats, at least one float).
     size_t chunk_bytes = 512 * 1024;
@@ -56,7 +56,7 @@ struct RingOptions {
     // Power-of-two worlds of 4 or more ranks reduce float32 messages from small_message_bytes up to (not including)
     // this size by recursive halving (reduce-scatter) + recursive doubling (allgather), Rabenseifner's algorithm:
     // the ring's bytes in log2(N) steps each way instead of N−1, which wins while per-step latency matters
-    // (measured at N = 4 on 2 vCPUs: the ring lost to MPI_Allreduce at 256 KB–1 MB, won from 16 MB). 0 = never.
+    // (bench/RESULTS.md, "Follow-up: recursive halving + doubling at N = 4"). 0 = never.
     // 16-bit wire formats make the same choice (by the float32 size), so their bytes are exactly half.
     size_t halving_max_bytes = 4u << 20;
     // Single-node worlds: 0 = never use shared memory (the default here, so tests and benchmarks that name the MPI
@@ -70,9 +70,9 @@ struct RingOptions {
     size_t shared_memory_chunk_bytes = 256 * 1024;
 };
 
-// At two ranks, up to this size the shared-memory path beat MPI point-to-point on the 2-vCPU VM (about 2x at
-// 1-16 MB); from 64 MB it was at parity or behind, as the memory traffic above predicts (bench/RESULTS.md,
-// "Shared-memory allreduce"). From three ranks on it is used for every size (1.1-2.3x at every size at N = 4).
+// At two ranks, up to this size the shared-memory path beat MPI point-to-point; beyond it, it was at parity or
+// behind, as the memory traffic above predicts. From three ranks on it won at every size, so it is used for all
+// (bench/RESULTS.md, "Shared-memory allreduce").
 inline constexpr size_t kSharedMemoryMaxBytes = size_t{16} << 20;
 
 // What make_communicator("ring") and bench_allreduce use: RingOptions{} plus the shared-memory path up to
@@ -94,17 +94,23 @@ public:
     bool uses_shared_memory() const { return shm_ != nullptr; }
 
 private:
-    // W = float (wire = the data itself) or uint16_t (wire = a 16-bit copy in `wire_`, format `fmt`).
+    // The algorithm for a message of `count` floats, by its float32 size whatever the wire format.
+    enum class Path { SharedMemory, RecursiveDoubling, HalvingDoubling, Ring };
+    Path choose_path(size_t count) const;
+    bool use_halving(size_t count) const;
+    bool use_shared_memory(size_t count) const;
+    // Runs the chosen path. W = float (wire = the data itself; an average arrives as a sum, scaled by the caller) or
+    // uint16_t (wire = a 16-bit copy in `wire_`, format `fmt`; the path scales an average before its last rounding).
     template <class W>
-    void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
-    void recursive_doubling(float* data, size_t count, ReduceOp op);
-    bool use_halving(size_t count) const;  // by the float32 size, for both wire formats
-    bool use_shared_memory(size_t count) const;  // likewise
+    void allreduce_by_path(float* data, size_t count, ReduceOp op, WireFormat fmt);
     void shared_memory_allreduce(float* data, size_t count, ReduceOp op, WireFormat wire);  // counts the bytes
-    // Recursive halving + doubling (size_ a power of two), W as for ring_allreduce.
+    // The paths, W as above. Recursive halving + doubling needs size_ a power of two.
+    template <class W>
+    void recursive_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt);
     template <class W>
     void halving_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt);
-    void recursive_doubling16(float* data, size_t count, ReduceOp op, WireFormat fmt);
+    template <class W>
+    void ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt);
     // Sends `count` elements from `send` to `dest` and/or receives as many from `source` (nullptr: that side is
     // skipped), in pieces of small_piece_bytes; counts the bytes.
     template <class W>

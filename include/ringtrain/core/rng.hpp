@@ -12,7 +12,7 @@ public:
     explicit Rng(uint64_t seed = 0) { seed_with(seed); }
     void seed_with(uint64_t seed);
 
-    // Inline: dropout draws one number per activation, so a call per draw would dominate it.
+    // Inline: a handful of integer operations, which shuffling and weight initialisation call once per element.
     uint64_t next_u64() {
         const uint64_t result = rotl(s_[1] * 5, 7) * 9;
         const uint64_t t = s_[1] << 17;

@@ -37,8 +37,9 @@ struct LoaderOptions {
     std::string prefetch_off_reason;
     // With prefetch on, after this many prefetched batches the loader compares the caller's mean wait per batch with
     // the worker's mean fill time; when the caller waited at least 3/4 of a fill (prefetch hid a quarter of the work
-    // or less, and a thread costs a hand-over per batch besides), it fills on the caller's thread from then on. In-memory IDX batches take ~0.06 ms to fill, while handing them over between threads
-    // cost 0.08-0.2 ms per batch on the 2-vCPU VM (waking an idle vCPU is slow there). 0 = never switch.
+    // or less, and a thread costs a hand-over per batch besides), it fills on the caller's thread from then on.
+    // In-memory IDX batches fill faster than a hand-over between threads costs where waking an idle core is slow
+    // (bench/RESULTS.md, "Measurements moved out of code comments"). 0 = never switch.
     int64_t prefetch_probe_batches = 32;
     // Threads that fill one batch together, each a contiguous share of its samples (PyTorch DataLoader's
     // num_workers, for inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224

@@ -17,8 +17,8 @@ void* new_event() {
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
 }
-// A large batch (77 MB for 128 images of 3x224x224) takes one thread ~6 ms to copy, as long as the GPU's step:
-// above 16 MiB, four threads copy a quarter each.
+// A large batch (128 images of 3x224x224) took one thread about as long to copy as the GPU's step
+// (bench/RESULTS.md, "Measurements moved out of code comments"): above 16 MiB, four threads copy a quarter each.
 void staged_copy(char* dst, const float* src, size_t bytes) {
     constexpr size_t kSplitAbove = size_t{16} << 20;
     constexpr size_t kParts = 4;

@@ -54,7 +54,7 @@ inline void store_vec(float* p, V v) {
 
 // Copies n floats with whole-vector moves, the last one overlapping the previous (never past dst + n or src + n).
 // im2col copies one output row (Q floats, 10-28 in the shipped models) per call, and a memcpy call per 40-100 bytes
-// measured 25 % slower than this.
+// measured slower than this (bench/RESULTS.md, "Measurements moved out of code comments").
 inline void copy_row(float* dst, const float* src, int64_t n) {
     if (n >= 8) {
         int64_t i = 0;
@@ -359,7 +359,8 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
     }
     float beta = accumulate ? 1.0f : 0.0f;
     // The direct filter gradient keeps one accumulator per kernel tap in memory; with few taps (3x3) the
-    // im2col + GEMM path measured faster (bench_conv: MNIST conv1), with 5x5 the direct one (LeNet conv1, ~2.5x).
+    // im2col + GEMM path measured faster (bench_conv: MNIST conv1), with 5x5 the direct one (LeNet conv1; numbers in
+    // bench/RESULTS.md, "Measurements moved out of code comments").
     if (single_channel_direct(g) && g.R * g.S >= 16) {
         if (!accumulate) std::fill(pdw, pdw + dw.numel(), 0.0f);
         with_blocks<DirectBackwardFilter>(g.Q, g, px, pdy, pdw, pdb, ws.floats(padded_floats(g)));

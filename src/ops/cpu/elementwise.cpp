@@ -1,8 +1,9 @@
 // CPU activations and dropout (Eigen arrays for vectorised exp/tanh).
 #include <Eigen/Core>
-#include <cmath>
+#include <algorithm>
 
 #include "cpu_ops.hpp"
+#include "ringtrain/core/hash.hpp"
 
 namespace ringtrain::ops::cpu {
 
@@ -40,18 +41,13 @@ void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng
         std::fill(m, m + n, 1.0f);
     } else {
         // Counter-based, as the CUDA kernel (kernels.cu, dropout_fwd_kernel): one draw from rng seeds the call and
-        // element i keeps when splitmix64(seed ^ i·φ) has its top 24 bits >= ceil(p·2^24), i.e. when the uniform
-        // k·2^-24 >= p. The same Rng state therefore gives the same mask on both devices, and with no chain through
-        // the generator's state the elements pipeline (4 ns -> ~1 ns each here).
+        // element i keeps by dropout_keeps (core/hash.hpp), the same function on both devices, so the same Rng state
+        // gives the same mask. With no chain through the generator's state the elements pipeline (bench/RESULTS.md,
+        // "Measurements moved out of code comments").
         const uint64_t seed = rng.next_u64();
-        const uint64_t threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(p) * 16777216.0));
-        for (int64_t i = 0; i < n; ++i) {
-            uint64_t z = (seed ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ull)) + 0x9E3779B97F4A7C15ull;
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            m[i] = keep_scale * static_cast<float>((z >> 40) >= threshold);
-        }
+        const uint32_t threshold = dropout_threshold(p);
+        for (int64_t i = 0; i < n; ++i)
+            m[i] = keep_scale * static_cast<float>(dropout_keeps(seed, static_cast<uint64_t>(i), threshold));
     }
     ArrayMap(y.data(), n) = ConstArrayMap(x.data(), n) * ConstArrayMap(m, n);
 }

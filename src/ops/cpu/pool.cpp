@@ -96,7 +96,8 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
                 for (int64_t oq = 0; oq < g.Q; ++oq) {
                     // First maximum by a branch-free tournament (pairs, then winners; ties go to the earlier
                     // position), the same winner as the forward's chain: the argmax is data-dependent and a
-                    // branch per comparison mispredicted often enough to make this 5x slower than the forward.
+                    // branch per comparison mispredicted often enough to make this several times slower than the
+                    // forward (bench/RESULTS.md, "Measurements moved out of code comments").
                     const float a = r0[2 * oq], b = r0[2 * oq + 1], c = r1[2 * oq], d = r1[2 * oq + 1];
                     const bool hi01 = b > a, hi23 = d > c;
                     const float m01 = hi01 ? b : a, m23 = hi23 ? d : c;

@@ -28,8 +28,8 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
 
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
-// The mask comes from a counter-based hash of (one 64-bit seed drawn from rng, element index): reproducible for a
-// given rng state, but a different mask from the CPU op's (which draws one number per element).
+// The mask comes from a counter-based hash of (one 64-bit seed drawn from rng, element index), dropout_keeps in
+// core/hash.hpp: the same function as the CPU op's, so the same rng state gives the same mask on both devices.
 void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng);
 void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
 

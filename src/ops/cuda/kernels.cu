@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels.hpp"
+#include "ringtrain/core/hash.hpp"
 
 namespace ringtrain::ops::cuda::kernels {
 
@@ -50,18 +51,11 @@ __global__ void act_bwd_kernel(int act, const float* y, const float* dy, float* 
     }
 }
 
-__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
+// The mask of the CPU op, bit for bit: both decide each element with dropout_keeps (core/hash.hpp).
 __global__ void dropout_fwd_kernel(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ mask,
-                                   size_t n, float p, float keep_scale, uint64_t seed) {
+                                   size_t n, uint32_t threshold, float keep_scale, uint64_t seed) {
     RT_GRID_LOOP(i, n) {
-        const float u = static_cast<float>(splitmix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40) * (1.0f / 16777216.0f);
-        const float m = u >= p ? keep_scale : 0.0f;
+        const float m = dropout_keeps(seed, i, threshold) ? keep_scale : 0.0f;
         mask[i] = m;
         y[i] = x[i] * m;
     }
@@ -293,7 +287,7 @@ int activation_backward(int act, const float* y, const float* dy, float* dx, siz
     return last_error();
 }
 int dropout_forward(const float* x, float* y, float* mask, size_t n, float p, uint64_t seed) {
-    dropout_fwd_kernel<<<blocks_for(n), kThreads>>>(x, y, mask, n, p, 1.0f / (1.0f - p), seed);
+    dropout_fwd_kernel<<<blocks_for(n), kThreads>>>(x, y, mask, n, dropout_threshold(p), 1.0f / (1.0f - p), seed);
     return last_error();
 }
 int multiply(const float* a, const float* b, float* out, size_t n) {

@@ -19,7 +19,7 @@ struct ReduceResult {
 int activation_forward(int act, const float* x, float* y, size_t n);
 int activation_backward(int act, const float* y, const float* dy, float* dx, size_t n);
 
-// mask[i] = hash(seed, i) >= p ? 1/(1-p) : 0 (a counter-based hash: reproducible for a seed); y = x * mask.
+// mask[i] = dropout_keeps(seed, i, dropout_threshold(p)) ? 1/(1-p) : 0 (core/hash.hpp, as on the CPU); y = x * mask.
 int dropout_forward(const float* x, float* y, float* mask, size_t n, float p, uint64_t seed);
 int multiply(const float* a, const float* b, float* out, size_t n);  // out = a * b (may alias)
 
