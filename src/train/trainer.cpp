@@ -34,8 +34,8 @@ comm::WireFormat wire_format(Compression c) {
 namespace detail {
 
 TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
-    : config(c), plan(c.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(c.plan().train.seed),
-      dropout_rng(dropout_seed(c.plan().train.seed, cm.rank())) {}
+    : config(c), plan(config.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
+      dropout_rng(dropout_seed(plan.train.seed, cm.rank())) {}
 
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);

@@ -38,8 +38,8 @@ struct TrainerParts {
     // Test-set accuracy and loss over all ranks' shares (exact global values). Collective.
     nlohmann::json evaluate();
 
-    const Config& config;
-    const RunPlan& plan;
+    const Config config;  // a copy: the Trainer does not depend on its caller's
+    const RunPlan& plan;  // config.plan()
     comm::Communicator& comm;
     const int rank, world;
     Device device = Device::CPU;

@@ -21,7 +21,7 @@ struct TrainerParts;
 class Trainer {
 public:
     // Builds data, model and optimizer on every rank, checks that the ranks agree on the model, and starts
-    // every rank from rank 0's parameters. Collective. `config` must outlive the Trainer.
+    // every rank from rank 0's parameters. Collective.
     Trainer(const Config& config, comm::Communicator& comm);
     ~Trainer();
     Trainer(const Trainer&) = delete;
