@@ -25,7 +25,7 @@ std::string describe_device(DeviceChoice choice, int local_rank) {
         select_cuda_device(local_rank);
         return cuda_device_description();
     } catch (const Error& e) {
-        return std::string("none: ") + e.what();
+        return std::string("none (") + e.what() + ")";
     }
 }
 

@@ -42,7 +42,7 @@ TEST_CASE("info names the device each rank would train on", "[cli][mpi]") {
     REQUIRE(r.exit_code == 0);
     if (!gpu)
         for (const std::string rank : {"local rank 0 of 2, ", "local rank 1 of 2, "})
-            CHECK_THAT(r.output, Catch::Contains(rank + "device none: device: cuda was asked for but this build has no "
+            CHECK_THAT(r.output, Catch::Contains(rank + "device none (device: cuda was asked for but this build has no "
                                                         "CUDA support or no GPU is visible"));
     else
         CHECK_THAT(r.output, Catch::Contains("local rank 1 of 2, device ") && Catch::Contains("(cuda:"));
