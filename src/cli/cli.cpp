@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -124,8 +124,8 @@ std::vector<std::string> allgather_strings(comm::Communicator& comm, const std::
 
 int command_info(const std::optional<train::Config>& config, comm::Communicator& comm) {
     const auto env = comm::describe_launch_environment();
-    // Each rank names the device it would train on (the config's choice, else the default: auto).
-    const train::DeviceChoice choice = config ? config->plan().device : train::RunPlan{}.device;
+    // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
+    const train::DeviceChoice choice = config ? config->plan().device : train::DeviceChoice::Auto;
     const auto devices = allgather_strings(comm, train::describe_device(choice, comm.local_rank()));
     if (comm.rank() == 0) {
         std::string backends;
@@ -210,11 +210,11 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     int setup_code = 0;
     // Read once here: the backend is needed to open the communicator, and the commands use the same Config.
     std::optional<train::Config> config;
-    std::string backend = "ring";
+    train::Backend backend = train::Backend::Ring;  // without a config: the schema's default
     try {
         if (!args.config.empty()) {
             config = train::Config::load(args.config, args.overrides);
-            backend = train::to_string(config->plan().sync.backend);
+            backend = config->plan().sync.backend;
         }
     } catch (const std::exception& e) {
         report(e);
@@ -228,7 +228,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
 
     try {
-        comm = comm::make_communicator(backend);
+        comm = comm::make_communicator(train::to_string(backend));
         if (args.command == "train") return command_train(config, *comm);
         if (args.command == "eval") return command_eval(args, config, *comm);
         return command_info(config, *comm);
