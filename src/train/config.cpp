@@ -41,8 +41,8 @@ const std::map<std::string, KeySpec>& schema() {
         {"data.std", {.kind = Kind::Number, .fallback = 1.0, .min = 1e-12,
           .doc = "divides after subtracting the mean"}},
         {"data.prefetch", {.kind = Kind::Bool, .fallback = true,
-          .doc = "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than train.threads), "
-                  "until 32 batches show that it hides under a quarter of the filling"}},
+          .doc = "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than "
+                  "train.threads), until 32 batches show that it hides under a quarter of the filling"}},
         {"data.workers", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 64,
           .doc = "threads that fill each batch together (DataLoader's num_workers; batches of 1 M floats or more)"}},
         {"data.synthetic_train_size", {.kind = Kind::Int, .fallback = 8192, .min = 1,

@@ -78,7 +78,8 @@ void TrainingRun::load_resume_checkpoint() {
     if (path.empty()) return;  // a fresh start, or Latest with no checkpoint yet
     pos_ = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
     resumed_from_ = path;
-    if (static_cast<int>(pos_.rng_states.size()) == parts_.world) parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
+    if (static_cast<int>(pos_.rng_states.size()) == parts_.world)
+        parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
 }
 
 void TrainingRun::open_outputs() {
@@ -90,8 +91,13 @@ void TrainingRun::open_outputs() {
 // Ranks on separate file systems may have read different files (or none): rank 0's state wins.
 void TrainingRun::adopt_root_position() {
     TrainerParts& p = parts_;
-    ResumePoint root{resumed_from_.empty() ? 0 : 1, pos_.epoch,          pos_.step_in_epoch, pos_.global_step,
-                     p.opt->steps_taken(),          pos_.epoch_loss_sum, pos_.epoch_samples};
+    ResumePoint root{.resumed = resumed_from_.empty() ? 0 : 1,
+                     .epoch = pos_.epoch,
+                     .step_in_epoch = pos_.step_in_epoch,
+                     .global_step = pos_.global_step,
+                     .optimizer_steps = p.opt->steps_taken(),
+                     .epoch_loss_sum = pos_.epoch_loss_sum,
+                     .epoch_samples = pos_.epoch_samples};
     p.comm.broadcast_object(root, 0);
     if (root.resumed == 0) return;
     pos_.epoch = root.epoch;

@@ -45,10 +45,10 @@ TEST_CASE("the plan's canonical form holds every config value under its key", "[
 }
 
 TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[train][config]") {
-    const Config c = Config::from_json(kBase, "test",
-                                       {"device=cpu", "sync.backend=mpi", "sync.mode=local_sgd", "sync.compression=fp16",
-                                        "optimizer.name=adadelta", "optimizer.schedule=step", "output.progress=none",
-                                        "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3"});
+    const Config c = Config::from_json(
+        kBase, "test",
+        {"device=cpu", "sync.backend=mpi", "sync.mode=local_sgd", "sync.compression=fp16", "optimizer.name=adadelta",
+         "optimizer.schedule=step", "output.progress=none", "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3"});
     const RunPlan& p = c.plan();
     CHECK(p.device == DeviceChoice::Cpu);
     CHECK(p.data.format == DataFormat::Synthetic);

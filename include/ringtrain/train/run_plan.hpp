@@ -72,7 +72,8 @@ struct Spelling<SyncMode> {
 template <>
 struct Spelling<ProgressMode> {
     static constexpr std::pair<ProgressMode, const char*> names[] = {
-        {ProgressMode::Auto, "auto"}, {ProgressMode::Bar, "bar"}, {ProgressMode::Lines, "lines"}, {ProgressMode::None, "none"}};
+        {ProgressMode::Auto, "auto"}, {ProgressMode::Bar, "bar"}, {ProgressMode::Lines, "lines"},
+        {ProgressMode::None, "none"}};
 };
 
 template <class E>
