@@ -74,7 +74,7 @@ void TrainingRun::resume() {
 void TrainingRun::load_resume_checkpoint() {
     const CheckpointPlan& k = plan_.checkpoint;
     const std::string path =
-        k.resume == CheckpointPlan::Resume::Latest ? latest_checkpoint(plan_.output.checkpoint_dir()) : k.resume_path;
+        k.resume.kind == ResumeFrom::Latest ? latest_checkpoint(plan_.output.checkpoint_dir()) : k.resume.path;
     if (path.empty()) return;  // a fresh start, or Latest with no checkpoint yet
     pos_ = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
     resumed_from_ = path;

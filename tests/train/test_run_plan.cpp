@@ -58,8 +58,8 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
     CHECK(p.optimizer.name == OptimizerName::Adadelta);
     CHECK(p.optimizer.schedule == Schedule::Step);
     CHECK(p.output.progress == ProgressMode::None);
-    CHECK(p.checkpoint.resume == CheckpointPlan::Resume::Path);
-    CHECK(p.checkpoint.resume_path == "runs/x/ckpt.bin");
+    CHECK(p.checkpoint.resume.kind == ResumeFrom::Path);
+    CHECK(p.checkpoint.resume.path == "runs/x/ckpt.bin");
     CHECK(p.train.threads == 3);
     CHECK(p.data.synthetic_shape == std::vector<int64_t>{784});
     CHECK_FALSE(p.optimizer.eps.has_value());
@@ -67,9 +67,9 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
     CHECK_FALSE(p.optimizer.warmup_start_lr.has_value());
     CHECK(Config::from_json(kBase, "test").plan().optimizer.resolved_eps() == 1e-8);
     CHECK(Config::from_json(kBase, "test", {"optimizer.eps=0.5"}).plan().optimizer.resolved_eps() == 0.5);
-    CHECK(Config::from_json(kBase, "test", {"checkpoint.resume=auto"}).plan().checkpoint.resume ==
-          CheckpointPlan::Resume::Latest);
-    CHECK(Config::from_json(kBase, "test").plan().checkpoint.resume == CheckpointPlan::Resume::Fresh);
+    CHECK(Config::from_json(kBase, "test", {"checkpoint.resume=auto"}).plan().checkpoint.resume.kind ==
+          ResumeFrom::Latest);
+    CHECK(Config::from_json(kBase, "test").plan().checkpoint.resume.kind == ResumeFrom::Fresh);
     CHECK(std::string(to_string(SyncMode::LocalSgd)) == "local_sgd");
 }
 

@@ -147,12 +147,16 @@ struct SyncPlan {
     double stall_warning_s = 0, stall_abort_s = 0;
 };
 
+// checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.
+struct ResumeFrom {
+    enum Kind { Fresh, Latest, Path } kind = Fresh;
+    std::string path;  // Path only
+};
+
 struct CheckpointPlan {
     int64_t every_epochs = 0, every_steps = 0;  // 0 = never
     int64_t keep = 1;
-    enum class Resume { Fresh, Latest, Path };  // checkpoint.resume "", "auto" (latest in output.dir), a path
-    Resume resume = Resume::Fresh;
-    std::string resume_path;  // Resume::Path only
+    ResumeFrom resume;
 
     bool enabled() const { return every_epochs > 0 || every_steps > 0; }
 };
