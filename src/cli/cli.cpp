@@ -1,8 +1,10 @@
 #include "ringtrain/cli/cli.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/device_choice.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 
@@ -90,7 +93,7 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
     if (comm.rank() == 0) {
         std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
                      static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),
-                     summary["samples_per_s"].get<double>(), cfg.string("output.dir").c_str());
+                     summary["samples_per_s"].get<double>(), cfg.plan().output.dir.c_str());
         const std::string split = train::describe_time_split(summary);
         if (!split.empty()) std::fprintf(stderr, "%s\n", split.c_str());
     }
@@ -106,16 +109,32 @@ int command_eval(const Args& a, const std::optional<train::Config>& config, comm
     return 0;
 }
 
+// Every rank's `mine`, in rank order (padded to the longest for the byte gather, which wants equal counts).
+std::vector<std::string> allgather_strings(comm::Communicator& comm, const std::string& mine) {
+    const std::vector<uint64_t> lengths = comm.allgather(static_cast<uint64_t>(mine.size()));
+    const size_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::string padded = mine;
+    padded.resize(longest);
+    const std::vector<std::byte> all = comm.allgather_bytes(std::as_bytes(std::span<const char>(padded)));
+    std::vector<std::string> out;
+    for (size_t r = 0; r < lengths.size(); ++r)
+        out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, lengths[r]);
+    return out;
+}
+
 int command_info(const std::optional<train::Config>& config, comm::Communicator& comm) {
     const auto env = comm::describe_launch_environment();
+    // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
+    const train::DeviceChoice choice = config ? config->plan().device : train::DeviceChoice::Auto;
+    const auto devices = allgather_strings(comm, train::describe_device(choice, comm.local_rank()));
     if (comm.rank() == 0) {
         std::string backends;
         for (const auto& b : comm::communicator_backends()) backends += (backends.empty() ? "" : ", ") + b;
         std::printf("ringtrain " RINGTRAIN_VERSION ": %d rank(s) on %d host(s), launcher %s, MPI thread level %d, backend %s\n",
                     env.world_size, env.node_count, env.launcher.c_str(), env.thread_level, comm.backend().c_str());
         for (const auto& r : env.ranks)
-            std::printf("  rank %d: host %s (node %d), local rank %d of %d, device cpu\n", r.rank, r.hostname.c_str(),
-                        r.node, r.local_rank, r.local_size);
+            std::printf("  rank %d: host %s (node %d), local rank %d of %d, device %s\n", r.rank, r.hostname.c_str(),
+                        r.node, r.local_rank, r.local_size, devices.at(static_cast<size_t>(r.rank)).c_str());
         std::printf("backends built: %s\n", backends.c_str());
         if (const auto* ring = dynamic_cast<const comm::RingCommunicator*>(&comm)) {
             if (ring->uses_shared_memory() && comm.size() == 2)
@@ -191,11 +210,11 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     int setup_code = 0;
     // Read once here: the backend is needed to open the communicator, and the commands use the same Config.
     std::optional<train::Config> config;
-    std::string backend = "ring";
+    train::Backend backend = train::Backend::Ring;  // without a config: the schema's default
     try {
         if (!args.config.empty()) {
             config = train::Config::load(args.config, args.overrides);
-            backend = config->string("sync.backend");
+            backend = config->plan().sync.backend;
         }
     } catch (const std::exception& e) {
         report(e);
@@ -209,7 +228,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
 
     try {
-        comm = comm::make_communicator(backend);
+        comm = comm::make_communicator(train::to_string(backend));
         if (args.command == "train") return command_train(config, *comm);
         if (args.command == "eval") return command_eval(args, config, *comm);
         return command_info(config, *comm);

@@ -1,10 +1,13 @@
-// Builds the training and test Datasets a config names (private to train).
+// The data side of a run plan (private to train): the training and test Datasets it names, and the loader
+// options for each, built once.
 #pragma once
 
 #include <memory>
 
+#include "ringtrain/core/tensor.hpp"
 #include "ringtrain/data/dataset.hpp"
-#include "ringtrain/train/config.hpp"
+#include "ringtrain/data/sharded_loader.hpp"
+#include "ringtrain/train/run_plan.hpp"
 
 namespace ringtrain::train::detail {
 
@@ -12,6 +15,10 @@ struct Datasets {
     std::unique_ptr<data::Dataset> train, test;
 };
 
-Datasets make_datasets(const Config& c);
+Datasets make_datasets(const RunPlan& plan);
+
+// Train mode: train.batch_size, shuffled by train.seed; Eval mode: train.eval_batch_size. Both: this rank's
+// share, data.workers, and data.prefetch where it can pay on `device` (see datasets.cpp).
+data::LoaderOptions loader_options(const RunPlan& plan, data::LoaderMode mode, int rank, int world, Device device);
 
 }  // namespace ringtrain::train::detail

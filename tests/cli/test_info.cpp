@@ -1,6 +1,7 @@
 // `ringtrain info` reports ranks, hosts and local ranks from MPI itself.
 #include <catch2/catch.hpp>
 
+#include "ringtrain/core/memory.hpp"
 #include "support/run_command.hpp"
 
 using namespace rt_test;
@@ -19,6 +20,32 @@ TEST_CASE("info lists every rank with its local rank", "[cli][mpi]") {
     INFO(off.output);
     REQUIRE(off.exit_code == 0);
     CHECK_THAT(off.output, Catch::Contains("ring transport: MPI point-to-point (shared memory off)"));
+}
+
+TEST_CASE("info names the device each rank would train on", "[cli][mpi]") {
+    const bool gpu = ringtrain::cuda_available();
+    const std::string info = "cd " + source_dir() + " && " + mpirun(2) + binary() + " info";
+    // Default (auto): a visible GPU per rank (local rank modulo the GPUs), else the CPU.
+    auto r = run_command(info);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    for (const std::string rank : {"local rank 0 of 2, device ", "local rank 1 of 2, device "})
+        CHECK_THAT(r.output, Catch::Contains(rank + (gpu ? "" : "cpu\n")) && Catch::Contains(gpu ? "(cuda:" : rank));
+    // The config's choice: cpu whatever the machine has; cuda where none is usable says why, on every rank.
+    r = run_command(info + " --config configs/logreg_fashion.json --set device=cpu");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("local rank 0 of 2, device cpu\n") &&
+                             Catch::Contains("local rank 1 of 2, device cpu\n"));
+    r = run_command(info + " --config configs/logreg_fashion.json --set device=cuda");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    if (!gpu)
+        for (const std::string rank : {"local rank 0 of 2, ", "local rank 1 of 2, "})
+            CHECK_THAT(r.output, Catch::Contains(rank + "device none (device: cuda was asked for but this build has no "
+                                                        "CUDA support or no GPU is visible"));
+    else
+        CHECK_THAT(r.output, Catch::Contains("local rank 1 of 2, device ") && Catch::Contains("(cuda:"));
 }
 
 TEST_CASE("--timeline FILE writes a Chrome trace", "[cli]") {

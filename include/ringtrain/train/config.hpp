@@ -1,11 +1,14 @@
 // Experiment configuration: a JSON file checked against a schema of every known key (type, range, choices),
-// with defaults filled in and `--set a.b=value` overrides. Errors name the key as a JSON path.
+// with defaults filled in and `--set a.b=value` overrides. Errors name the key as a JSON path. A loaded Config
+// carries its RunPlan: the same values parsed once into typed fields, which is what the rest of the code reads.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "ringtrain/train/run_plan.hpp"
 
 namespace ringtrain::train {
 
@@ -17,7 +20,11 @@ public:
     static Config from_json(nlohmann::json doc, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 
-    // Typed access by dotted path ("train.batch_size"); the key must be in the schema.
+    // The typed run plan (parsed once, when the Config was made).
+    const RunPlan& plan() const { return plan_; }
+
+    // Typed access by dotted path ("train.batch_size"); the key must be in the schema. RunPlan::from reads the
+    // config through these; everything else reads plan().
     int64_t integer(const std::string& key) const;
     double number(const std::string& key) const;
     bool boolean(const std::string& key) const;
@@ -36,6 +43,7 @@ public:
 
 private:
     nlohmann::json doc_;
+    RunPlan plan_;
     std::string source_;
     std::string base_dir_;
 };

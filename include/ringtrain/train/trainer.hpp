@@ -1,9 +1,11 @@
-// Trainer: the epoch and step loop of one rank of a data-parallel job — load, forward, loss, backward,
-// gradient averaging, optimizer step — plus evaluation, checkpoints, resume, metrics and the run summary.
+// Trainer: one rank of a data-parallel job — load, forward, loss, backward, gradient averaging, optimizer step —
+// plus evaluation, checkpoints, resume, metrics and the run summary, all as the config's run plan says.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,29 +14,31 @@
 
 namespace ringtrain::train {
 
+namespace detail {
+struct TrainerParts;
+}
+
 class Trainer {
 public:
+    // Builds data, model and optimizer on every rank, checks that the ranks agree on the model, and starts
+    // every rank from rank 0's parameters. Collective.
     Trainer(const Config& config, comm::Communicator& comm);
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
 
-    // Trains as configured (resuming if asked) and returns the run summary (also written by rank 0).
+    // Trains as configured (resuming if asked) and returns the run summary (also written by rank 0). Collective.
     nlohmann::json train();
-    // Loads `checkpoint` and evaluates on the test set; returns {test_accuracy, test_loss, samples}.
+    // Loads `checkpoint` and evaluates on the test set; returns {test_accuracy, test_loss, samples}. Collective.
     nlohmann::json evaluate_checkpoint(const std::string& checkpoint);
 
-    // FNV hash of the current parameter values (tests compare it across ranks).
+    // FNV hash of this rank's current parameter values.
     uint64_t parameter_hash() const;
-    // Flat copy of all parameter values (tests compare runs).
+    // Flat copy of this rank's parameter values.
     std::vector<float> parameters_flat() const;
 
 private:
-    void build_locally();       // data, model, optimizer: no collectives
-    void build_optimizer();
-    void build_collectively();  // model agreement, broadcast from rank 0
-    struct State;
-    std::unique_ptr<State> s_;
+    std::unique_ptr<detail::TrainerParts> parts_;
 };
 
 }  // namespace ringtrain::train

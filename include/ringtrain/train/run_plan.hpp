@@ -1,0 +1,192 @@
+// RunPlan: a config parsed once into typed values (numbers, flags, enums), one struct per config section. Every
+// choice in train/ and cli/ is made on these values, never by comparing config strings at the point of use.
+// Its canonical form (to_json: the typed values, keys sorted, enums in their config spelling) and the digest of
+// that form are what ranks compare to agree that they run the same plan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringtrain::train {
+
+class Config;
+
+enum class DeviceChoice { Auto, Cpu, Cuda };
+enum class DataFormat { Idx, Synthetic };
+enum class OptimizerName { Sgd, Adam, Adadelta };
+enum class LrScaling { Linear, Sqrt, None };
+enum class Schedule { Constant, Step, Cosine };
+enum class Backend { Ring, Mpi, Nccl };
+enum class Compression { None, Fp16, Bf16 };
+enum class SyncMode { Allreduce, LocalSgd };
+enum class ProgressMode { Auto, Bar, Lines, None };
+
+// The config spelling of every value of an enum, in the order the schema lists them.
+template <class E>
+struct Spelling;
+template <>
+struct Spelling<DeviceChoice> {
+    static constexpr std::pair<DeviceChoice, const char*> names[] = {
+        {DeviceChoice::Auto, "auto"}, {DeviceChoice::Cpu, "cpu"}, {DeviceChoice::Cuda, "cuda"}};
+};
+template <>
+struct Spelling<DataFormat> {
+    static constexpr std::pair<DataFormat, const char*> names[] = {{DataFormat::Idx, "idx"},
+                                                                   {DataFormat::Synthetic, "synthetic"}};
+};
+template <>
+struct Spelling<OptimizerName> {
+    static constexpr std::pair<OptimizerName, const char*> names[] = {
+        {OptimizerName::Sgd, "sgd"}, {OptimizerName::Adam, "adam"}, {OptimizerName::Adadelta, "adadelta"}};
+};
+template <>
+struct Spelling<LrScaling> {
+    static constexpr std::pair<LrScaling, const char*> names[] = {
+        {LrScaling::Linear, "linear"}, {LrScaling::Sqrt, "sqrt"}, {LrScaling::None, "none"}};
+};
+template <>
+struct Spelling<Schedule> {
+    static constexpr std::pair<Schedule, const char*> names[] = {
+        {Schedule::Constant, "constant"}, {Schedule::Step, "step"}, {Schedule::Cosine, "cosine"}};
+};
+template <>
+struct Spelling<Backend> {
+    static constexpr std::pair<Backend, const char*> names[] = {
+        {Backend::Ring, "ring"}, {Backend::Mpi, "mpi"}, {Backend::Nccl, "nccl"}};
+};
+template <>
+struct Spelling<Compression> {
+    static constexpr std::pair<Compression, const char*> names[] = {
+        {Compression::None, "none"}, {Compression::Fp16, "fp16"}, {Compression::Bf16, "bf16"}};
+};
+template <>
+struct Spelling<SyncMode> {
+    static constexpr std::pair<SyncMode, const char*> names[] = {{SyncMode::Allreduce, "allreduce"},
+                                                                 {SyncMode::LocalSgd, "local_sgd"}};
+};
+template <>
+struct Spelling<ProgressMode> {
+    static constexpr std::pair<ProgressMode, const char*> names[] = {
+        {ProgressMode::Auto, "auto"}, {ProgressMode::Bar, "bar"}, {ProgressMode::Lines, "lines"},
+        {ProgressMode::None, "none"}};
+};
+
+template <class E>
+concept SpelledEnum = requires { Spelling<E>::names; };
+
+// The config spelling of `value` ("local_sgd", "fp16", ...).
+template <SpelledEnum E>
+const char* to_string(E value) {
+    for (const auto& [v, name] : Spelling<E>::names)
+        if (v == value) return name;
+    return "?";
+}
+
+// Every spelling of E, for the schema's list of choices.
+template <SpelledEnum E>
+std::vector<std::string> spellings() {
+    std::vector<std::string> v;
+    for (const auto& entry : Spelling<E>::names) v.emplace_back(entry.second);
+    return v;
+}
+
+struct DataPlan {
+    DataFormat format = DataFormat::Idx;
+    std::string dir;
+    double mean = 0, stddev = 1;  // data.mean, data.std
+    bool prefetch = true;
+    int workers = 1;
+    int64_t synthetic_train_size = 0, synthetic_test_size = 0;
+    std::vector<int64_t> synthetic_shape;
+    int64_t synthetic_classes = 0;
+};
+
+struct TrainPlan {
+    int64_t batch_size = 0;  // per rank
+    int64_t epochs = 0;
+    uint64_t seed = 0;
+    int threads = 1;
+    int64_t max_steps = 0;  // 0 = no cap
+    int64_t eval_batch_size = 0;
+    int64_t log_every_steps = 0;
+    bool profile_layers = false;
+};
+
+struct OptimizerPlan {
+    OptimizerName name = OptimizerName::Sgd;
+    double lr = 0;
+    LrScaling lr_scaling = LrScaling::Linear;
+    double momentum = 0;
+    bool nesterov = false;
+    double weight_decay = 0, beta1 = 0, beta2 = 0;
+    std::optional<double> eps;  // unset: the optimizer's own default (eps())
+    double rho = 0;
+    Schedule schedule = Schedule::Constant;
+    double step_epochs = 0, gamma = 0, min_lr_factor = 0, warmup_epochs = 0;
+    std::optional<double> warmup_start_lr;  // unset: the unscaled lr
+
+    // eps as given, else 1e-6 for Adadelta and 1e-8 for the others.
+    double resolved_eps() const;
+};
+
+struct SyncPlan {
+    Backend backend = Backend::Ring;
+    int64_t fusion_bytes = 0;
+    double cycle_time_ms = 0;
+    int64_t min_bucket_bytes = 0;
+    bool overlap = true;
+    Compression compression = Compression::None;
+    int64_t backward_passes_per_step = 1;
+    SyncMode mode = SyncMode::Allreduce;
+    int64_t local_sgd_period = 1;
+    double stall_warning_s = 0, stall_abort_s = 0;
+};
+
+// checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.
+struct ResumeFrom {
+    enum Kind { Fresh, Latest, Path } kind = Fresh;
+    std::string path;  // Path only
+};
+
+struct CheckpointPlan {
+    int64_t every_epochs = 0, every_steps = 0;  // 0 = never
+    int64_t keep = 1;
+    ResumeFrom resume;
+
+    bool enabled() const { return every_epochs > 0 || every_steps > 0; }
+};
+
+struct OutputPlan {
+    std::string dir;
+    std::string timeline;  // "" = none
+    ProgressMode progress = ProgressMode::Auto;
+
+    std::string checkpoint_dir() const { return dir + "/checkpoints"; }
+};
+
+struct RunPlan {
+    std::string model;  // as written in the config (Config::model_path() resolves it)
+    DeviceChoice device = DeviceChoice::Auto;
+    DataPlan data;
+    TrainPlan train;
+    OptimizerPlan optimizer;
+    SyncPlan sync;
+    CheckpointPlan checkpoint;
+    OutputPlan output;
+
+    // Reads every key of a validated Config (the schema has already checked types, ranges and choices).
+    static RunPlan from(const Config& config);
+
+    // Canonical form: every typed value under its config key, enums spelled as in the config, unset optionals
+    // as null. Equal plans give equal text (nlohmann::json keeps keys sorted), on every rank and build.
+    nlohmann::json to_json() const;
+    // 64-bit FNV-1a of to_json().dump(): what ranks exchange to check they run the same plan.
+    uint64_t digest() const;
+};
+
+}  // namespace ringtrain::train

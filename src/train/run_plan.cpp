@@ -1,0 +1,160 @@
+#include "ringtrain/train/run_plan.hpp"
+
+#include <algorithm>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/config.hpp"
+
+namespace ringtrain::train {
+
+using nlohmann::json;
+
+namespace {
+
+// Every field of the plan with its config key: the one list that parsing (from) and the canonical form
+// (to_json) both walk. `Plan` is RunPlan or const RunPlan.
+template <class Plan, class Visit>
+void visit_fields(Plan& p, Visit&& visit) {
+    visit("model", p.model);
+    visit("device", p.device);
+
+    visit("data.format", p.data.format);
+    visit("data.dir", p.data.dir);
+    visit("data.mean", p.data.mean);
+    visit("data.std", p.data.stddev);
+    visit("data.prefetch", p.data.prefetch);
+    visit("data.workers", p.data.workers);
+    visit("data.synthetic_train_size", p.data.synthetic_train_size);
+    visit("data.synthetic_test_size", p.data.synthetic_test_size);
+    visit("data.synthetic_shape", p.data.synthetic_shape);
+    visit("data.synthetic_classes", p.data.synthetic_classes);
+
+    visit("train.batch_size", p.train.batch_size);
+    visit("train.epochs", p.train.epochs);
+    visit("train.seed", p.train.seed);
+    visit("train.threads", p.train.threads);
+    visit("train.max_steps", p.train.max_steps);
+    visit("train.eval_batch_size", p.train.eval_batch_size);
+    visit("train.log_every_steps", p.train.log_every_steps);
+    visit("train.profile_layers", p.train.profile_layers);
+
+    visit("optimizer.name", p.optimizer.name);
+    visit("optimizer.lr", p.optimizer.lr);
+    visit("optimizer.lr_scaling", p.optimizer.lr_scaling);
+    visit("optimizer.momentum", p.optimizer.momentum);
+    visit("optimizer.nesterov", p.optimizer.nesterov);
+    visit("optimizer.weight_decay", p.optimizer.weight_decay);
+    visit("optimizer.beta1", p.optimizer.beta1);
+    visit("optimizer.beta2", p.optimizer.beta2);
+    visit("optimizer.eps", p.optimizer.eps);
+    visit("optimizer.rho", p.optimizer.rho);
+    visit("optimizer.schedule", p.optimizer.schedule);
+    visit("optimizer.step_epochs", p.optimizer.step_epochs);
+    visit("optimizer.gamma", p.optimizer.gamma);
+    visit("optimizer.min_lr_factor", p.optimizer.min_lr_factor);
+    visit("optimizer.warmup_epochs", p.optimizer.warmup_epochs);
+    visit("optimizer.warmup_start_lr", p.optimizer.warmup_start_lr);
+
+    visit("sync.backend", p.sync.backend);
+    visit("sync.fusion_bytes", p.sync.fusion_bytes);
+    visit("sync.cycle_time_ms", p.sync.cycle_time_ms);
+    visit("sync.min_bucket_bytes", p.sync.min_bucket_bytes);
+    visit("sync.overlap", p.sync.overlap);
+    visit("sync.compression", p.sync.compression);
+    visit("sync.backward_passes_per_step", p.sync.backward_passes_per_step);
+    visit("sync.mode", p.sync.mode);
+    visit("sync.local_sgd_period", p.sync.local_sgd_period);
+    visit("sync.stall_warning_s", p.sync.stall_warning_s);
+    visit("sync.stall_abort_s", p.sync.stall_abort_s);
+
+    visit("checkpoint.every_epochs", p.checkpoint.every_epochs);
+    visit("checkpoint.every_steps", p.checkpoint.every_steps);
+    visit("checkpoint.keep", p.checkpoint.keep);
+    visit("checkpoint.resume", p.checkpoint.resume);
+
+    visit("output.dir", p.output.dir);
+    visit("output.timeline", p.output.timeline);
+    visit("output.progress", p.output.progress);
+}
+
+// ---- parsing: one overload per field type ----
+
+void read(const Config& c, const std::string& key, std::string& v) { v = c.string(key); }
+void read(const Config& c, const std::string& key, bool& v) { v = c.boolean(key); }
+void read(const Config& c, const std::string& key, double& v) { v = c.number(key); }
+void read(const Config& c, const std::string& key, int64_t& v) { v = c.integer(key); }
+void read(const Config& c, const std::string& key, int& v) { v = static_cast<int>(c.integer(key)); }
+void read(const Config& c, const std::string& key, uint64_t& v) { v = static_cast<uint64_t>(c.integer(key)); }
+void read(const Config& c, const std::string& key, std::vector<int64_t>& v) { v = c.integers(key); }
+
+void read(const Config& c, const std::string& key, std::optional<double>& v) {
+    v = c.is_null(key) ? std::nullopt : std::optional<double>(c.number(key));
+}
+
+// The schema has checked the spelling already; a miss here means the schema and Spelling<E> disagree.
+template <SpelledEnum E>
+void read(const Config& c, const std::string& key, E& v) {
+    const std::string s = c.string(key);
+    for (const auto& [value, name] : Spelling<E>::names)
+        if (s == name) {
+            v = value;
+            return;
+        }
+    throw Error("internal: config key '" + key + "': '" + s + "' has no enum value");
+}
+
+void read(const Config& c, const std::string& key, ResumeFrom& v) {
+    const std::string s = c.string(key);
+    v.kind = s.empty() ? ResumeFrom::Fresh : s == "auto" ? ResumeFrom::Latest : ResumeFrom::Path;
+    v.path = v.kind == ResumeFrom::Path ? s : "";
+}
+
+// ---- canonical form: the config spelling of each typed value ----
+
+template <class T>
+json canonical(const T& v) {
+    return v;  // numbers, flags, strings, the integer array
+}
+
+json canonical(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+template <SpelledEnum E>
+json canonical(const E& v) {
+    return to_string(v);
+}
+
+json canonical(const ResumeFrom& v) {
+    switch (v.kind) {
+        case ResumeFrom::Latest: return "auto";
+        case ResumeFrom::Path: return v.path;
+        case ResumeFrom::Fresh: break;
+    }
+    return "";
+}
+
+}  // namespace
+
+double OptimizerPlan::resolved_eps() const { return eps.value_or(name == OptimizerName::Adadelta ? 1e-6 : 1e-8); }
+
+RunPlan RunPlan::from(const Config& c) {
+    RunPlan p;
+    visit_fields(p, [&c](const std::string& key, auto& field) { read(c, key, field); });
+    return p;
+}
+
+json RunPlan::to_json() const {
+    json doc = json::object();
+    visit_fields(*this, [&doc](std::string key, const auto& field) {
+        std::replace(key.begin(), key.end(), '.', '/');
+        doc[json::json_pointer("/" + key)] = canonical(field);
+    });
+    return doc;
+}
+
+uint64_t RunPlan::digest() const {
+    uint64_t h = 14695981039346656037ULL;  // FNV-1a 64
+    for (const unsigned char ch : to_json().dump()) h = (h ^ ch) * 1099511628211ULL;
+    return h;
+}
+
+}  // namespace ringtrain::train

@@ -1,0 +1,185 @@
+// summary.json: what one train() call did, written by rank 0 at the end. The sections are built by the functions
+// below from values gathered once from every rank; TrainingRun::write_summary lists the top-level fields.
+#include <algorithm>
+#include <cmath>
+
+#include "ringtrain/core/cuda_device.hpp"
+#include "ringtrain/ops/threads.hpp"
+#include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/telemetry/resources.hpp"
+#include "training_run.hpp"
+
+namespace ringtrain::train::detail {
+
+using nlohmann::json;
+using telemetry::Phase;
+
+namespace {
+
+// One rank's totals, gathered from every rank in a single collective.
+struct RankTotals {
+    uint64_t bytes_sent, bytes_received;  // both communicators: the main one (start-up, metrics, local SGD) and
+                                          // the gradients' own
+    uint64_t parameter_hash;              // data parallelism's invariant: the same on every rank at the end
+    uint64_t work_steps;                  // entries in this rank's StepWorkLog
+};
+
+template <class F>
+std::vector<uint64_t> per_rank(const std::vector<RankTotals>& all, F field) {
+    std::vector<uint64_t> v;
+    for (const RankTotals& t : all) v.push_back(t.*field);
+    return v;
+}
+
+// Every rank joins both gathers, whatever its device (an empty log just yields no report).
+telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const telemetry::StepWorkLog& log,
+                                             const std::vector<uint64_t>& counts) {
+    const std::vector<float> all = comm.allgather(log.seconds());
+    std::vector<std::vector<float>> work_per_rank;
+    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= all.size(); off += counts[r], ++r)
+        work_per_rank.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(off),
+                                   all.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
+    return telemetry::analyse_stragglers(work_per_rank);
+}
+
+// "stragglers": how much of the run the ranks waited for the slowest one's local work.
+json stragglers_json(const telemetry::StragglerReport& r, double train_s, uint64_t dropped, bool local_sgd,
+                     Device device) {
+    if (r.steps == 0) {
+        const char* why = local_sgd ? "sync.mode local_sgd has no per-step synchronisation"
+                          : device != Device::CPU ? "measured on the CPU only (on a GPU the host only queues work)"
+                                                  : "no synchronised step in this run";
+        return {{"steps", 0}, {"why", why}};
+    }
+    return {{"steps", r.steps},
+            {"steps_not_measured", dropped},
+            {"mean_work_ms", 1e3 * r.work_s / static_cast<double>(r.steps)},
+            {"wait_for_slowest_s", r.straggler_s},
+            {"wait_for_slowest_fraction", train_s > 0 ? r.straggler_s / train_s : 0.0},
+            {"slowest_steps_per_rank", r.slowest_steps_per_rank},
+            {"mean_work_ms_per_rank", r.mean_work_ms_per_rank}};
+}
+
+// "sync": the plan's synchronisation settings and what GradientSync measured.
+json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world) {
+    const auto stats = gsync.stats();
+    json buckets = json::array();
+    for (const auto& b : stats.buckets)
+        buckets.push_back({{"bytes", b.bytes}, {"tensors", b.tensors}, {"calls", b.calls},
+                           {"mean_ms", b.calls ? 1e3 * b.total_s / b.calls : 0.0}, {"busbw_gbs", b.busbw_gbs(world)}});
+    return {{"mode", to_string(plan.mode)},
+            {"fusion_bytes", plan.fusion_bytes},
+            {"cycle_time_ms", plan.cycle_time_ms},
+            {"min_bucket_bytes", plan.min_bucket_bytes},
+            {"overlap", gsync.overlapping()},
+            {"compression", to_string(plan.compression)},
+            {"backward_passes_per_step", plan.backward_passes_per_step},
+            {"blocked_s", stats.blocked_s},
+            {"gradient_bytes_sent", gsync.communicator().bytes_sent()},
+            {"gradient_bytes_received", gsync.communicator().bytes_received()},
+            {"collectives", stats.collectives},
+            {"buckets", buckets}};
+}
+
+json phase_seconds_json(const telemetry::PhaseTimes& phases) {
+    json j = json::object();
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        j[telemetry::phase_name(static_cast<Phase>(p))] = phases.get(static_cast<Phase>(p));
+    return j;
+}
+
+// "gpu_utilisation" (NVML samples while training) and "gpu_memory" (the caching allocator), CUDA runs only.
+void add_gpu_sections(json& summary, telemetry::GpuMonitor* monitor, const std::string& monitor_why) {
+    if (monitor) {
+        monitor->stop();
+        const telemetry::GpuUsage u = monitor->usage();
+        summary["gpu_utilisation"] = {{"available", true},
+                                      {"samples", u.samples},
+                                      {"mean_gpu_percent", u.mean_gpu_percent},
+                                      {"max_gpu_percent", u.max_gpu_percent},
+                                      {"mean_memory_percent", u.mean_memory_percent},
+                                      {"peak_used_mb", u.peak_used_mb},
+                                      {"total_mb", u.total_mb}};
+    } else {
+        summary["gpu_utilisation"] = {{"available", false}, {"why", monitor_why}};
+    }
+    const auto g = cuda_allocator_stats();
+    summary["gpu_memory"] = {{"peak_mb", g.peak_bytes_in_use / 1048576.0},
+                             {"cached_mb", g.bytes_cached / 1048576.0},
+                             {"device_allocations", g.device_allocations}};
+}
+
+json layer_seconds_json(const nn::Model& model) {
+    json layers = json::array();
+    for (const auto& t : model.layer_timings())
+        layers.push_back({{"layer", t.name}, {"forward_s", t.forward_s}, {"backward_s", t.backward_s}});
+    return layers;
+}
+
+}  // namespace
+
+json TrainingRun::write_summary() {
+    TrainerParts& p = parts_;
+    const RankTotals mine{p.comm.bytes_sent() + p.gsync->communicator().bytes_sent(),
+                          p.comm.bytes_received() + p.gsync->communicator().bytes_received(),
+                          sync::parameter_value_hash(p.model->parameters()),
+                          static_cast<uint64_t>(work_log_.seconds().size())};
+    const std::vector<RankTotals> all = p.comm.allgather_object(mine);
+    const auto hashes = per_rank(all, &RankTotals::parameter_hash);
+    const telemetry::StragglerReport stragglers =
+        gather_stragglers(p.comm, work_log_, per_rank(all, &RankTotals::work_steps));
+    const auto usage = telemetry::current_resource_usage();
+    const int64_t batch = plan_.train.batch_size;
+    json summary = {
+        {"world_size", p.world},
+        {"batch_size_per_rank", batch},
+        {"global_batch_size", batch * p.world},
+        {"epochs", plan_.train.epochs},
+        {"epochs_completed", pos_.epoch},
+        {"steps", pos_.global_step},
+        {"steps_this_run", steps_this_run_},
+        {"stopped_by_max_steps", stopped_by_max_steps_},
+        {"test_accuracy", last_eval_["test_accuracy"]},
+        {"test_loss", last_eval_["test_loss"]},
+        {"train_loss", std::isfinite(train_loss_) ? json(train_loss_) : json(nullptr)},
+        {"wall_s", telemetry::now_seconds() - t_start_},
+        {"train_s", train_seconds_},
+        {"eval_s", eval_seconds_},
+        {"samples_per_s",
+         train_seconds_ > 0 ? steps_this_run_ * passes_ * batch * p.world / train_seconds_ : 0.0},
+        {"phase_s", phase_seconds_json(phases_)},
+        {"bytes_sent", mine.bytes_sent},
+        {"bytes_received", mine.bytes_received},
+        {"bytes_sent_per_rank", per_rank(all, &RankTotals::bytes_sent)},
+        {"bytes_received_per_rank", per_rank(all, &RankTotals::bytes_received)},
+        {"parameter_hash_per_rank", hashes},
+        {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
+        {"backend", p.comm.backend()},
+        {"sync", sync_json(plan_.sync, *p.gsync, p.world)},
+        {"stragglers", stragglers_json(stragglers, train_seconds_, work_log_.dropped(), local_sgd_, p.device)},
+        {"device", to_string(p.device)},
+        {"device_name", p.device_name},
+        {"model", p.model->name()},
+        {"parameters", p.model->parameter_count()},
+        {"optimizer", p.opt->name()},
+        {"lr", plan_.optimizer.lr},
+        {"lr_peak", p.schedule->peak()},
+        {"lr_scaling", to_string(plan_.optimizer.lr_scaling)},
+        {"threads_per_rank", plan_.train.threads},
+        {"cpu_gemm", ops::cpu_gemm_library()},
+        {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
+        {"peak_rss_mb", usage.peak_rss_mb},
+        {"resumed_from", resumed_from_.empty() ? json(nullptr) : json(resumed_from_)},
+        {"data", p.data.train->description()},
+        {"data_prefetch", loader_.prefetch_note()},
+    };
+    if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
+    if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
+    if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
+    std::string timeline_error;
+    if (!p.timeline->write(&timeline_error))
+        progress_.line("ringtrain: rank " + std::to_string(p.rank) + ": warning: timeline not written: " + timeline_error);
+    return summary;
+}
+
+}  // namespace ringtrain::train::detail

@@ -1,0 +1,65 @@
+// What a Trainer is built from (private to train): data, model, optimizer, schedule, gradient synchronisation
+// and telemetry, made once per process from the run plan, plus the evaluation that needs nothing else.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "datasets.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/cuda_device.hpp"
+#include "ringtrain/core/rng.hpp"
+#include "ringtrain/data/sharded_loader.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/telemetry/gpu_monitor.hpp"
+#include "ringtrain/telemetry/timeline.hpp"
+#include "ringtrain/train/config.hpp"
+
+namespace ringtrain::train::detail {
+
+struct TrainerParts {
+    TrainerParts(const Config& config, comm::Communicator& comm);
+
+    // Data, model, optimizer: no collectives, so a rank that fails here cannot leave the others waiting.
+    void build_locally();
+    // Model agreement and rank 0's start values; gradient synchronisation. Collective.
+    void build_collectively();
+
+    bool is_root() const { return rank == 0; }
+    // The batch on the compute device: CPU batches are used as they are; for a GPU they are copied over
+    // asynchronously (pinned staging, a copy stream of its own), so the host never waits for the GPU here.
+    std::pair<const Tensor*, const Tensor*> on_device(const data::Batch& b);
+    // Test-set accuracy and loss over all ranks' shares (exact global values). Collective.
+    nlohmann::json evaluate();
+
+    const Config config;  // a copy: the Trainer does not depend on its caller's
+    const RunPlan& plan;  // config.plan()
+    comm::Communicator& comm;
+    const int rank, world;
+    Device device = Device::CPU;
+    std::string device_name = "cpu";
+    Datasets data;
+    data::LoaderOptions train_loader, eval_loader;
+    Rng init_rng;
+    Rng dropout_rng;
+    std::unique_ptr<nn::Model> model;
+    std::unique_ptr<optim::Optimizer> opt;
+    std::unique_ptr<optim::LrSchedule> schedule;
+    std::unique_ptr<telemetry::Timeline> timeline;
+    std::unique_ptr<sync::GradientSync> gsync;
+    std::unique_ptr<sync::ParameterAverager> averager;
+    std::unique_ptr<AsyncUploader> uploader;             // GPU only
+    std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
+    std::string gpu_monitor_why;                         // why there is none
+
+private:
+    void build_optimizer();
+};
+
+}  // namespace ringtrain::train::detail

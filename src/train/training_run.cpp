@@ -1,0 +1,293 @@
+#include "training_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <span>
+#include <sstream>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/sync/consistency.hpp"
+
+namespace ringtrain::train::detail {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using telemetry::Phase;
+
+namespace {
+
+// Times one phase of a step into the run's totals and, when a timeline is on, draws it as a span.
+class PhaseScope {
+public:
+    PhaseScope(telemetry::PhaseTimes& t, Phase p, telemetry::Timeline* tl)
+        : timer_(t, p), span_(tl, telemetry::phase_name(p), "phase") {}
+
+private:
+    telemetry::ScopedPhase timer_;
+    telemetry::Span span_;
+};
+
+// Rank 0's position after resuming, sent to every rank as it is. `resumed` is a full word (0 or 1) so the struct
+// has no padding bytes.
+struct ResumePoint {
+    int64_t resumed;
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps;
+    double epoch_loss_sum, epoch_samples;
+};
+
+}  // namespace
+
+TrainingRun::TrainingRun(TrainerParts& parts)
+    : parts_(parts),
+      plan_(parts.plan),
+      t_start_(telemetry::now_seconds()),
+      loader_(*parts.data.train, parts.train_loader),
+      passes_(plan_.sync.backward_passes_per_step),
+      steps_per_epoch_(loader_.steps_per_epoch() / passes_),
+      loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
+      local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
+      progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
+      train_loss_(std::nan("")) {
+    if (steps_per_epoch_ == 0)
+        throw InputError("train.batch_size: " + std::to_string(plan_.train.batch_size) + " per rank x " +
+                         std::to_string(parts_.world) + " ranks is more than the " +
+                         std::to_string(parts_.data.train->size()) +
+                         " training samples (with sync.backward_passes_per_step " + std::to_string(passes_) +
+                         "); use a smaller batch or fewer ranks");
+}
+
+// ---- resume ----
+
+void TrainingRun::resume() {
+    sync::run_then_agree(parts_.comm, [this] {
+        load_resume_checkpoint();
+        open_outputs();
+    });
+    if (parts_.world > 1) adopt_root_position();
+    if (!resumed_from_.empty())
+        progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
+                       std::to_string(pos_.step_in_epoch));
+    last_average_step_ = pos_.global_step;
+}
+
+void TrainingRun::load_resume_checkpoint() {
+    const CheckpointPlan& k = plan_.checkpoint;
+    const std::string path =
+        k.resume.kind == ResumeFrom::Latest ? latest_checkpoint(plan_.output.checkpoint_dir()) : k.resume.path;
+    if (path.empty()) return;  // a fresh start, or Latest with no checkpoint yet
+    pos_ = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
+    resumed_from_ = path;
+    if (static_cast<int>(pos_.rng_states.size()) == parts_.world)
+        parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
+}
+
+void TrainingRun::open_outputs() {
+    if (!parts_.is_root()) return;
+    fs::create_directories(plan_.output.checkpoint_dir());
+    metrics_ = telemetry::MetricsWriter(plan_.output.dir + "/metrics.jsonl", !resumed_from_.empty());
+}
+
+// Ranks on separate file systems may have read different files (or none): rank 0's state wins.
+void TrainingRun::adopt_root_position() {
+    TrainerParts& p = parts_;
+    ResumePoint root{.resumed = resumed_from_.empty() ? 0 : 1,
+                     .epoch = pos_.epoch,
+                     .step_in_epoch = pos_.step_in_epoch,
+                     .global_step = pos_.global_step,
+                     .optimizer_steps = p.opt->steps_taken(),
+                     .epoch_loss_sum = pos_.epoch_loss_sum,
+                     .epoch_samples = pos_.epoch_samples};
+    p.comm.broadcast_object(root, 0);
+    if (root.resumed == 0) return;
+    pos_.epoch = root.epoch;
+    pos_.step_in_epoch = root.step_in_epoch;
+    pos_.global_step = root.global_step;
+    pos_.epoch_loss_sum = root.epoch_loss_sum;
+    pos_.epoch_samples = root.epoch_samples;
+    std::vector<Rng::State> rngs(p.world, p.dropout_rng.state());
+    if (p.is_root() && static_cast<int>(pos_.rng_states.size()) == p.world) rngs = pos_.rng_states;
+    p.comm.broadcast_bytes(std::as_writable_bytes(std::span<Rng::State>(rngs)), 0);
+    p.dropout_rng.set_state(rngs[p.rank]);
+    if (resumed_from_.empty()) resumed_from_ = "(rank 0's checkpoint)";
+    sync::broadcast_from_root(p.comm, p.model->parameters(), p.opt->state());
+    p.opt->set_steps_taken(root.optimizer_steps);
+}
+
+// ---- the step ----
+
+bool TrainingRun::stop_at_max_steps() {
+    if (plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps) stopped_by_max_steps_ = true;
+    return stopped_by_max_steps_;
+}
+
+void TrainingRun::begin_epoch() {
+    epoch_t0_ = telemetry::now_seconds();
+    epoch_local_ = {};
+    loader_.start_epoch(pos_.epoch, pos_.step_in_epoch * passes_);
+    window_ = {telemetry::now_seconds(), 0, 0.0, 0.0};
+}
+
+float TrainingRun::run_step() {
+    TrainerParts& p = parts_;
+    p.gsync->begin_step(pos_.global_step);
+    const double work_t0 = telemetry::now_seconds();
+    double step_samples = 0.0;
+    for (int64_t pass = 0; pass < passes_; ++pass) step_samples += forward_backward(pass);
+    if (!local_sgd_) {
+        if (p.device == Device::CPU) work_log_.record(telemetry::now_seconds() - work_t0);
+        PhaseScope ph(phases_, Phase::SyncWait, p.timeline.get());
+        p.gsync->synchronize();
+    }
+    const float lr = p.schedule->at(static_cast<double>(pos_.epoch) +
+                                    static_cast<double>(pos_.step_in_epoch) / static_cast<double>(steps_per_epoch_));
+    {
+        PhaseScope ph(phases_, Phase::Optimizer, p.timeline.get());
+        p.opt->step(lr);
+    }
+    epoch_local_.samples += step_samples;
+    window_.samples += step_samples;
+    ++pos_.step_in_epoch;
+    ++pos_.global_step;
+    ++steps_this_run_;
+    ++window_.steps;
+    if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
+    return lr;
+}
+
+double TrainingRun::forward_backward(int64_t pass) {
+    TrainerParts& p = parts_;
+    std::pair<const Tensor*, const Tensor*> xy;
+    {
+        // Data: the next batch, and on a GPU its (asynchronous) copy to the device.
+        PhaseScope ph(phases_, Phase::Data, p.timeline.get());
+        if (!loader_.next(batch_)) throw Error("data loader ended early at step " + std::to_string(pos_.step_in_epoch));
+        xy = p.on_device(batch_);
+    }
+    const auto [x, y] = xy;
+    {
+        PhaseScope ph(phases_, Phase::Forward, p.timeline.get());
+        const Tensor& logits = p.model->forward(*x, {true, &p.dropout_rng});
+        p.model->loss().forward(logits, *y, pending_loss_);
+    }
+    PhaseScope ph(phases_, Phase::Backward, p.timeline.get());
+    p.model->loss().backward(*y, loss_scale_, dlogits_);
+    // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
+    if (pass + 1 == passes_ && !local_sgd_)
+        p.model->backward(dlogits_, [&p](nn::Parameter& prm) { p.gsync->on_gradient_ready(prm); }, pass > 0);
+    else
+        p.model->backward(dlogits_, {}, pass > 0);
+    return static_cast<double>(batch_.size());
+}
+
+// ---- around the step ----
+
+void TrainingRun::read_loss() {
+    const ops::LossStats st = pending_loss_.take();
+    if (!std::isfinite(st.loss_sum))
+        throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
+                    std::to_string(pos_.epoch + 1) + ", step " + std::to_string(pos_.step_in_epoch) + " on rank " +
+                    std::to_string(parts_.rank) + " (lr " + std::to_string(parts_.schedule->at(pos_.epoch)) +
+                    "); lower optimizer.lr, add warmup, or check the data normalisation");
+    epoch_local_.loss += st.loss_sum;
+    window_.loss_sum += st.loss_sum;
+}
+
+void TrainingRun::log_step(float lr) {
+    const double now = telemetry::now_seconds();
+    const double sps =
+        window_.steps * passes_ * plan_.train.batch_size * parts_.world / std::max(now - window_.t0, 1e-9);
+    // The mean training loss of this rank over the steps since the last logged one.
+    const double loss = window_.loss_sum / std::max(window_.samples, 1.0);
+    metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
+                    {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+    progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_, loss, sps);
+    window_ = {now, 0, 0.0, 0.0};
+}
+
+TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
+    double sums[2] = {epoch_local_.loss, epoch_local_.samples};
+    parts_.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
+    return {sums[0], sums[1]};
+}
+
+void TrainingRun::write_step_checkpoint() {
+    average_parameters_now();
+    const LossSums all = epoch_sums_over_ranks();
+    LoopState at = pos_;
+    at.epoch_loss_sum += all.loss;
+    at.epoch_samples += all.samples;
+    write_checkpoint(at);
+}
+
+void TrainingRun::end_epoch() {
+    if (pending_loss_.pending()) read_loss();  // stopped by max_steps between reads
+    const LossSums all = epoch_sums_over_ranks();
+    pos_.epoch_loss_sum += all.loss;
+    pos_.epoch_samples += all.samples;
+    train_seconds_ += telemetry::now_seconds() - epoch_t0_;
+    if (stopped_by_max_steps_) {  // the position stays inside the epoch, for the final checkpoint
+        if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
+        return;
+    }
+    train_loss_ = pos_.epoch_samples > 0 ? pos_.epoch_loss_sum / pos_.epoch_samples : std::nan("");
+    evaluate_now();
+    json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
+                {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
+    rec.update(last_eval_);
+    metrics_.write(rec);
+    std::ostringstream os;
+    os.precision(4);
+    os << "epoch " << pos_.epoch + 1 << "/" << plan_.train.epochs << ": train loss " << train_loss_ << ", test loss "
+       << last_eval_["test_loss"].get<double>() << ", test accuracy " << last_eval_["test_accuracy"].get<double>();
+    progress_.line(os.str());
+    ++pos_.epoch;
+    pos_.step_in_epoch = 0;
+    pos_.epoch_loss_sum = 0;
+    pos_.epoch_samples = 0;
+    const int64_t every = plan_.checkpoint.every_epochs;
+    if (every > 0 && pos_.epoch % every == 0) write_checkpoint(pos_);
+}
+
+void TrainingRun::finish() {
+    progress_.finish();
+    average_parameters_now();  // local_sgd: the run ends with one model on every rank
+    // The final position is always saved, so a run stopped by max_steps resumes where it stopped.
+    const int64_t every = plan_.checkpoint.every_epochs;
+    if (plan_.checkpoint.enabled() && steps_this_run_ > 0 &&
+        (stopped_by_max_steps_ || every == 0 || pos_.epoch % every != 0))
+        write_checkpoint(pos_);
+    if (stopped_by_max_steps_ && last_eval_["test_accuracy"].is_null()) evaluate_now();
+}
+
+void TrainingRun::write_checkpoint(const LoopState& at) {
+    TrainerParts& p = parts_;
+    // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
+    std::vector<Rng::State> states = p.comm.allgather_object(p.dropout_rng.state());
+    if (!p.is_root()) return;
+    LoopState full = at;
+    full.rng_states = std::move(states);
+    full.extra = {{"world_size", p.world}, {"config", p.config.document()}};
+    const std::string dir = plan_.output.checkpoint_dir();
+    const std::string name = checkpoint_file_name(at.global_step);
+    save_checkpoint(dir + "/" + name, p.model->parameters(), p.opt.get(), full);
+    publish_checkpoint(dir, name, plan_.checkpoint.keep);
+}
+
+// local_sgd: ranks drift apart between averagings; average before anything that must see one model.
+void TrainingRun::average_parameters_now() {
+    if (!local_sgd_ || last_average_step_ == pos_.global_step) return;
+    PhaseScope ph(phases_, Phase::SyncWait, parts_.timeline.get());
+    parts_.averager->average();
+    last_average_step_ = pos_.global_step;
+}
+
+// Evaluation on one model (local SGD averages first), timed apart from training.
+void TrainingRun::evaluate_now() {
+    const double t0 = telemetry::now_seconds();
+    average_parameters_now();
+    last_eval_ = parts_.evaluate();
+    eval_seconds_ += telemetry::now_seconds() - t0;
+}
+
+}  // namespace ringtrain::train::detail

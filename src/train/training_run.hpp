@@ -1,0 +1,106 @@
+// One call of Trainer::train() (private to train): the loop position and everything the loop measures, with
+// the step and the occasional work around it (resume, logging, checkpoints, evaluation, summary) as methods.
+// Trainer::train() is the loop itself, calling these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/data/sharded_loader.hpp"
+#include "ringtrain/ops/ops.hpp"
+#include "ringtrain/telemetry/metrics_writer.hpp"
+#include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/telemetry/progress.hpp"
+#include "ringtrain/telemetry/straggler.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "trainer_parts.hpp"
+
+namespace ringtrain::train::detail {
+
+class TrainingRun {
+public:
+    explicit TrainingRun(TrainerParts& parts);
+
+    // Loads the checkpoint the plan names and opens rank 0's outputs (a failure on any rank ends the job on all),
+    // then every rank takes rank 0's position.
+    void resume();
+    // Where the loop is: epoch, first step still to run in it, steps run in all (what a checkpoint records).
+    const LoopState& position() const { return pos_; }
+    int64_t steps_per_epoch() const { return steps_per_epoch_; }
+    // True (from then on) once train.max_steps steps have run.
+    bool stop_at_max_steps();
+    bool stopped_by_max_steps() const { return stopped_by_max_steps_; }
+
+    void begin_epoch();
+    // One optimizer step: backward_passes_per_step forward/backward passes, the gradient allreduce (or, in
+    // local SGD, the periodic parameter average), the update. Returns the learning rate used.
+    float run_step();
+    // Takes the training losses still on the device into the sums; throws when the loss is not finite.
+    void read_loss();
+    // metrics.jsonl step line and progress line: the mean loss since the previous one.
+    void log_step(float lr);
+    // Mid-epoch checkpoint (checkpoint.every_steps). Collective.
+    void write_step_checkpoint();
+    // The epoch's loss over all ranks; unless max_steps stopped it: evaluation, epoch line, epoch checkpoint.
+    void end_epoch();
+    // After the loop: one model on every rank, the final checkpoint, an evaluation if none ran.
+    void finish();
+    // Gathers every rank's totals, rank 0 writes summary.json (run_summary.cpp). Collective.
+    nlohmann::json write_summary();
+
+private:
+    void load_resume_checkpoint();
+    void open_outputs();
+    void adopt_root_position();
+    double forward_backward(int64_t pass);  // returns the samples it read
+    struct LossSums {
+        double loss = 0.0, samples = 0.0;
+    };
+    LossSums epoch_sums_over_ranks();
+    void write_checkpoint(const LoopState& at);
+    void average_parameters_now();
+    void evaluate_now();
+
+    TrainerParts& parts_;
+    const RunPlan& plan_;
+    const double t_start_;
+    data::ShardedLoader loader_;
+    // With gradient accumulation a step is `passes_` loader batches: k local backward passes, one allreduce.
+    const int64_t passes_;
+    const int64_t steps_per_epoch_;
+    // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
+    const float loss_scale_;
+    const bool local_sgd_;
+
+    // pos_.epoch_loss_sum/epoch_samples hold all ranks' sums up to this run's start of the epoch (a resumed
+    // checkpoint's, else 0); this rank's additions since then are in epoch_local_.
+    LoopState pos_;
+    LossSums epoch_local_;
+    double epoch_t0_ = 0.0;
+    struct Window {  // steps since the last logged one
+        double t0 = 0.0;
+        int64_t steps = 0;
+        double loss_sum = 0.0, samples = 0.0;
+    } window_;
+    int64_t steps_this_run_ = 0;
+    bool stopped_by_max_steps_ = false;
+    int64_t last_average_step_ = 0;  // local_sgd: the global step of the last parameter average
+    std::string resumed_from_;
+
+    data::Batch batch_;
+    ops::LossTotals pending_loss_;  // this rank's training losses not yet read by the host
+    Tensor dlogits_;
+
+    telemetry::MetricsWriter metrics_;  // rank 0 only
+    telemetry::Progress progress_;
+    telemetry::PhaseTimes phases_;
+    // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.
+    telemetry::StepWorkLog work_log_;
+    nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
+    double train_loss_;
+    double train_seconds_ = 0.0, eval_seconds_ = 0.0;
+};
+
+}  // namespace ringtrain::train::detail

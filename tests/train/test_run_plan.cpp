@@ -1,0 +1,104 @@
+// RunPlan: every config value parsed once into typed fields, and a canonical form whose digest ranks can compare.
+#include <catch2/catch.hpp>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/config.hpp"
+
+using namespace ringtrain::train;
+using nlohmann::json;
+
+namespace {
+
+const json kBase = {{"model", "models/logreg.json"}, {"data", {{"format", "synthetic"}, {"synthetic_shape", {784}}}}};
+
+uint64_t digest_of(const json& doc) { return Config::from_json(doc, "test").plan().digest(); }
+
+// A different value for a leaf that the schema still accepts.
+json changed(const std::string& pointer, const json& v) {
+    if (v.is_boolean()) return !v.get<bool>();
+    if (v.is_number_integer()) return v.get<int64_t>() + 1;
+    if (v.is_number_float()) return v.get<double>() == 0.0 ? 0.25 : v.get<double>() * 0.5;
+    if (v.is_null()) return 0.001;
+    // Strings: a spelling of another choice where the key has choices; any other text for free strings.
+    for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines"}) {
+        if (v == s) continue;
+        json doc = kBase;
+        doc[json::json_pointer(pointer)] = s;
+        try {
+            Config::from_json(doc, "test");
+            return s;
+        } catch (const ringtrain::InputError&) {
+        }
+    }
+    return v.get<std::string>() + "x";
+}
+
+}  // namespace
+
+TEST_CASE("the plan's canonical form holds every config value under its key", "[train][config]") {
+    const Config defaults = Config::from_json(kBase, "test");
+    CHECK(defaults.plan().to_json() == defaults.document());
+    const Config set = Config::from_json(kBase, "test",
+                                         {"optimizer.eps=1e-7", "checkpoint.resume=auto", "sync.mode=local_sgd",
+                                          "sync.compression=bf16", "data.mean=0.5", "output.timeline=t.json"});
+    CHECK(set.plan().to_json() == set.document());
+}
+
+TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[train][config]") {
+    const Config c = Config::from_json(
+        kBase, "test",
+        {"device=cpu", "sync.backend=mpi", "sync.mode=local_sgd", "sync.compression=fp16", "optimizer.name=adadelta",
+         "optimizer.schedule=step", "output.progress=none", "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3"});
+    const RunPlan& p = c.plan();
+    CHECK(p.device == DeviceChoice::Cpu);
+    CHECK(p.data.format == DataFormat::Synthetic);
+    CHECK(p.sync.backend == Backend::Mpi);
+    CHECK(p.sync.mode == SyncMode::LocalSgd);
+    CHECK(p.sync.compression == Compression::Fp16);
+    CHECK(p.optimizer.name == OptimizerName::Adadelta);
+    CHECK(p.optimizer.schedule == Schedule::Step);
+    CHECK(p.output.progress == ProgressMode::None);
+    CHECK(p.checkpoint.resume.kind == ResumeFrom::Path);
+    CHECK(p.checkpoint.resume.path == "runs/x/ckpt.bin");
+    CHECK(p.train.threads == 3);
+    CHECK(p.data.synthetic_shape == std::vector<int64_t>{784});
+    CHECK_FALSE(p.optimizer.eps.has_value());
+    CHECK(p.optimizer.resolved_eps() == 1e-6);  // Adadelta's default
+    CHECK_FALSE(p.optimizer.warmup_start_lr.has_value());
+    CHECK(Config::from_json(kBase, "test").plan().optimizer.resolved_eps() == 1e-8);
+    CHECK(Config::from_json(kBase, "test", {"optimizer.eps=0.5"}).plan().optimizer.resolved_eps() == 0.5);
+    CHECK(Config::from_json(kBase, "test", {"checkpoint.resume=auto"}).plan().checkpoint.resume.kind ==
+          ResumeFrom::Latest);
+    CHECK(Config::from_json(kBase, "test").plan().checkpoint.resume.kind == ResumeFrom::Fresh);
+    CHECK(std::string(to_string(SyncMode::LocalSgd)) == "local_sgd");
+}
+
+TEST_CASE("equal configs give equal digests, however they are written", "[train][config]") {
+    const uint64_t d = digest_of(kBase);
+    CHECK(digest_of(kBase) == d);
+    // Defaults written out, a key given where the default would do, an integer where a number is expected.
+    CHECK(Config::from_json(kBase, "test").plan().digest() ==
+          Config::from_json(Config::from_json(kBase, "test").document(), "test").plan().digest());
+    json explicit_default = kBase;
+    explicit_default["optimizer"]["lr"] = 0.01;
+    explicit_default["data"]["mean"] = 0;
+    CHECK(digest_of(explicit_default) == d);
+}
+
+TEST_CASE("changing any config key changes the digest", "[train][config]") {
+    const json full = Config::from_json(kBase, "test").document();
+    const uint64_t d = digest_of(full);
+    int keys = 0;
+    const json leaves = full.flatten();
+    for (const auto& leaf : leaves.items()) {
+        const std::string& pointer = leaf.key();
+        const json& value = leaf.value();
+        INFO(pointer << ": " << value.dump());
+        json doc = full;
+        doc[json::json_pointer(pointer)] = changed(pointer, value);
+        REQUIRE(doc != full);
+        CHECK(digest_of(doc) != d);
+        ++keys;
+    }
+    CHECK(keys >= 54);  // every schema key (the synthetic shape has one entry here)
+}
