@@ -4,20 +4,15 @@
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 
 namespace ringtrain::sync {
 
 namespace {
-constexpr uint64_t kFnvOffset = 1469598103934665603ULL;
-constexpr uint64_t kFnvPrime = 1099511628211ULL;
-
-void fnv(uint64_t& h, const void* data, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * kFnvPrime;
-}
+void fnv(uint64_t& h, const void* data, size_t n) { h = fnv1a(data, n, h); }
 
 uint64_t describe_hash(const nn::Parameter& p) {
-    uint64_t h = kFnvOffset;
+    uint64_t h = kFnv1aOffsetBasis;
     fnv(h, p.name.data(), p.name.size());
     for (int64_t d : p.value.shape()) fnv(h, &d, sizeof d);
     return h;
@@ -36,7 +31,7 @@ std::string broadcast_string(comm::Communicator& comm, std::string s, int root) 
 }  // namespace
 
 uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params) {
-    uint64_t h = kFnvOffset;
+    uint64_t h = kFnv1aOffsetBasis;
     for (const auto* p : params) {
         const uint64_t d = describe_hash(*p);
         fnv(h, &d, sizeof d);
@@ -112,7 +107,7 @@ void run_then_agree(comm::Communicator& comm, const std::function<void()>& local
 }
 
 uint64_t parameter_value_hash(const std::vector<nn::Parameter*>& params) {
-    uint64_t h = kFnvOffset;
+    uint64_t h = kFnv1aOffsetBasis;
     for (const auto* p : params) {
         const Tensor host = p->value.to(Device::CPU);
         fnv(h, host.data(), host.numel() * sizeof(float));

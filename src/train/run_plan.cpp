@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/train/config.hpp"
 
 namespace ringtrain::train {
@@ -152,9 +153,8 @@ json RunPlan::to_json() const {
 }
 
 uint64_t RunPlan::digest() const {
-    uint64_t h = 14695981039346656037ULL;  // FNV-1a 64
-    for (const unsigned char ch : to_json().dump()) h = (h ^ ch) * 1099511628211ULL;
-    return h;
+    const std::string text = to_json().dump();
+    return fnv1a(text.data(), text.size());
 }
 
 }  // namespace ringtrain::train

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/memory.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
@@ -16,9 +17,6 @@ namespace ringtrain::train {
 using nlohmann::json;
 
 namespace {
-
-// Per-rank dropout streams differ (each rank drops different units, as in Horovod/DDP) but are reproducible.
-uint64_t dropout_seed(uint64_t seed, int rank) { return seed * 0x9E3779B97F4A7C15ULL + 0x5851F42D4C957F2DULL * (rank + 1); }
 
 comm::WireFormat wire_format(Compression c) {
     switch (c) {
@@ -35,7 +33,7 @@ namespace detail {
 
 TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
     : config(c), plan(config.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
-      dropout_rng(dropout_seed(plan.train.seed, cm.rank())) {}
+      dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank()))  // ranks drop different units, reproducibly {}
 
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);

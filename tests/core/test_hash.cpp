@@ -60,3 +60,12 @@ TEST_CASE("per-rank dropout seeds are distinct and fixed", "[core][hash]") {
     for (int a = 0; a < 8; ++a)
         for (int b = a + 1; b < 8; ++b) REQUIRE(rank_dropout_seed(42, a) != rank_dropout_seed(42, b));
 }
+
+TEST_CASE("fnv1a matches the published FNV-1a 64-bit test vectors and continues a running hash", "[core][hash]") {
+    // Vectors from the FNV reference (Landon Curt Noll's test suite).
+    REQUIRE(fnv1a("", 0) == 0xCBF29CE484222325ull);
+    REQUIRE(fnv1a("a", 1) == 0xAF63DC4C8601EC8Cull);
+    REQUIRE(fnv1a("foobar", 6) == 0x85944171F73967E8ull);
+    // Hashing in pieces equals hashing at once (the parameter hashes feed tensors one by one).
+    REQUIRE(fnv1a("bar", 3, fnv1a("foo", 3)) == fnv1a("foobar", 6));
+}

@@ -3,6 +3,7 @@
 // and every seed derivation mixes the same way. Header-only and constexpr: no state, nothing to link.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -55,6 +56,15 @@ RINGTRAIN_HOST_DEVICE constexpr bool dropout_keeps(uint64_t seed, uint64_t index
 // units, and reproducible across restarts.
 RINGTRAIN_HOST_DEVICE constexpr uint64_t rank_dropout_seed(uint64_t seed, int rank) {
     return seed * kGoldenGamma + 0x5851F42D4C957F2Dull * static_cast<uint64_t>(rank + 1);
+}
+
+// FNV-1a (64-bit) over `bytes` bytes, continuing from `h`: the content hashes ranks compare (parameter layouts and
+// values, the run plan's canonical form). Not cryptographic; cheap, byte-order defined, the same on every rank.
+inline constexpr uint64_t kFnv1aOffsetBasis = 0xCBF29CE484222325ull;
+inline uint64_t fnv1a(const void* bytes, size_t n, uint64_t h = kFnv1aOffsetBasis) {
+    const auto* b = static_cast<const unsigned char*>(bytes);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
 }
 
 }  // namespace ringtrain
