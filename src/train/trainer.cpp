@@ -31,9 +31,10 @@ comm::WireFormat wire_format(Compression c) {
 
 namespace detail {
 
+// Each rank's dropout stream differs (ranks drop different units, as in Horovod/DDP) but is reproducible.
 TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
     : config(c), plan(config.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
-      dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank()))  // ranks drop different units, reproducibly {}
+      dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank())) {}
 
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);
