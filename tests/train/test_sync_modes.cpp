@@ -68,7 +68,11 @@ TEST_CASE("fused, unfused, overlapped and blocking synchronisation reach the sam
                                               "--set sync.overlap=true", "--set sync.fusion_bytes=0 --set sync.overlap=true",
                                               "--set sync.backend=mpi --set sync.fusion_bytes=300"}) {
                 INFO(variant);
-                const auto run = train(dir, "v" + std::to_string(n) + std::to_string(std::hash<std::string>{}(variant)), n, variant);
+                // Appended rather than "v" + to_string(...): GCC 12 warns falsely on that form (-Wrestrict, PR 105329).
+                std::string name = "v";
+                name += std::to_string(n);
+                name += std::to_string(std::hash<std::string>{}(variant));
+                const auto run = train(dir, name, n, variant);
                 CHECK(run.summary["parameters_identical"] == true);
                 CHECK(relative_difference(a, final_parameters(run.dir, 12)) < 1e-5);
             }
