@@ -1,0 +1,44 @@
+// Fuzz target: the checkpoint loader (JSON header, tensor table, payload) against a fixed small model with
+// optimizer state, as `ringtrain train --set checkpoint.resume=...` and `ringtrain eval` load it.
+#include "fuzz_target.hpp"
+#include "ringtrain/core/rng.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+
+namespace {
+struct Fixture {
+    ringtrain::Rng rng{3};
+    ringtrain::nn::Model model = ringtrain::nn::Model::from_file(RINGTRAIN_SOURCE_DIR "/models/logreg.json", {1, 28, 28}, rng);
+    std::unique_ptr<ringtrain::optim::Optimizer> opt = [this] {
+        ringtrain::optim::OptimizerOptions o;
+        o.name = "sgd";
+        o.momentum = 0.9f;
+        return ringtrain::optim::make_optimizer(o, model.parameters());
+    }();
+};
+Fixture& fixture() {
+    static Fixture f;
+    return f;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::string path = rt_fuzz::as_file(data, size, "-ckpt.bin");
+    Fixture& f = fixture();
+    return rt_fuzz::expect_clean([&] { (void)ringtrain::train::load_checkpoint(path, f.model.parameters(), f.opt.get()); });
+}
+
+std::vector<std::string> ringtrain_fuzz_seeds() {
+    Fixture& f = fixture();
+    const std::string path = (std::filesystem::temp_directory_path() / "ringtrain-fuzz-seed.ckpt").string();
+    ringtrain::train::LoopState st;
+    st.epoch = 1;
+    st.step_in_epoch = 3;
+    st.global_step = 303;
+    st.rng_states = {ringtrain::Rng(5).state()};
+    ringtrain::train::save_checkpoint(path, f.model.parameters(), f.opt.get(), st);
+    std::string bytes = rt_fuzz::read_text(path);
+    std::filesystem::remove(path);
+    return {bytes};
+}
