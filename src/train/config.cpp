@@ -318,9 +318,13 @@ std::string Config::model_path() const {
     }
     for (const auto& t : tries)
         if (fs::is_regular_file(t)) return fs::absolute(t).lexically_normal().string();
-    std::string looked;
-    for (const auto& t : tries) looked += "\n  " + t.string();
-    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in:" + looked);
+    for (const auto& t : tries)
+        if (fs::is_directory(t))
+            throw InputError(source_ + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
+                             "such as models/lenet5.json");
+    std::string looked;  // one line: an error is one line
+    for (const auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.string();
+    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in " + looked);
 }
 
 std::string Config::schema_help() {
