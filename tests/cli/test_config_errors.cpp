@@ -74,3 +74,18 @@ TEST_CASE("command-line misuse exits with code 2", "[cli]") {
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("ringtrain train --config"));
 }
+
+// Each command takes its own flags; the accepted spellings keep working (`--flag=value` too).
+TEST_CASE("flags a command takes are accepted in both spellings", "[cli]") {
+    const std::string cfg = source_dir() + "/configs/logreg_fashion.json";
+    auto r = run_command(binary() + " info --config=" + cfg + " --set=train.epochs=2 --set train.seed=3");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("\"epochs\": 2"));
+    r = run_command(binary() + " info --checkpoint x.bin");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--checkpoint: `ringtrain info` does not take this argument"));
+    r = run_command(binary() + " train --config");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--config needs a value"));
+}
