@@ -98,18 +98,15 @@ Args parse(int argc, char** argv) {
             value = v[i++];
         }
         // A second --config or --checkpoint would silently replace the first.
+        auto set_once = [&](std::string& slot, bool& given, const std::string& advice) {
+            if (given) throw InputError(flag + " given twice ('" + slot + "', then '" + *value + "'); " + advice);
+            given = true;
+            slot = *value;
+        };
         if (flag == "--config") {
-            if (config_given)
-                throw InputError("--config given twice ('" + a.config + "', then '" + *value +
-                                 "'); pass one config file and change single keys with --set");
-            config_given = true;
-            a.config = *value;
+            set_once(a.config, config_given, "pass one config file and change single keys with --set");
         } else if (flag == "--checkpoint") {
-            if (checkpoint_given)
-                throw InputError("--checkpoint given twice ('" + a.checkpoint + "', then '" + *value +
-                                 "'); pass one checkpoint");
-            checkpoint_given = true;
-            a.checkpoint = *value;
+            set_once(a.checkpoint, checkpoint_given, "pass one checkpoint");
         } else if (flag == "--set") {
             a.overrides.push_back(*value);
         } else {
