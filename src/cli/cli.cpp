@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,34 +55,63 @@ struct Args {
     std::vector<std::string> overrides;
 };
 
+// The flags each command takes. Any other is refused by name: `train --checkpoint X` used to be ignored and
+// start a fresh run. Commands missing here (--help, unknown ones) are judged before their flags matter.
+const std::map<std::string, std::set<std::string>>& command_flags() {
+    static const std::map<std::string, std::set<std::string>> flags = {
+        {"train", {"--config", "--set", "--timeline"}},
+        {"eval", {"--config", "--checkpoint", "--set"}},
+        {"info", {"--config", "--set"}},
+    };
+    return flags;
+}
+
+std::string flag_hint(const std::string& command, const std::string& flag) {
+    if (command == "train" && flag == "--checkpoint")
+        return "to continue from a checkpoint, use --set checkpoint.resume=PATH (or auto)";
+    return "try `ringtrain --help`";
+}
+
 Args parse(int argc, char** argv) {
     Args a;
     std::vector<std::string> v(argv + 1, argv + argc);
     if (v.empty()) throw InputError("no command given; try `ringtrain --help`");
     size_t i = 0;
     a.command = v[i++];
-    auto value = [&](const std::string& flag) -> std::string {
-        if (i >= v.size()) throw InputError(flag + " needs a value; try `ringtrain --help`");
-        return v[i++];
-    };
+    const auto takes = command_flags().find(a.command);
+    bool config_given = false, checkpoint_given = false;
     while (i < v.size()) {
-        const std::string f = v[i++];
-        if (f == "--config" || f == "-c")
-            a.config = value(f);
-        else if (f == "--checkpoint")
-            a.checkpoint = value(f);
-        else if (f == "--set")
-            a.overrides.push_back(value(f));
-        else if (f == "--timeline")
-            a.overrides.push_back("output.timeline=" + value(f));
-        else if (f.rfind("--config=", 0) == 0)
-            a.config = f.substr(9);
-        else if (f.rfind("--set=", 0) == 0)
-            a.overrides.push_back(f.substr(6));
-        else if (f.rfind("--checkpoint=", 0) == 0)
-            a.checkpoint = f.substr(13);
-        else
-            throw InputError("unknown argument '" + f + "'; try `ringtrain --help`");
+        const std::string arg = v[i++];
+        std::string flag = arg == "-c" ? "--config" : arg;
+        std::optional<std::string> value;
+        if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = flag.substr(eq + 1);
+            flag.resize(eq);
+        }
+        if (flag != "--config" && flag != "--checkpoint" && flag != "--set" && flag != "--timeline")
+            throw InputError("unknown argument '" + arg + "'; try `ringtrain --help`");
+        if (takes != command_flags().end() && !takes->second.count(flag))
+            throw InputError(flag + ": `ringtrain " + a.command + "` does not take this argument; " +
+                             flag_hint(a.command, flag));
+        if (!value) {
+            if (i >= v.size()) throw InputError(flag + " needs a value; try `ringtrain --help`");
+            value = v[i++];
+        }
+        // A second --config or --checkpoint would silently replace the first.
+        auto set_once = [&](std::string& slot, bool& given, const std::string& advice) {
+            if (given) throw InputError(flag + " given twice ('" + slot + "', then '" + *value + "'); " + advice);
+            given = true;
+            slot = *value;
+        };
+        if (flag == "--config") {
+            set_once(a.config, config_given, "pass one config file and change single keys with --set");
+        } else if (flag == "--checkpoint") {
+            set_once(a.checkpoint, checkpoint_given, "pass one checkpoint");
+        } else if (flag == "--set") {
+            a.overrides.push_back(*value);
+        } else {
+            a.overrides.push_back("output.timeline=" + *value);
+        }
     }
     return a;
 }

@@ -1,7 +1,6 @@
 #include "ringtrain/nn/model.hpp"
 
 #include <chrono>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -9,6 +8,7 @@
 
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/json_file.hpp"
 #include "ringtrain/nn/layer_registry.hpp"
 
 namespace ringtrain::nn {
@@ -21,9 +21,36 @@ double seconds_of(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
+// The most values one sample may hold at any layer: ops hand per-sample sizes to BLAS and cuDNN as int, and
+// shapes past it would overflow int64 arithmetic once multiplied by a batch.
+constexpr double kMaxSampleValues = double((int64_t{1} << 31) - 1);
+
+// Every dimension positive and the product within kMaxSampleValues, computed without overflow.
+bool sane_sample_shape(const Shape& s) {
+    double n = 1;
+    for (int64_t d : s) {
+        if (d < 1) return false;
+        n *= double(d);
+    }
+    return !s.empty() && n <= kMaxSampleValues;
+}
+
 }  // namespace
 
-Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& source) : input_(input) {
+// A model file's layers, made and shaped but not built: no parameter is allocated yet, so a memory estimate can
+// run first (Model::footprint) and the constructor builds from the same reading.
+struct Model::Blueprint {
+    std::string name;
+    Shape input, output;
+    std::unique_ptr<Loss> loss;
+    std::vector<std::unique_ptr<Layer>> layers;
+    std::vector<Shape> inputs;       // each layer's input sample shape
+    std::vector<std::string> where;  // "models/x.json: .layers[2]"
+
+    Blueprint(const json& arch, const Shape& data_input, const std::string& source);
+};
+
+Model::Blueprint::Blueprint(const json& arch, const Shape& data_input, const std::string& source) : input(data_input) {
     if (!arch.is_object()) throw InputError(source + ": a model file must hold a JSON object");
     static const std::set<std::string> known{"name", "input", "layers", "loss", "description"};
     for (auto it = arch.begin(); it != arch.end(); ++it)
@@ -31,62 +58,96 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
             throw InputError(source + ": ." + it.key() + ": unknown key; known: name, input, layers, loss, description");
     for (const char* key : {"name", "loss", "description"})
         if (arch.contains(key) && !arch[key].is_string())
-            throw InputError(source + ": ." + key + ": expected a string, got " + arch[key].dump());
-    name_ = arch.value("name", std::string("model"));
+            throw InputError(source + ": ." + key + ": expected a string, got " + json_excerpt(arch[key]));
+    name = arch.value("name", std::string("model"));
     if (arch.contains("input")) {
+        const json& in = arch["input"];
         Shape declared;
-        try {
-            declared = arch["input"].get<Shape>();
-        } catch (const json::exception&) {
-            throw InputError(source + ": .input: expected an array of integers such as [1, 28, 28]");
+        bool ok = in.is_array();
+        for (size_t i = 0; ok && i < in.size(); ++i) {
+            const json& d = in[i];  // an unsigned past int64 would wrap to a negative number: refused here
+            ok = d.is_number_integer() && !(d.is_number_unsigned() && d.get<uint64_t>() > uint64_t(kMaxSampleValues));
+            if (ok) declared.push_back(d.get<int64_t>());
         }
+        if (!ok || !sane_sample_shape(declared))
+            throw InputError(source + ": .input: expected an array of positive integers such as [1, 28, 28] (at most " +
+                             std::to_string(int64_t(kMaxSampleValues)) + " values in all), got " + json_excerpt(in));
         if (shape_numel(declared) != shape_numel(input))
             throw InputError(source + ": .input: the model expects samples of shape " + shape_string(declared) +
                              " but the data set gives " + shape_string(input) + "; pick a matching model or data set");
-        input_ = declared;  // e.g. a flat 784 model fed 1x28x28 images
+        input = declared;  // e.g. a flat 784 model fed 1x28x28 images
     }
     if (!arch.contains("layers") || !arch["layers"].is_array() || arch["layers"].empty())
         throw InputError(source + ": .layers: expected a non-empty array of layers");
-    loss_ = make_loss(arch.value("loss", std::string("softmax_cross_entropy")));
+    loss = make_loss(arch.value("loss", std::string("softmax_cross_entropy")));
 
-    Shape shape = input_;
+    Shape shape = input;
     std::set<std::string> names;
-    const json& layers = arch["layers"];
-    for (size_t i = 0; i < layers.size(); ++i) {
-        const std::string where = source + ": .layers[" + std::to_string(i) + "]";
-        auto layer = LayerRegistry::builtin().make(layers[i], where);
-        std::string lname = layers[i].value("name", layer->type() + std::to_string(i));
-        if (!names.insert(lname).second) throw InputError(where + ".name: duplicate layer name '" + lname + "'");
+    const json& specs = arch["layers"];
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const std::string here = source + ": .layers[" + std::to_string(i) + "]";
+        auto layer = LayerRegistry::builtin().make(specs[i], here);
+        std::string lname = specs[i].value("name", layer->type() + std::to_string(i));
+        if (!names.insert(lname).second) throw InputError(here + ".name: duplicate layer name '" + lname + "'");
         layer->set_name(lname);
         Shape out;
         try {
             out = layer->output_shape(shape);
         } catch (const InputError& e) {
-            throw InputError(where + ": " + e.what());
+            throw InputError(here + ": " + e.what());
         }
-        layer->build(shape, rng);
+        if (!sane_sample_shape(out))
+            throw InputError(here + ": the " + layer->type() + " layer's output " + shape_string(out) +
+                             " per sample is empty or more than " + std::to_string(int64_t(kMaxSampleValues)) +
+                             " values; make the layer smaller");
+        inputs.push_back(shape);
+        where.push_back(here);
+        layers.push_back(std::move(layer));
         shape = out;
-        layer_params_.push_back(layer->parameters());
-        for (Parameter* p : layer_params_.back()) params_.push_back(p);
-        layers_.push_back(std::move(layer));
     }
-    output_ = shape;
+    output = shape;
+}
+
+Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& source) {
+    Blueprint b(arch, input, source);
+    name_ = std::move(b.name);
+    input_ = b.input;
+    output_ = b.output;
+    loss_ = std::move(b.loss);
+    for (size_t i = 0; i < b.layers.size(); ++i) {
+        b.layers[i]->build(b.inputs[i], rng);
+        layer_params_.push_back(b.layers[i]->parameters());
+        for (Parameter* p : layer_params_.back()) params_.push_back(p);
+        layers_.push_back(std::move(b.layers[i]));
+    }
     acts_.resize(layers_.size() + 1);
     grads_.resize(layers_.size() + 1);
     timings_.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) timings_[i].name = layers_[i]->name();
 }
 
+namespace {
+json read_model_file(const std::string& path) {
+    return read_json_file(path, "model file", "give a path to a file under models/");
+}
+}  // namespace
+
 Model Model::from_file(const std::string& path, const Shape& input, Rng& rng) {
-    std::ifstream in(path);
-    if (!in) throw InputError(path + ": model file not found; give a path to a file under models/");
-    json arch;
-    try {
-        arch = json::parse(in);
-    } catch (const json::parse_error& e) {
-        throw InputError(path + ": not valid JSON: " + e.what());
+    return Model(read_model_file(path), input, rng, path);
+}
+
+ModelFootprint Model::footprint(const std::string& path, const Shape& input) {
+    const Blueprint b(read_model_file(path), input, path);
+    ModelFootprint f;
+    f.input = b.input;
+    f.output = b.output;
+    f.loss = b.loss->type();
+    for (size_t i = 0; i < b.layers.size(); ++i) {
+        const Shape out = b.layers[i]->output_shape(b.inputs[i]);
+        f.layers.push_back({b.where[i] + " (" + b.layers[i]->type() + ")", b.layers[i]->parameter_values(b.inputs[i]),
+                            double(shape_numel(out))});
     }
-    return Model(arch, input, rng, path);
+    return f;
 }
 
 void Model::to(Device device) {

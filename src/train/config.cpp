@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/json_file.hpp"
 
 namespace ringtrain::train {
 
@@ -25,6 +26,7 @@ struct KeySpec {
     std::optional<double> min = std::nullopt, max = std::nullopt;
     std::vector<std::string> choices = {};  // allowed spellings (from the RunPlan enum the key parses into)
     bool nullable = false;
+    bool nonempty = false;  // strings: "" is refused (e.g. an output folder of "" would mean the current one, or /)
     const char* doc = "";
 };
 
@@ -128,7 +130,7 @@ const std::map<std::string, KeySpec>& schema() {
         {"checkpoint.keep", {.kind = Kind::Int, .fallback = 3, .min = 1, .doc = "how many recent checkpoints to keep"}},
         {"checkpoint.resume", {.kind = Kind::String, .fallback = "",
           .doc = "\"\" = fresh start, \"auto\" = latest in output.dir, or a path"}},
-        {"output.dir", {.kind = Kind::String, .fallback = "runs/default",
+        {"output.dir", {.kind = Kind::String, .fallback = "runs/default", .nonempty = true,
           .doc = "where rank 0 writes summary, metrics, checkpoints"}},
         {"output.timeline", {.kind = Kind::String, .fallback = "",
           .doc = "write a Chrome trace (chrome://tracing, Perfetto) of every rank's steps to this file"}},
@@ -181,20 +183,29 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
                 for (const auto& e : v) ok = ok && e.is_number_integer();
             break;
     }
-    if (!ok) throw InputError(where + ": expected " + kind_name(spec.kind) + ", got " + v.dump());
-    auto range_check = [&](double x) {
-        if ((spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
+    if (!ok) throw InputError(where + ": expected " + kind_name(spec.kind) + ", got " + json_excerpt(v));
+    auto range_check = [&](const json& e) {
+        // Integer keys are read as int64: an unsigned JSON number above its range would wrap (2^64-1 -> -1).
+        const bool past_int64 = spec.kind != Kind::Number && e.is_number_unsigned() &&
+                                e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+        const double x = e.get<double>();
+        if (past_int64 || (spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
             std::ostringstream os;
-            os << where << ": " << v.dump() << " is out of range; allowed";
+            os << where << ": " << json_excerpt(v) << " is out of range; allowed";
             if (spec.min) os << " >= " << *spec.min;
-            if (spec.min && spec.max) os << " and";
-            if (spec.max) os << " <= " << *spec.max;
+            if (spec.min && (spec.max || spec.kind != Kind::Number)) os << " and";
+            if (spec.max)
+                os << " <= " << *spec.max;
+            else if (spec.kind != Kind::Number)
+                os << " <= " << std::numeric_limits<int64_t>::max();
             throw InputError(os.str());
         }
     };
-    if (spec.kind == Kind::Int || spec.kind == Kind::Number) range_check(v.get<double>());
+    if (spec.kind == Kind::Int || spec.kind == Kind::Number) range_check(v);
     if (spec.kind == Kind::IntArray)
-        for (const auto& e : v) range_check(e.get<double>());
+        for (const auto& e : v) range_check(e);
+    if (spec.nonempty && v.get<std::string>().empty())
+        throw InputError(where + ": must not be empty; give a path (" + spec.doc + ")");
     if (!spec.choices.empty() &&
         std::find(spec.choices.begin(), spec.choices.end(), v.get<std::string>()) == spec.choices.end())
         throw InputError(where + ": '" + v.get<std::string>() + "' is not one of: " + join(spec.choices));
@@ -209,7 +220,8 @@ void check_known(const std::string& src, const json& node, const std::string& pr
         for (const auto& [k, _] : schema())
             if (k.rfind(key + ".", 0) == 0) is_section = true;
         if (!is_section) throw InputError(src + ": " + key + ": unknown key (see `ringtrain --help-config`)");
-        if (!it->is_object()) throw InputError(src + ": " + key + ": expected a section (a JSON object), got " + it->dump());
+        if (!it->is_object())
+            throw InputError(src + ": " + key + ": expected a section (a JSON object), got " + json_excerpt(*it));
         check_known(src, *it, key);
     }
 }
@@ -219,30 +231,23 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
         // Accept both bare words and JSON strings.
         if (text.size() >= 2 && text.front() == '"') {
             try {
-                return json::parse(text);
-            } catch (const json::exception&) {
+                return parse_json_strictly(text, "--set");
+            } catch (const InputError&) {
             }
         }
         return text;
     }
     try {
-        return json::parse(text);
-    } catch (const json::exception&) {
-        return text;  // reported as a type error by check_value
+        return parse_json_strictly(text, "--set");
+    } catch (const InputError&) {
+        return text;  // reported as a type error by check_value (the strict parser bounds depth and numbers)
     }
 }
 
 }  // namespace
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
-    std::ifstream in(path);
-    if (!in) throw InputError(path + ": config file not found; pass an existing file, e.g. configs/lenet5_fashion.json");
-    json doc;
-    try {
-        doc = json::parse(in);
-    } catch (const json::parse_error& e) {
-        throw InputError(path + ": not valid JSON: " + e.what());
-    }
+    json doc = read_json_file(path, "config file", "pass an existing file, e.g. configs/lenet5_fashion.json");
     Config c = from_json(std::move(doc), path, overrides);
     c.base_dir_ = fs::absolute(fs::path(path)).parent_path().string();
     return c;
@@ -251,6 +256,7 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
 Config Config::from_json(json doc, const std::string& source, const std::vector<std::string>& overrides) {
     if (!doc.is_object()) throw InputError(source + ": a config must be a JSON object");
     check_known(source, doc, "");
+    std::map<std::string, std::string> given;  // key -> the override that set it
     for (const std::string& o : overrides) {
         const auto eq = o.find('=');
         if (eq == std::string::npos || eq == 0)
@@ -258,6 +264,9 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
         const std::string key = o.substr(0, eq);
         auto it = schema().find(key);
         if (it == schema().end()) throw InputError("--set " + key + ": unknown key (see `ringtrain --help-config`)");
+        // Two values for one key are a mistake in a script more often than an intent; taking the last hides it.
+        if (const auto [prev, fresh] = given.emplace(key, o); !fresh)
+            throw InputError("--set " + key + ": given twice (" + prev->second + ", then " + o + "); pass each key once");
         doc[pointer(key)] = parse_override_value(it->second, o.substr(eq + 1));
     }
     for (const auto& [key, spec] : schema()) {
@@ -309,9 +318,13 @@ std::string Config::model_path() const {
     }
     for (const auto& t : tries)
         if (fs::is_regular_file(t)) return fs::absolute(t).lexically_normal().string();
-    std::string looked;
-    for (const auto& t : tries) looked += "\n  " + t.string();
-    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in:" + looked);
+    for (const auto& t : tries)
+        if (fs::is_directory(t))
+            throw InputError(source_ + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
+                             "such as models/lenet5.json");
+    std::string looked;  // one line: an error is one line
+    for (const auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.string();
+    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in " + looked);
 }
 
 std::string Config::schema_help() {

@@ -9,6 +9,7 @@
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/device_choice.hpp"
+#include "preflight.hpp"
 #include "trainer_parts.hpp"
 #include "training_run.hpp"
 
@@ -47,6 +48,7 @@ void TrainerParts::build_locally() {
     data = make_datasets(plan);
     train_loader = loader_options(plan, data::LoaderMode::Train, rank, world, device);
     eval_loader = loader_options(plan, data::LoaderMode::Eval, rank, world, device);
+    preflight(*this);  // output folder, both splits against the model, memory: before anything is built or written
     model = std::make_unique<nn::Model>(nn::Model::from_file(config.model_path(), data.train->sample_shape(), init_rng));
     const auto out = model->output_shape();
     const bool bce = model->loss().type() == "sigmoid_bce";

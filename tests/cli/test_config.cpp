@@ -35,3 +35,40 @@ TEST_CASE("a section given as a scalar and a wrong nested type are rejected", "[
                       Catch::Contains("data.synthetic_shape: expected an array of integers"));
     CHECK_THROWS_AS(Config::from_json({{"model", "m"}, {"device", "tpu"}}, "t"), InputError);
 }
+
+// Integer keys are read as int64; JSON numbers past it (unsigned ones) must not wrap (2^64-1 would become -1).
+TEST_CASE("integer keys refuse numbers past int64, at the edge too", "[cli]") {
+    const auto with_seed = [](const std::string& seed) {
+        return Config::from_json({{"model", "m"}, {"train", {{"seed", nlohmann::json::parse(seed)}}}}, "t");
+    };
+    CHECK(with_seed("9223372036854775807").plan().train.seed == 9223372036854775807ULL);
+    CHECK_THROWS_WITH(with_seed("9223372036854775808"), Catch::Contains("train.seed: 9223372036854775808 is out of range"));
+    CHECK_THROWS_WITH(with_seed("18446744073709551615"), Catch::Contains("<= 9223372036854775807"));
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"train.seed=18446744073709551615"}),
+                      Catch::Contains("train.seed"));
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}, {"data", {{"synthetic_shape", {1, 18446744073709551615ULL}}}}}, "t"),
+                      Catch::Contains("data.synthetic_shape"));
+}
+
+TEST_CASE("--set: one key twice is refused, different keys and one key once are fine", "[cli]") {
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"train.epochs=1", "train.epochs=1"}),
+                      Catch::Equals("--set train.epochs: given twice (train.epochs=1, then train.epochs=1); pass each "
+                                    "key once"));
+    const auto c = Config::from_json({{"model", "m"}, {"train", {{"epochs", 5}}}}, "t", {"train.epochs=2", "train.seed=7"});
+    CHECK(c.plan().train.epochs == 2);
+    CHECK(c.plan().train.seed == 7);
+}
+
+TEST_CASE("--set values are parsed strictly: too deep or too large stays a type error, never a crash", "[cli]") {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"train.seed=" + deep}),
+                      Catch::Contains("train.seed: expected an integer"));
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"optimizer.lr=1e400"}),
+                      Catch::Contains("optimizer.lr: expected a number"));
+}
+
+TEST_CASE("output.dir must not be empty", "[cli]") {
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}, {"output", {{"dir", ""}}}}, "t"),
+                      Catch::StartsWith("t: output.dir: must not be empty"));
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"output.dir="}), Catch::Contains("output.dir"));
+}

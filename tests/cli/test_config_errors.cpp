@@ -74,3 +74,23 @@ TEST_CASE("command-line misuse exits with code 2", "[cli]") {
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("ringtrain train --config"));
 }
+
+// Each command takes its own flags; the accepted spellings keep working (`--flag=value` too).
+TEST_CASE("flags a command takes are accepted in both spellings, others are named", "[cli]") {
+    const std::string cfg = source_dir() + "/configs/logreg_fashion.json";
+    const struct {
+        std::string args;
+        int exit_code;
+        std::string expect;
+    } cases[] = {
+        {"info --config=" + cfg + " --set=train.epochs=2 --set train.seed=3", 0, "\"epochs\": 2"},
+        {"info --checkpoint x.bin", 2, "--checkpoint: `ringtrain info` does not take this argument"},
+        {"train --config", 2, "--config needs a value"},
+    };
+    for (const auto& c : cases) {
+        const auto r = run_command(binary() + " " + c.args);
+        INFO(c.args << "\n" << r.output);
+        CHECK(r.exit_code == c.exit_code);
+        CHECK_THAT(r.output, Catch::Contains(c.expect));
+    }
+}

@@ -362,3 +362,60 @@ TEST_CASE("bad model JSON: non-string name or loss is an InputError", "[nn][mode
         REQUIRE_THAT(build_error(arch), Catch::Contains(".loss"));
     }
 }
+
+// Model::footprint is what the trainer's memory estimate reads before building: it must count what building
+// allocates, for every shipped model.
+TEST_CASE("model footprint: parameters and shapes as the built model has them, nothing allocated", "[nn][model]") {
+    for (const char* file : {"logreg.json", "lenet5.json", "mnist_cnn.json"}) {
+        SECTION(file) {
+            Rng rng(2);
+            const Model m = Model::from_file(model_path(file), {1, 28, 28}, rng);
+            const ModelFootprint f = Model::footprint(model_path(file), {1, 28, 28});
+            double params = 0;
+            for (const auto& l : f.layers) {
+                params += l.parameters;
+                CHECK(l.outputs >= 1);
+                CHECK_THAT(l.where, Catch::Contains(file) && Catch::Contains(".layers["));
+            }
+            CHECK(params == double(m.parameter_count()));
+            CHECK(f.output == m.output_shape());
+            CHECK(f.input == m.input_shape());
+            CHECK(f.loss == "softmax_cross_entropy");
+        }
+    }
+    // A layer too large to build is still described (here 784 x 10^9 weights, about 3 TiB).
+    const std::string dir = std::string(RINGTRAIN_SOURCE_DIR) + "/tests/bad_inputs/models/";
+    const ModelFootprint big = Model::footprint(dir + "out_features_1e9.json", {1, 28, 28});
+    CHECK(big.layers.at(0).parameters == 784.0 * 1e9 + 1e9);
+    CHECK(big.layers.at(0).outputs == 1e9);
+}
+
+TEST_CASE("bad model JSON: integers past what BLAS takes, or past int64, name the key", "[nn][model][errors]") {
+    const json over = json::parse("18446744073709551615");  // 2^64-1: an unsigned JSON number
+    SECTION("padding 2^31") {
+        const auto msg = build_error(with_layers(
+            {{{"type", "conv2d"}, {"out_channels", 2}, {"kernel", 3}, {"padding", int64_t{1} << 31}}}));
+        REQUIRE_THAT(msg, Catch::Contains("layers[0].padding") && Catch::Contains("2147483647"));
+    }
+    SECTION("out_features 2^64-1, alone and in a pair") {
+        const auto msg = build_error(with_layers({{{"type", "flatten"}}, {{"type", "linear"}, {"out_features", over}}}));
+        REQUIRE_THAT(msg, Catch::Contains("layers[1].out_features") && Catch::Contains("18446744073709551615"));
+        const auto msg2 = build_error(
+            with_layers({{{"type", "conv2d"}, {"out_channels", 2}, {"kernel", json::array({3, over})}}}));
+        REQUIRE_THAT(msg2, Catch::Contains("layers[0].kernel"));
+    }
+    SECTION("an output too large for one sample") {
+        const auto msg = build_error(with_layers(
+            {{{"type", "conv2d"}, {"out_channels", 6}, {"kernel", 3}, {"padding", (int64_t{1} << 31) - 1}}}));
+        REQUIRE_THAT(msg, Catch::Contains("bad.json: .layers[0]") && Catch::Contains("output"));
+    }
+}
+
+TEST_CASE("bad model JSON: input dimensions must be positive", "[nn][model][errors]") {
+    for (const json& input : {json{-1, -64}, json{0, 64}, json::array(), json{1, "8", 8}}) {
+        json arch = with_layers({{{"type", "flatten"}}});
+        arch["input"] = input;
+        INFO(input.dump());
+        REQUIRE_THAT(build_error(arch, {1, 8, 8}), Catch::Contains(".input: expected an array of positive integers"));
+    }
+}

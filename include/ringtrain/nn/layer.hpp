@@ -43,6 +43,9 @@ public:
     virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) = 0;
 
     virtual std::vector<Parameter*> parameters() { return {}; }
+    // How many parameter values build() allocates for this input sample shape, before it runs (for memory
+    // estimates; a double so that absurd sizes cannot overflow).
+    virtual double parameter_values(const Shape& input) const { return 0.0; }
     // Floating-point operations of one sample's forward pass (multiply-adds x 2; 0 for cheap layers).
     virtual double forward_flops(const Shape& input) const { return 0.0; }
 

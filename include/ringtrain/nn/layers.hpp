@@ -13,6 +13,9 @@ public:
     std::string type() const override { return "linear"; }
     Shape output_shape(const Shape& input) const override;
     double forward_flops(const Shape& input) const override { return 2.0 * double(shape_numel(input)) * out_; }
+    double parameter_values(const Shape& input) const override {
+        return double(shape_numel(input)) * double(out_) + (has_bias_ ? double(out_) : 0.0);
+    }
     void build(const Shape& input, Rng& rng) override;
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
@@ -32,6 +35,9 @@ public:
     Shape output_shape(const Shape& input) const override;
     double forward_flops(const Shape& input) const override {
         return 2.0 * double(shape_numel(output_shape(input))) * double(input.at(0)) * double(kh_ * kw_);
+    }
+    double parameter_values(const Shape& input) const override {
+        return double(out_) * double(input.at(0)) * double(kh_) * double(kw_) + (has_bias_ ? double(out_) : 0.0);
     }
     void build(const Shape& input, Rng& rng) override;
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;

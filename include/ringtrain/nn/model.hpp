@@ -14,12 +14,27 @@
 
 namespace ringtrain::nn {
 
+// What a model file asks for, known before any parameter is allocated: for memory estimates and for checking the
+// model against the data set before anything is built.
+struct ModelFootprint {
+    struct LayerCost {
+        std::string where;        // "models/x.json: .layers[2] (linear)"
+        double parameters = 0;    // parameter values the layer allocates
+        double outputs = 0;       // values of its output, per sample
+    };
+    Shape input, output;  // per sample
+    std::string loss;     // the loss type, e.g. "sigmoid_bce"
+    std::vector<LayerCost> layers;
+};
+
 class Model {
 public:
     // Builds the layers described by `arch` for samples of shape `input` and initialises them from `rng`.
     // `source` names the file in error messages. Throws InputError for unknown layers, bad keys, misfit shapes.
     Model(const nlohmann::json& arch, const Shape& input, Rng& rng, const std::string& source = "model");
     static Model from_file(const std::string& path, const Shape& input, Rng& rng);
+    // Reads the model file and shapes its layers for `input` without building them (the same checks as from_file).
+    static ModelFootprint footprint(const std::string& path, const Shape& input);
 
     const std::string& name() const { return name_; }
     const Shape& input_shape() const { return input_; }
@@ -60,6 +75,8 @@ public:
     void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
 
 private:
+    struct Blueprint;
+
     std::string name_;
     Shape input_, output_;
     std::vector<std::unique_ptr<Layer>> layers_;

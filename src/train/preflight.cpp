@@ -1,0 +1,164 @@
+#include "preflight.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::train::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bytes_text(double b) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 6) {
+        b /= 1024.0;
+        ++u;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+    return buf;
+}
+
+// Optimizer state per parameter value, as optim allocates it.
+double optimizer_slots(const OptimizerPlan& o) {
+    switch (o.name) {
+        case OptimizerName::Sgd: return o.momentum > 0.0 ? 1.0 : 0.0;
+        case OptimizerName::Adam:
+        case OptimizerName::Adadelta: return 2.0;
+    }
+    return 0.0;
+}
+
+double physical_memory_bytes() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
+}  // namespace
+
+void check_output_dir(const std::string& dir) {
+    const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
+    std::error_code ec;
+    if (fs::exists(target, ec) && !fs::is_directory(target, ec))
+        throw InputError("output.dir: '" + dir + "' exists and is not a folder; name a folder for the run's outputs");
+    // The nearest folder that exists: the run creates the rest below it.
+    fs::path existing = target;
+    while (!fs::exists(existing, ec) && existing.has_relative_path()) existing = existing.parent_path();
+    if (!fs::is_directory(existing, ec))
+        throw InputError("output.dir: '" + dir + "' cannot be created: '" + existing.string() +
+                         "' is not a folder; name a writable folder");
+    std::string probe = (existing / ".ringtrain-write-test-XXXXXX").string();
+    if (::mkdtemp(probe.data()) == nullptr)
+        throw InputError("output.dir: cannot write in '" + existing.string() + "' (" + std::strerror(errno) +
+                         "), so '" + dir + "' cannot hold the run's outputs; name a writable folder");
+    fs::remove(probe, ec);
+}
+
+void check_splits(const Datasets& data, const nn::ModelFootprint& model, const std::string& model_path,
+                  const std::string& data_key) {
+    const data::Dataset& train = *data.train;
+    const data::Dataset& test = *data.test;
+    // The model reads samples by their number of values, so a test set of 14x56 images would be evaluated as
+    // scrambled 28x28 ones without this.
+    if (test.sample_shape() != train.sample_shape())
+        throw InputError(data_key + ": the test samples have shape " + shape_string(test.sample_shape()) +
+                         " but the training samples " + shape_string(train.sample_shape()) + " (" +
+                         test.description() + "); both splits must come from one data set");
+    const bool bce = model.loss == "sigmoid_bce";
+    const int64_t outputs = model.output.size() == 1 ? model.output[0] : -1;
+    const int64_t want = bce ? 1 : train.num_classes();
+    if (outputs != want)
+        throw InputError(model_path + ": the last layer gives " + shape_string(model.output) + " per sample but " +
+                         (bce ? std::string("sigmoid_bce takes 1 output")
+                              : "the data set has " + std::to_string(train.num_classes()) + " classes") +
+                         "; make the last layer's size " + std::to_string(want));
+    // Labels are checked against what the loss can take: 0/1 for sigmoid_bce, one class per output otherwise.
+    for (const data::Dataset* split : {&train, &test}) {
+        const std::string labels = split->description() + " has labels up to " + std::to_string(split->num_classes() - 1);
+        if (bce && split->num_classes() > 2)
+            throw InputError(model_path + ": .loss: sigmoid_bce takes labels 0 and 1, but " + labels +
+                             "; use softmax_cross_entropy with one output per class, or a two-class data set");
+        if (!bce && split->num_classes() > outputs)
+            throw InputError(data_key + ": " + labels + " but the model has " + std::to_string(outputs) +
+                             " outputs (labels 0 to " + std::to_string(outputs - 1) +
+                             "); both splits must share one label set");
+    }
+}
+
+std::vector<MemoryPart> estimate_memory(const RunPlan& plan, const Datasets& data, const nn::ModelFootprint& model) {
+    constexpr double kFloat = 4.0;
+    double params = 0, acts = shape_numel(model.input);
+    const nn::ModelFootprint::LayerCost* widest = nullptr;  // most parameters
+    const nn::ModelFootprint::LayerCost* tallest = nullptr;  // largest output
+    for (const auto& l : model.layers) {
+        params += l.parameters;
+        acts += l.outputs;
+        if (!widest || l.parameters > widest->parameters) widest = &l;
+        if (!tallest || l.outputs > tallest->outputs) tallest = &l;
+    }
+    std::vector<MemoryPart> parts;
+    // Value and gradient, plus the optimizer's state; the fusion arena and copies are not counted (a lower bound).
+    parts.push_back({.what = "parameters, gradients and optimizer state", .key = widest->where,
+                     .hint = "make that layer smaller",
+                     .bytes = params * kFloat * (2.0 + optimizer_slots(plan.optimizer))});
+    // The model keeps every layer's output and its gradient, sized by the largest batch it has seen.
+    const bool eval_larger = plan.train.eval_batch_size > plan.train.batch_size;
+    const double batch = double(std::max(plan.train.batch_size, plan.train.eval_batch_size));
+    parts.push_back({.what = "activations and their gradients for batches of " + std::to_string(int64_t(batch)),
+                     .key = eval_larger ? "train.eval_batch_size" : "train.batch_size",
+                     .hint = "lower it",
+                     .bytes = acts * batch * kFloat * 2.0,
+                     .at_least = acts * kFloat * 2.0,  // a batch of one
+                     .otherwise_key = tallest->where,
+                     .otherwise_hint = "make that layer's output smaller"});
+    // The loader's shuffled order holds one index per training sample; IDX splits sit in memory as bytes.
+    double data_bytes = 8.0 * double(data.train->size());
+    if (plan.data.format == DataFormat::Idx)
+        data_bytes += double(data.train->size()) * double(shape_numel(data.train->sample_shape())) +
+                      double(data.test->size()) * double(shape_numel(data.test->sample_shape()));
+    const bool synthetic = plan.data.format == DataFormat::Synthetic;
+    parts.push_back({.what = "data set", .key = synthetic ? "data.synthetic_train_size" : "data.dir",
+                     .hint = synthetic ? "lower it" : "use a smaller data set", .bytes = data_bytes});
+    return parts;
+}
+
+void check_memory(const std::vector<MemoryPart>& parts, double available_bytes, const std::string& available_what) {
+    double total = 0;
+    const MemoryPart* largest = nullptr;
+    std::string detail;
+    for (const auto& p : parts) {
+        total += p.bytes;
+        if (!largest || p.bytes > largest->bytes) largest = &p;
+        detail += (detail.empty() ? "" : "; ") + p.what + ": " + bytes_text(p.bytes);
+    }
+    if (available_bytes <= 0 || total <= available_bytes || !largest) return;
+    // Name what the user should change: the largest part's key, unless even its smallest value would not fit.
+    const bool key_cannot_fix = !largest->otherwise_key.empty() && total - largest->bytes + largest->at_least > available_bytes;
+    throw InputError((key_cannot_fix ? largest->otherwise_key : largest->key) + ": the run needs at least " +
+                     bytes_text(total) + " per rank (" + detail + ") but " + available_what + " has " +
+                     bytes_text(available_bytes) + "; " + (key_cannot_fix ? largest->otherwise_hint : largest->hint));
+}
+
+void preflight(const TrainerParts& parts) {
+    if (parts.is_root()) check_output_dir(parts.plan.output.dir);
+    const std::string model_path = parts.config.model_path();
+    const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());
+    check_splits(parts.data, model, model_path,
+                 parts.plan.data.format == DataFormat::Synthetic ? "data.synthetic_classes" : "data.dir");
+    const int local_ranks = std::max(1, parts.comm.local_size());
+    const std::string share = local_ranks == 1 ? std::string("this host")
+                                               : "each of this host's " + std::to_string(local_ranks) + " ranks";
+    check_memory(estimate_memory(parts.plan, parts.data, model), physical_memory_bytes() / local_ranks, share);
+}
+
+}  // namespace ringtrain::train::detail
