@@ -188,6 +188,7 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
     const auto tensors = all_tensors(params, opt);
     // Host copies of device tensors: each is checksummed for the header, then written after it.
     std::vector<Tensor> staged;
+    staged.reserve(tensors.size());
     std::vector<const float*> host(tensors.size());
     json list = json::array();
     for (size_t i = 0; i < tensors.size(); ++i) {
