@@ -72,6 +72,13 @@ void write_atomically(const std::string& path, WriteBody&& body) {
         std::error_code ec;
         fs::rename(tmp, path, ec);
         if (ec) throw Error(tmp + ": cannot rename to " + path + ": " + ec.message());
+        // The rename itself reaches the disk with the folder's entry; best effort, as not every file system
+        // can sync a folder (the file's own data is already durable).
+        const int dir_fd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+        if (dir_fd >= 0) {
+            ::fsync(dir_fd);
+            ::close(dir_fd);
+        }
     } catch (...) {
         std::error_code ignored;
         fs::remove(tmp, ignored);

@@ -58,10 +58,10 @@ int64_t checkpoint_step(const std::string& name);
 void publish_checkpoint(const std::string& dir, const std::string& file_name, int64_t keep);
 
 // What resume=auto may load, best first: the file `latest` names (when it is a checkpoint file name inside `dir`),
-// then every other checkpoint in `dir` by descending global step. `latest_problem` says what was wrong with `latest`, if anything.
+// then every other checkpoint in `dir` by descending global step.
 struct ResumeCandidates {
     std::vector<std::string> paths;
-    std::string latest_problem;  // "" when `latest` named an existing checkpoint (or there is no checkpoint at all)
+    std::string latest_problem;  // what is wrong with `latest` (empty, missing, outside, gone); "" when nothing is
 };
 ResumeCandidates resume_candidates(const std::string& dir);
 
