@@ -19,7 +19,9 @@ std::string slurp(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
-constexpr const char* kCheckpointing = R"(, "checkpoint": {"every_steps": 20, "keep": 5})";
+// Momentum, so the checkpoints hold optimizer state after the parameters.
+constexpr const char* kCheckpointing =
+    R"(, "checkpoint": {"every_steps": 20, "keep": 5}, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9})";
 
 // One 1-rank run stopped at step 40, with checkpoints at steps 20 and 40, copied into a fresh folder per case.
 class Scene {
@@ -86,6 +88,7 @@ TEST_CASE("a bit flip in a tensor or the header is found and named", "[train][ch
     SECTION("optimizer state tensor") {
         const CheckpointBytes c = read_checkpoint_bytes(latest);
         const size_t last = c.header["tensors"].size() - 1;
+        REQUIRE(last >= c.header["parameter_tensors"].get<size_t>());
         const std::string name = flip_tensor_bit(latest, last);
         require_exit2_naming(s.train("--set checkpoint.resume=" + latest), {latest, "'" + name + "'", "checksum"});
     }
@@ -236,6 +239,13 @@ TEST_CASE("a checkpoint of another model is refused naming the first differing t
     const auto r = run_command(binary() + " eval --config " + s.dir() + "/c.json --set model=" + s.dir() +
                                "/longer.json --checkpoint " + latest);
     require_exit2_naming(r, {latest, "another model", "model tensor 6 is nothing in the checkpoint"});
+}
+
+TEST_CASE("a checkpoint with another optimizer's state is refused naming the tensor", "[train][checkpoint][integrity]") {
+    const Scene s("optimizer");
+    const auto r = s.train("--set checkpoint.resume=auto --set optimizer.momentum=0");
+    require_exit2_naming(r, {s.ckpt(40), "optimizer tensor 0 is '", "nothing in this run", "another optimizer"});
+    CHECK(s.metrics_intact());
 }
 
 TEST_CASE("a fresh run into a previous run's output.dir is refused; stale temporaries are removed on resume",
