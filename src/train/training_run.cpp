@@ -100,7 +100,7 @@ void TrainingRun::load_resume_checkpoint() {
         throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + passed_over.back() +
                          "); restore a good checkpoint there, or start a fresh run in another output.dir");
     if (!passed_over.empty()) {
-        std::string note = "ringtrain: warning: resuming from the older " + resumed_from_ + ": ";
+        std::string note = "ringtrain: warning: resuming from " + resumed_from_ + ", the newest checkpoint that verifies: ";
         for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
         std::fprintf(stderr, "%s\n", note.c_str());
     }

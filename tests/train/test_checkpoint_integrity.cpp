@@ -104,7 +104,7 @@ TEST_CASE("a bit flip in a tensor or the header is found and named", "[train][ch
         const auto r = s.train("--set checkpoint.resume=auto --set train.max_steps=50");
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
-        CHECK_THAT(r.output, Catch::Contains("warning: resuming from the older " + s.ckpt(20)));
+        CHECK_THAT(r.output, Catch::Contains("warning: resuming from " + s.ckpt(20) + ", the newest checkpoint that verifies"));
         CHECK_THAT(r.output, Catch::Contains("'" + name + "' fails its checksum"));
         const auto summary = read_json(s.out() + "/summary.json");
         CHECK(summary["resumed_from"] == s.ckpt(20));
@@ -214,7 +214,7 @@ TEST_CASE("latest that is missing, empty or outside the folder falls back to a c
             INFO(r.output);
             REQUIRE(r.exit_code == 0);
             CHECK_THAT(r.output, Catch::Contains(why));
-            CHECK_THAT(r.output, Catch::Contains("resuming from the older " + s.ckpt(40)));
+            CHECK_THAT(r.output, Catch::Contains("warning: resuming from " + s.ckpt(40) + ", the newest checkpoint that verifies"));
             const auto summary = read_json(s.out() + "/summary.json");
             CHECK(summary["resumed_from"] == s.ckpt(40));
             CHECK(summary["steps_this_run"] == 5);
