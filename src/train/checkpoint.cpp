@@ -1,11 +1,17 @@
 #include "ringtrain/train/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/crc32c.hpp"
+#include "ringtrain/sync/consistency.hpp"
 
 namespace ringtrain::train {
 
@@ -13,7 +19,12 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-constexpr char kMagic[8] = {'R', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kMagic[8] = {'R', 'T', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr char kMagicV1[8] = {'R', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr int kVersion = 2;
+constexpr uint64_t kPrefixBytes = sizeof kMagic + sizeof(uint64_t);  // magic, header length
+constexpr uint64_t kFooterBytes = sizeof(uint32_t);                   // CRC-32C of the prefix and header
+constexpr uint64_t kMaxHeaderBytes = 1u << 30;
 
 std::vector<std::pair<std::string, Tensor*>> all_tensors(const std::vector<nn::Parameter*>& params,
                                                          optim::Optimizer* opt) {
@@ -23,103 +34,340 @@ std::vector<std::pair<std::string, Tensor*>> all_tensors(const std::vector<nn::P
         for (auto& s : opt->state()) t.push_back(s);
     return t;
 }
+
+std::span<const std::byte> bytes_of(const float* p, int64_t n) {
+    return std::as_bytes(std::span<const float>(p, static_cast<size_t>(n)));
+}
+
+// CRC-32C of the bytes before the tensors: the magic, the header length and the header text.
+uint32_t prefix_crc(const char* magic, uint64_t len, const std::string& text) {
+    uint32_t crc = crc32c(std::as_bytes(std::span<const char>(magic, sizeof kMagic)));
+    crc = crc32c(std::as_bytes(std::span<const uint64_t>(&len, 1)), crc);
+    return crc32c(std::as_bytes(std::span<const char>(text.data(), text.size())), crc);
+}
+
+// Makes the file's data durable before the rename publishes it (a crash after the rename must not leave a
+// checkpoint whose blocks never reached the disk).
+void sync_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const bool ok = fd >= 0 && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!ok) throw Error(path + ": cannot sync the checkpoint to disk: " + std::strerror(errno));
+}
+
+// Writes `path` through path.tmp, a sync and a rename; the temporary is removed when anything fails (disk full).
+template <class WriteBody>
+void write_atomically(const std::string& path, WriteBody&& body) {
+    const std::string tmp = path + ".tmp";
+    try {
+        {
+            std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+            if (!out) throw Error(tmp + ": cannot write; check that output.dir is writable");
+            body(out);
+            out.flush();
+            out.close();
+            if (!out) throw Error(tmp + ": write failed (disk full?); the previous checkpoint is kept");
+        }
+        sync_file(tmp);
+        std::error_code ec;
+        fs::rename(tmp, path, ec);
+        if (ec) throw Error(tmp + ": cannot rename to " + path + ": " + ec.message());
+        // The rename itself reaches the disk with the folder's entry; best effort, as not every file system
+        // can sync a folder (the file's own data is already durable).
+        const int dir_fd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+        if (dir_fd >= 0) {
+            ::fsync(dir_fd);
+            ::close(dir_fd);
+        }
+    } catch (...) {
+        std::error_code ignored;
+        fs::remove(tmp, ignored);
+        throw;
+    }
+}
+
+// ---- reading the header: every key checked for presence and type, so a crafted header is one clear message ----
+
+class HeaderReader {
+public:
+    HeaderReader(const json& h, const std::string& path) : h_(h), path_(path) {}
+
+    const json& at(const char* key, bool (json::*is)() const, const char* what) const {
+        const auto it = h_.find(key);
+        if (it == h_.end()) fail("lacks the key '" + std::string(key) + "'");
+        if (!((*it).*is)()) fail("key '" + std::string(key) + "' is not " + what + " (" + it->type_name() + ")");
+        return *it;
+    }
+    int64_t integer(const char* key, int64_t min) const {
+        const json& v = at(key, &json::is_number_integer, "an integer");
+        if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail(range(key, min));
+        const int64_t x = v.get<int64_t>();
+        if (x < min) fail(range(key, min));
+        return x;
+    }
+    double number(const char* key) const {
+        const double x = at(key, &json::is_number, "a number").get<double>();
+        if (!std::isfinite(x)) fail("key '" + std::string(key) + "' is not finite");
+        return x;
+    }
+    [[noreturn]] void fail(const std::string& what) const {
+        throw CheckpointUnreadable(path_ + ": checkpoint header " + what +
+                                   "; the file is damaged or was not written by ringtrain");
+    }
+
+private:
+    static std::string range(const char* key, int64_t min) {
+        return "key '" + std::string(key) + "' is out of range (must be >= " + std::to_string(min) + ")";
+    }
+    const json& h_;
+    const std::string& path_;
+};
+
+struct TensorEntry {
+    std::string name;
+    Shape shape;
+    int64_t numel = 0;
+    uint32_t crc = 0;
+};
+
+std::vector<TensorEntry> read_tensor_list(const HeaderReader& r, uint64_t file_bytes) {
+    std::vector<TensorEntry> list;
+    for (const json& e : r.at("tensors", &json::is_array, "an array")) {
+        TensorEntry t;
+        const std::string where = "tensor entry " + std::to_string(list.size());
+        if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("shape") ||
+            !e["shape"].is_array() || !e.contains("crc32c") || !e["crc32c"].is_number_unsigned() ||
+            e["crc32c"].get<uint64_t>() > UINT32_MAX)
+            r.fail(where + " is not {\"name\": string, \"shape\": [sizes], \"crc32c\": u32}");
+        t.name = e["name"].get<std::string>();
+        t.crc = static_cast<uint32_t>(e["crc32c"].get<uint64_t>());
+        t.numel = 1;
+        for (const json& d : e["shape"]) {
+            // Sizes bounded by the file, so the product below never overflows.
+            if (!d.is_number_unsigned() || d.get<uint64_t>() > file_bytes)
+                r.fail(where + " ('" + t.name + "') has a bad shape " + e["shape"].dump());
+            const auto size = static_cast<int64_t>(d.get<uint64_t>());
+            t.shape.push_back(size);
+            t.numel = size == 0 || t.numel <= static_cast<int64_t>(file_bytes) / size
+                          ? t.numel * size
+                          : static_cast<int64_t>(file_bytes) + 1;
+        }
+        if (t.numel * 4 > static_cast<int64_t>(file_bytes))
+            r.fail(where + " ('" + t.name + "') is larger than the file");
+        list.push_back(std::move(t));
+    }
+    return list;
+}
+
+uint64_t file_bytes_for(const std::vector<TensorEntry>& list, uint64_t header_len) {
+    uint64_t data_bytes = 0;
+    for (const auto& t : list) data_bytes += static_cast<uint64_t>(t.numel) * 4;
+    return kPrefixBytes + header_len + data_bytes + kFooterBytes;
+}
+
+// The file size an (unverified) header describes, or 0 when it describes none.
+uint64_t described_file_bytes(const json& header, const std::string& path, uint64_t header_len, uint64_t file_bytes) {
+    try {
+        return file_bytes_for(read_tensor_list(HeaderReader(header, path), file_bytes), header_len);
+    } catch (const CheckpointUnreadable&) {
+        return 0;
+    }
+}
+
+// The tensors the run expects against the checkpoint's list: an exact match of names, shapes and count.
+void require_same_tensors(const std::string& path, const std::vector<TensorEntry>& have, size_t from,
+                          const std::vector<std::pair<std::string, Tensor*>>& want, const std::string& what) {
+    for (size_t i = 0; i < std::max(have.size() - from, want.size()); ++i) {
+        const TensorEntry* h = from + i < have.size() ? &have[from + i] : nullptr;
+        const auto* w = i < want.size() ? &want[i] : nullptr;
+        if (h && w && h->name == w->first && h->shape == w->second->shape()) continue;
+        const std::string hs = h ? "'" + h->name + "' " + shape_string(h->shape) : "nothing";
+        const std::string ws = w ? "'" + w->first + "' " + shape_string(w->second->shape()) : "nothing";
+        throw InputError(path + ": " + what + " tensor " + std::to_string(i) + " is " + hs + " in the checkpoint but " +
+                         ws + " in this run; it was written for another " + what + ", use a checkpoint of this one");
+    }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
                      const LoopState& s) {
+    const auto tensors = all_tensors(params, opt);
+    // Host copies of device tensors: each is checksummed for the header, then written after it.
+    std::vector<Tensor> staged;
+    staged.reserve(tensors.size());
+    std::vector<const float*> host(tensors.size());
+    json list = json::array();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const Tensor& t = *tensors[i].second;
+        if (t.device() == Device::CPU) {
+            host[i] = t.data();
+        } else {
+            staged.emplace_back(t.shape());
+            staged.back().copy_from(t);
+            host[i] = staged.back().data();
+        }
+        list.push_back({{"name", tensors[i].first}, {"shape", t.shape()}, {"crc32c", crc32c(bytes_of(host[i], t.numel()))}});
+    }
     json header;
     header["format"] = "ringtrain-checkpoint";
-    header["version"] = 1;
+    header["version"] = kVersion;
     header["epoch"] = s.epoch;
     header["step_in_epoch"] = s.step_in_epoch;
     header["global_step"] = s.global_step;
+    header["steps_per_epoch"] = s.steps_per_epoch;
+    header["world_size"] = s.world_size;
     header["epoch_loss_sum"] = s.epoch_loss_sum;
     header["epoch_samples"] = s.epoch_samples;
     header["rng_states"] = s.rng_states;
     header["extra"] = s.extra;
     header["optimizer"] = opt ? json{{"name", opt->name()}, {"steps", opt->steps_taken()}} : json(nullptr);
-    json list = json::array();
-    const auto tensors = all_tensors(params, opt);
-    for (const auto& [name, t] : tensors) list.push_back({{"name", name}, {"shape", t->shape()}});
+    header["model_hash"] = sync::parameter_layout_hash(params);
+    header["parameter_tensors"] = params.size();
     header["tensors"] = list;
     const std::string text = header.dump();
+    const uint64_t len = text.size();
+    const uint32_t footer = prefix_crc(kMagic, len, text);
 
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(tmp + ": cannot write checkpoint; check that output.dir is writable");
-        const uint64_t len = text.size();
+    write_atomically(path, [&](std::ofstream& out) {
         out.write(kMagic, sizeof kMagic);
         out.write(reinterpret_cast<const char*>(&len), sizeof len);
         out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        for (const auto& [name, t] : tensors) {
-            Tensor host = t->device() == Device::CPU ? *t : Tensor(t->shape());
-            if (t->device() != Device::CPU) host.copy_from(*t);
-            out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(host.numel() * 4));
-        }
-        if (!out.flush()) throw Error(tmp + ": checkpoint write failed (disk full?)");
-    }
-    fs::rename(tmp, path);
+        for (size_t i = 0; i < tensors.size(); ++i)
+            out.write(reinterpret_cast<const char*>(host[i]), static_cast<std::streamsize>(tensors[i].second->numel() * 4));
+        out.write(reinterpret_cast<const char*>(&footer), sizeof footer);
+    });
 }
 
 LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
                           optim::Optimizer* opt) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+        throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file)");
+    const uint64_t file_bytes = fs::file_size(path, ec);
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path + ": checkpoint not found");
+    if (!in || ec) throw CheckpointUnreadable(path + ": cannot read the checkpoint");
+
+    // 1. The prefix and the header, verified against the footer before any of it is used.
     char magic[8];
     uint64_t len = 0;
     in.read(magic, sizeof magic);
     in.read(reinterpret_cast<char*>(&len), sizeof len);
-    if (!in || std::memcmp(magic, kMagic, sizeof kMagic) != 0 || len > (1u << 30))
-        throw InputError(path + ": not a ringtrain checkpoint (bad magic); pass a ckpt-*.bin file written by ringtrain");
+    if (in && std::memcmp(magic, kMagicV1, sizeof kMagicV1) == 0)
+        throw InputError(path + ": written by an older ringtrain (checkpoint format 1, without checksums); resume "
+                                "it with that version, or start a fresh run in another output.dir");
+    if (!in || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+        throw CheckpointUnreadable(path + ": not a ringtrain checkpoint (bad magic); pass a ckpt-*.bin file written "
+                                          "by ringtrain");
+    if (len > kMaxHeaderBytes || kPrefixBytes + len + kFooterBytes > file_bytes)
+        throw CheckpointUnreadable(path + ": checkpoint is truncated or its header length is damaged (" +
+                                   std::to_string(file_bytes) + " bytes)");
     std::string text(len, '\0');
     in.read(text.data(), static_cast<std::streamsize>(len));
-    json header;
-    try {
-        header = json::parse(text);
-    } catch (const json::exception& e) {
-        throw InputError(path + ": corrupt checkpoint header: " + e.what());
+    auto footer_at = [&](uint64_t end) {
+        uint32_t f = 0;
+        in.seekg(static_cast<std::streamoff>(end - kFooterBytes));
+        in.read(reinterpret_cast<char*>(&f), sizeof f);
+        return in ? f : ~prefix_crc(magic, len, text);
+    };
+    if (!in) throw CheckpointUnreadable(path + ": cannot read the checkpoint");
+    const json header = json::parse(text, nullptr, false);
+    if (footer_at(file_bytes) != prefix_crc(magic, len, text)) {
+        in.clear();
+        // The footer is not at the end: appended or missing bytes if the (unverified) header says where it is and
+        // the footer found there matches, else a damaged header.
+        const uint64_t expect = header.is_object() ? described_file_bytes(header, path, len, file_bytes) : 0;
+        if (expect > file_bytes)
+            throw CheckpointUnreadable(path + ": checkpoint is truncated (" + std::to_string(file_bytes) +
+                                       " bytes, its header describes " + std::to_string(expect) + ")");
+        if (expect > 0 && footer_at(expect) == prefix_crc(magic, len, text))
+            throw CheckpointUnreadable(path + ": checkpoint has " + std::to_string(file_bytes - expect) +
+                                       " bytes of trailing data after its end; the file is damaged");
+        throw CheckpointUnreadable(path + ": the checkpoint header fails its checksum; the file is damaged");
     }
-    if (opt && header["optimizer"].is_object() && header["optimizer"]["name"] != opt->name())
-        throw InputError(path + ": checkpoint was written with optimizer " + header["optimizer"]["name"].dump() +
-                         " but the config uses " + opt->name() + "; use the same optimizer to resume");
-    // Optimizer state is only restored when the checkpoint has it (eval passes no optimizer).
-    const auto want = all_tensors(params, opt);
-    const json& list = header.at("tensors");
-    size_t idx = 0;
-    for (const auto& entry : list) {
-        const std::string name = entry.at("name");
-        const Shape shape = entry.at("shape").get<Shape>();
-        Tensor* dst = nullptr;
-        if (idx < want.size() && want[idx].first == name) dst = want[idx++].second;
-        const int64_t n = shape_numel(shape);
-        if (dst == nullptr) {
-            if (idx < params.size())
-                throw InputError(path + ": checkpoint has tensor '" + name + "' where the model expects '" +
-                                 want[idx].first + "'; was it written for another model?");
-            in.seekg(n * 4, std::ios::cur);  // optimizer state not wanted here
-            continue;
-        }
-        if (dst->shape() != shape)
-            throw InputError(path + ": tensor '" + name + "' has shape " + shape_string(shape) + " in the checkpoint but " +
-                             shape_string(dst->shape()) + " in the model");
-        Tensor host(shape);
-        in.read(reinterpret_cast<char*>(host.data()), n * 4);
-        if (!in) throw InputError(path + ": checkpoint is truncated (while reading '" + name + "')");
-        dst->copy_from(host);
-    }
-    if (idx != want.size())
-        throw InputError(path + ": checkpoint lacks tensor '" + want[idx].first +
-                         "'; it was written for another model or optimizer");
+    if (header.is_discarded())
+        throw CheckpointUnreadable(path + ": checkpoint header is not valid JSON; the file is damaged");
+    if (!header.is_object()) throw CheckpointUnreadable(path + ": checkpoint header is not a JSON object");
+    const HeaderReader r(header, path);
+    if (r.integer("version", 0) != kVersion)
+        throw InputError(path + ": checkpoint format " + header["version"].dump() + ", this ringtrain reads format " +
+                         std::to_string(kVersion) + "; use the ringtrain that wrote it");
+
+    // 2. The loop position, self-consistent.
     LoopState s;
-    s.epoch = header.at("epoch");
-    s.step_in_epoch = header.at("step_in_epoch");
-    s.global_step = header.at("global_step");
-    s.epoch_loss_sum = header.value("epoch_loss_sum", 0.0);
-    s.epoch_samples = header.value("epoch_samples", 0.0);
-    s.rng_states = header.at("rng_states").get<std::vector<Rng::State>>();
-    s.extra = header.value("extra", json::object());
-    if (opt && header["optimizer"].is_object()) opt->set_steps_taken(header["optimizer"]["steps"].get<int64_t>());
+    s.epoch = r.integer("epoch", 0);
+    s.step_in_epoch = r.integer("step_in_epoch", 0);
+    s.global_step = r.integer("global_step", 0);
+    s.steps_per_epoch = r.integer("steps_per_epoch", 1);
+    s.world_size = r.integer("world_size", 1);
+    s.epoch_loss_sum = r.number("epoch_loss_sum");
+    s.epoch_samples = r.number("epoch_samples");
+    if (s.step_in_epoch > s.steps_per_epoch)
+        r.fail("step_in_epoch " + std::to_string(s.step_in_epoch) + " is past the epoch's " +
+               std::to_string(s.steps_per_epoch) + " steps");
+    if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
+        s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
+        r.fail("global_step " + std::to_string(s.global_step) + " disagrees with epoch " + std::to_string(s.epoch) +
+               " x " + std::to_string(s.steps_per_epoch) + " steps + step_in_epoch " + std::to_string(s.step_in_epoch));
+    if (s.epoch_samples < 0) r.fail("key 'epoch_samples' is negative");
+    const json& rngs = r.at("rng_states", &json::is_array, "an array");
+    if (static_cast<int64_t>(rngs.size()) != s.world_size) r.fail("has " + std::to_string(rngs.size()) + " rng_states for world_size " + std::to_string(s.world_size));
+    for (const json& st : rngs) {
+        if (!st.is_array() || st.size() != 4 || !std::all_of(st.begin(), st.end(), [](const json& w) { return w.is_number_unsigned(); }))
+            r.fail("key 'rng_states' holds something other than four unsigned words per rank");
+        s.rng_states.push_back(st.get<Rng::State>());
+    }
+    const auto extra = header.find("extra");
+    s.extra = extra != header.end() && extra->is_object() ? *extra : json::object();
+    const json& opt_rec = header.contains("optimizer") ? header["optimizer"] : json();
+    if (!opt_rec.is_null() && !(opt_rec.is_object() && opt_rec.contains("name") && opt_rec["name"].is_string() &&
+                                opt_rec.contains("steps") && opt_rec["steps"].is_number_unsigned()))
+        r.fail("key 'optimizer' is not null or {\"name\": string, \"steps\": count}");
+
+    // 3. The tensor list against the file's size and this run's model and optimizer.
+    const std::vector<TensorEntry> list = read_tensor_list(r, file_bytes);
+    const auto param_count = static_cast<size_t>(r.integer("parameter_tensors", 0));
+    if (param_count > list.size()) r.fail("parameter_tensors exceeds the tensor list");
+    const uint64_t expect = file_bytes_for(list, len);
+    if (file_bytes < expect)
+        throw CheckpointUnreadable(path + ": checkpoint is truncated (" + std::to_string(file_bytes) +
+                                   " bytes, its header describes " + std::to_string(expect) + ")");
+    if (file_bytes > expect)
+        throw CheckpointUnreadable(path + ": checkpoint has " + std::to_string(file_bytes - expect) +
+                                   " bytes of trailing data after its end; the file is damaged");
+    const auto want = all_tensors(params, opt);
+    const std::vector<std::pair<std::string, Tensor*>> want_params(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(params.size()));
+    require_same_tensors(path, std::vector<TensorEntry>(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(param_count)), 0, want_params, "model");
+    const json& stored_hash = r.at("model_hash", &json::is_number_unsigned, "an unsigned integer");
+    if (stored_hash.get<uint64_t>() != sync::parameter_layout_hash(params))
+        r.fail("model_hash does not match its own tensor list");
+    if (opt) {
+        if (opt_rec.is_null() || opt_rec["name"] != opt->name())
+            throw InputError(path + ": checkpoint was written with optimizer " +
+                             (opt_rec.is_null() ? std::string("none") : opt_rec["name"].dump()) +
+                             " but the config uses " + opt->name() + "; use the same optimizer to resume");
+        const std::vector<std::pair<std::string, Tensor*>> want_state(want.begin() + static_cast<std::ptrdiff_t>(params.size()), want.end());
+        require_same_tensors(path, list, param_count, want_state, "optimizer");
+    }
+
+    // 4. Every tensor read and verified before any is restored, so a damaged file changes nothing.
+    std::vector<Tensor> loaded;
+    in.seekg(static_cast<std::streamoff>(kPrefixBytes + len));
+    for (size_t i = 0; i < list.size(); ++i) {
+        const TensorEntry& t = list[i];
+        Tensor host(t.shape);
+        in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(t.numel * 4));
+        if (!in) throw CheckpointUnreadable(path + ": checkpoint is truncated (while reading '" + t.name + "')");
+        if (crc32c(bytes_of(host.data(), t.numel)) != t.crc)
+            throw CheckpointUnreadable(path + ": tensor '" + t.name + "' fails its checksum; the file is damaged");
+        const auto bad = std::find_if(host.data(), host.data() + t.numel, [](float v) { return !std::isfinite(v); });
+        if (bad != host.data() + t.numel)
+            throw InputError(path + ": tensor '" + t.name + "' holds " + std::to_string(*bad) + " at element " +
+                             std::to_string(bad - host.data()) + "; the run that wrote it had diverged");
+        if (i < want.size()) loaded.push_back(std::move(host));
+    }
+    for (size_t i = 0; i < loaded.size(); ++i) want[i].second->copy_from(loaded[i]);
+    if (opt) opt->set_steps_taken(opt_rec["steps"].get<int64_t>());
     return s;
 }
 
@@ -129,28 +377,87 @@ std::string checkpoint_file_name(int64_t global_step) {
     return buf;
 }
 
-void publish_checkpoint(const std::string& dir, const std::string& file_name, int64_t keep) {
-    {
-        std::ofstream out(dir + "/latest.tmp", std::ios::trunc);
-        out << file_name << '\n';
-    }
-    fs::rename(dir + "/latest.tmp", dir + "/latest");
-    std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(dir)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("ckpt-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".bin") files.push_back(n);
-    }
-    std::sort(files.begin(), files.end());
-    for (size_t i = 0; i + keep < files.size(); ++i)
-        if (files[i] != file_name) fs::remove(fs::path(dir) / files[i]);
+int64_t checkpoint_step(const std::string& name) {
+    constexpr std::string_view prefix = "ckpt-", suffix = ".bin";
+    if (name.size() <= prefix.size() + suffix.size() || name.size() > prefix.size() + suffix.size() + 18 ||
+        name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return -1;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size() - suffix.size();
+    if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return -1;
+    int64_t step = -1;
+    std::from_chars(first, last, step);
+    return step;
 }
 
-std::string latest_checkpoint(const std::string& dir) {
-    std::ifstream in(dir + "/latest");
-    std::string name;
-    if (!in || !std::getline(in, name) || name.empty()) return "";
-    const std::string path = dir + "/" + name;
-    return fs::exists(path) ? path : "";
+namespace {
+// Checkpoint files in `dir`, highest global step first.
+std::vector<std::pair<int64_t, std::string>> checkpoints_by_step(const std::string& dir) {
+    std::vector<std::pair<int64_t, std::string>> files;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        const int64_t step = checkpoint_step(n);
+        if (step >= 0 && e.is_regular_file(ec)) files.emplace_back(step, n);
+    }
+    std::sort(files.rbegin(), files.rend());
+    return files;
+}
+}  // namespace
+
+void publish_checkpoint(const std::string& dir, const std::string& file_name, int64_t keep) {
+    write_atomically(dir + "/latest", [&](std::ofstream& out) { out << file_name << '\n'; });
+    // By global step, not by name: names sort by step only while the step fits the zero padding.
+    const auto files = checkpoints_by_step(dir);
+    int64_t kept = 0;
+    for (const auto& [step, name] : files) {
+        if (name == file_name || kept < keep) {
+            ++kept;
+            continue;
+        }
+        std::error_code ec;
+        fs::remove(fs::path(dir) / name, ec);
+    }
+}
+
+ResumeCandidates resume_candidates(const std::string& dir) {
+    ResumeCandidates c;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return c;
+    const auto files = checkpoints_by_step(dir);
+    std::string named;
+    if (fs::exists(dir + "/latest", ec)) {
+        std::ifstream in(dir + "/latest");
+        std::getline(in, named);
+        if (named.empty())
+            c.latest_problem = dir + "/latest is empty";
+        else if (checkpoint_step(named) < 0)  // also refuses any path: a checkpoint name has no '/'
+            c.latest_problem = dir + "/latest names '" + named + "', which is not a checkpoint file of this folder";
+        else if (!fs::is_regular_file(dir + "/" + named, ec))
+            c.latest_problem = dir + "/latest names " + named + ", which does not exist";
+        else
+            c.paths.push_back(dir + "/" + named);
+    } else if (!files.empty()) {
+        c.latest_problem = dir + "/latest is missing";
+    }
+    for (const auto& f : files)
+        if (f.second != named) c.paths.push_back(dir + "/" + f.second);
+    return c;
+}
+
+bool holds_checkpoints(const std::string& dir) {
+    std::error_code ec;
+    return fs::exists(dir + "/latest", ec) || (fs::is_directory(dir, ec) && !checkpoints_by_step(dir).empty());
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        const bool ckpt_tmp = n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 && checkpoint_step(n.substr(0, n.size() - 4)) >= 0;
+        if (ckpt_tmp || n == "latest.tmp") fs::remove(e.path(), ec);
+    }
 }
 
 }  // namespace ringtrain::train

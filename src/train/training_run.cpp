@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <span>
 #include <sstream>
@@ -60,7 +61,10 @@ TrainingRun::TrainingRun(TrainerParts& parts)
 // ---- resume ----
 
 void TrainingRun::resume() {
+    // Only rank 0 reads a checkpoint; the others take its position, parameters and RNG states below, so every rank
+    // follows rank 0's decision, a fresh start included.
     sync::run_then_agree(parts_.comm, [this] {
+        if (!parts_.is_root()) return;
         load_resume_checkpoint();
         open_outputs();
     });
@@ -73,22 +77,70 @@ void TrainingRun::resume() {
 
 void TrainingRun::load_resume_checkpoint() {
     const CheckpointPlan& k = plan_.checkpoint;
-    const std::string path =
-        k.resume.kind == ResumeFrom::Latest ? latest_checkpoint(plan_.output.checkpoint_dir()) : k.resume.path;
-    if (path.empty()) return;  // a fresh start, or Latest with no checkpoint yet
-    pos_ = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
+    if (k.resume.kind == ResumeFrom::Fresh) return;
+    if (k.resume.kind == ResumeFrom::Path) {
+        load_checkpoint_for_this_run(k.resume.path);
+        return;
+    }
+    // Latest: the newest checkpoint that verifies; a damaged one is passed over (and said so), never followed
+    // outside the folder, and a folder whose checkpoints are all unusable ends the run instead of restarting it.
+    const std::string dir = plan_.output.checkpoint_dir();
+    const ResumeCandidates c = resume_candidates(dir);
+    std::vector<std::string> passed_over;
+    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
+    for (const std::string& path : c.paths) {
+        try {
+            load_checkpoint_for_this_run(path);
+            break;
+        } catch (const CheckpointUnreadable& e) {
+            passed_over.emplace_back(e.what());
+        }
+    }
+    if (resumed_from_.empty() && !passed_over.empty())
+        throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + passed_over.back() +
+                         "); restore a good checkpoint there, or start a fresh run in another output.dir");
+    if (!passed_over.empty()) {
+        std::string note = "ringtrain: warning: resuming from " + resumed_from_ + ", the newest checkpoint that verifies: ";
+        for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
+        std::fprintf(stderr, "%s\n", note.c_str());
+    }
+}
+
+// Loads `path` (rank 0) and checks it fits this run: the world size and the steps per epoch fix which samples each
+// rank reads at each step, the learning-rate scaling and the dropout streams; resuming across a change would skip
+// or repeat samples.
+void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
+    LoopState at = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
+    if (at.world_size != parts_.world)
+        throw InputError(path + ": written by a " + std::to_string(at.world_size) + "-rank run, this run has " +
+                         std::to_string(parts_.world) + "; a changed world size would skip or repeat samples and "
+                         "change the learning-rate scaling: resume with " + std::to_string(at.world_size) +
+                         " ranks (mpirun -np " + std::to_string(at.world_size) +
+                         "), or start a fresh run in another output.dir");
+    if (at.steps_per_epoch != steps_per_epoch_)
+        throw InputError(path + ": written with " + std::to_string(at.steps_per_epoch) + " steps per epoch, this run "
+                         "has " + std::to_string(steps_per_epoch_) + " (train.batch_size, the training set or "
+                         "sync.backward_passes_per_step changed); resume with the settings that wrote it, or start a "
+                         "fresh run in another output.dir");
+    pos_ = std::move(at);
     resumed_from_ = path;
-    if (static_cast<int>(pos_.rng_states.size()) == parts_.world)
-        parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
+    parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
 }
 
+// Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
 void TrainingRun::open_outputs() {
-    if (!parts_.is_root()) return;
-    fs::create_directories(plan_.output.checkpoint_dir());
-    metrics_ = telemetry::MetricsWriter(plan_.output.dir + "/metrics.jsonl", !resumed_from_.empty());
+    const std::string dir = plan_.output.checkpoint_dir();
+    const std::string metrics = plan_.output.dir + "/metrics.jsonl";
+    if (plan_.checkpoint.resume.kind == ResumeFrom::Fresh && (holds_checkpoints(dir) || fs::exists(metrics)))
+        throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
+                         "continue it or choose another output.dir");
+    fs::create_directories(dir);
+    remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
+    metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
 }
 
-// Ranks on separate file systems may have read different files (or none): rank 0's state wins.
+// Every rank takes rank 0's decision: its position, every rank's dropout RNG state, its parameters and optimizer
+// state. When rank 0 starts fresh, nothing needs to travel: no other rank has read a checkpoint.
 void TrainingRun::adopt_root_position() {
     TrainerParts& p = parts_;
     ResumePoint root{.resumed = resumed_from_.empty() ? 0 : 1,
@@ -105,8 +157,9 @@ void TrainingRun::adopt_root_position() {
     pos_.global_step = root.global_step;
     pos_.epoch_loss_sum = root.epoch_loss_sum;
     pos_.epoch_samples = root.epoch_samples;
-    std::vector<Rng::State> rngs(p.world, p.dropout_rng.state());
-    if (p.is_root() && static_cast<int>(pos_.rng_states.size()) == p.world) rngs = pos_.rng_states;
+    // Rank 0 checked the checkpoint's world size against this run's, so there is one state per rank.
+    std::vector<Rng::State> rngs(p.world);
+    if (p.is_root()) rngs = pos_.rng_states;
     p.comm.broadcast_bytes(std::as_writable_bytes(std::span<Rng::State>(rngs)), 0);
     p.dropout_rng.set_state(rngs[p.rank]);
     if (resumed_from_.empty()) resumed_from_ = "(rank 0's checkpoint)";
@@ -267,7 +320,9 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     if (!p.is_root()) return;
     LoopState full = at;
     full.rng_states = std::move(states);
-    full.extra = {{"world_size", p.world}, {"config", p.config.document()}};
+    full.steps_per_epoch = steps_per_epoch_;
+    full.world_size = p.world;
+    full.extra = {{"config", p.config.document()}};
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->parameters(), p.opt.get(), full);

@@ -23,8 +23,8 @@ class TrainingRun {
 public:
     explicit TrainingRun(TrainerParts& parts);
 
-    // Loads the checkpoint the plan names and opens rank 0's outputs (a failure on any rank ends the job on all),
-    // then every rank takes rank 0's position.
+    // Rank 0 loads the checkpoint the plan names (resume=auto: the newest that verifies) and opens its outputs (a
+    // failure ends the job on all ranks), then every rank takes rank 0's position, a fresh start included.
     void resume();
     // Where the loop is: epoch, first step still to run in it, steps run in all (what a checkpoint records).
     const LoopState& position() const { return pos_; }
@@ -52,6 +52,7 @@ public:
 
 private:
     void load_resume_checkpoint();
+    void load_checkpoint_for_this_run(const std::string& path);
     void open_outputs();
     void adopt_root_position();
     double forward_backward(int64_t pass);  // returns the samples it read

@@ -185,11 +185,13 @@ TEST_CASE("a CPU rank with no core to spare for it trains without a prefetch thr
     write_file(dir + "/tiny.json", kTinyCnnNoDropout);
     write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "checkpoint": {"every_epochs": 0})"));
     const std::string args = " train --config " + dir + "/c.json --set train.max_steps=5 --set device=cpu";
+    int run = 0;  // an output.dir per run: a fresh run into a previous run's folder is refused
     auto prefetch_note = [&](const std::string& launch, const std::string& extra) {
-        const auto r = run_command("timeout 120 " + launch + " " + binary() + args + extra);
+        const std::string out = dir + "/out" + std::to_string(++run);
+        const auto r = run_command("timeout 120 " + launch + " " + binary() + args + extra + " --set output.dir=" + out);
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
-        return read_json(dir + "/out/summary.json")["data_prefetch"].get<std::string>();
+        return read_json(out + "/summary.json")["data_prefetch"].get<std::string>();
     };
     // One CPU, one compute thread (what mpirun --bind-to core gives each rank).
     CHECK(prefetch_note("taskset -c 0", "") == "off (1 usable CPU for 1 compute thread: a prefetch thread could only time-slice with them)");

@@ -60,12 +60,13 @@ std::vector<uint64_t> hashes_over_ranks(ringtrain::comm::Communicator& comm, con
 }  // namespace
 
 TEST_CASE("a Trainer runs every step and ends with one model on every rank", "[train][mpi]") {
-    const std::string dir = job_dir("steps");
     const int world = size_of_world();
     const int64_t steps = 2 * 480 / (8 * world);
     auto comm = ringtrain::comm::make_communicator("ring");
     for (const std::string sync : {R"("allreduce")", R"("local_sgd", "local_sgd_period": 3)"}) {
         INFO("sync.mode " << sync);
+        // A folder per run: a fresh run into a previous run's output.dir is refused.
+        const std::string dir = job_dir(sync.size() < 12 ? "steps-allreduce" : "steps-local-sgd");
         const Config cfg = tiny(dir, R"(, "sync": {"mode": )" + sync + "}");
         Trainer trainer(cfg, *comm);
         const json summary = trainer.train();
@@ -134,4 +135,26 @@ TEST_CASE("a Trainer resumed from a mid-run checkpoint ends bit for bit where an
         }
         comm->barrier();
     }
+}
+
+TEST_CASE("every rank follows rank 0's resume decision, a fresh start included", "[train][mpi][checkpoint]") {
+    const std::string dir = job_dir("decision");
+    const int64_t steps = 2 * 480 / (8 * size_of_world());
+    auto comm = ringtrain::comm::make_communicator("ring");
+    {
+        Trainer t(tiny(dir, "", {"train.max_steps=7"}), *comm);
+        t.train();
+    }
+    // Ranks on separate file systems: only the other ranks' output.dir holds that checkpoint. Rank 0 finds none
+    // and starts fresh, so every rank must, with rank 0's parameters; no rank may continue from step 7.
+    const std::string out = comm->rank() == 0 ? dir + "/fresh" : dir + "/out";
+    const Config cfg =
+        Config::from_json(json::parse(tiny_config(dir + "/tiny.json", out)), "test", {"checkpoint.resume=auto"});
+    Trainer t(cfg, *comm);
+    const json s = t.train();
+    CHECK(s["steps_this_run"] == steps);
+    CHECK(s["resumed_from"].is_null());
+    const auto hashes = hashes_over_ranks(*comm, t);
+    for (uint64_t h : hashes) CHECK(h == hashes[0]);
+    comm->barrier();
 }

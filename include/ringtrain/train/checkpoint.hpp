@@ -1,6 +1,12 @@
-// Checkpoints: parameters, optimizer state, loop position and every rank's RNG state in one binary file
-// (a JSON header, then raw float32 tensors), written to a temporary name and renamed, so a crash never
-// leaves a half-written checkpoint where resume would find it.
+// Checkpoints: parameters, optimizer state, loop position and every rank's RNG state in one binary file, written
+// to a temporary name, synced and renamed, so a crash never leaves a half-written checkpoint where resume would
+// find it. Every byte is covered by a CRC-32C (the header by a footer, each tensor by its entry in the header),
+// and loading verifies all of them before it changes anything.
+//
+// Format 2: "RTCKPT02" | u64 header length | JSON header | the tensors' float32 data, in header order |
+//           u32 CRC-32C of everything before the tensors (magic, length, header).
+// Format 1 files (magic "RTCKPT01", no checksums, no model hash) are refused with a message saying so: loading
+// unverifiable weights is what checksums exist to prevent.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -16,27 +23,51 @@
 namespace ringtrain::train {
 
 struct LoopState {
-    int64_t epoch = 0;          // epoch to continue in
-    int64_t step_in_epoch = 0;  // first step still to run in that epoch
-    int64_t global_step = 0;    // steps run so far in all
-    double epoch_loss_sum = 0;  // running training-loss sums of the current epoch (all ranks)
+    int64_t epoch = 0;            // epoch to continue in
+    int64_t step_in_epoch = 0;    // first step still to run in that epoch
+    int64_t global_step = 0;      // steps run so far in all
+    int64_t steps_per_epoch = 0;  // of the run that wrote it (batch size x world size x passes fix it)
+    int64_t world_size = 0;       // ranks of the run that wrote it
+    double epoch_loss_sum = 0;    // running training-loss sums of the current epoch (all ranks)
     double epoch_samples = 0;
     std::vector<Rng::State> rng_states;  // one per rank, for dropout
-    nlohmann::json extra;                // anything else worth recording (config, world size)
+    nlohmann::json extra;                // anything else worth recording (the resolved config)
+};
+
+// The file is damaged, missing or not a checkpoint of this format (as opposed to a sound checkpoint that does not
+// fit this run): resume may fall back to an older checkpoint.
+class CheckpointUnreadable : public InputError {
+public:
+    using InputError::InputError;
 };
 
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
                      const LoopState& state);
 
-// Restores into `params` and (when given) the optimizer; names and shapes must match, else InputError.
+// Verifies the whole file, then restores `params` and (when given) the optimizer. Throws CheckpointUnreadable for
+// a damaged file, InputError when it is sound but of another model or optimizer (names the first differing tensor).
 LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
                           optim::Optimizer* opt);
 
 // Checkpoint folder management: "ckpt-<global step>.bin" files plus a "latest" pointer.
 std::string checkpoint_file_name(int64_t global_step);
-// Writes `latest` (atomically) and deletes all but the newest `keep` checkpoints.
+// The global step in a checkpoint_file_name, or -1 when `name` is not one.
+int64_t checkpoint_step(const std::string& name);
+// Writes `latest` (atomically) and deletes all but the `keep` checkpoints of the highest global steps (never
+// `file_name` itself).
 void publish_checkpoint(const std::string& dir, const std::string& file_name, int64_t keep);
-// The path named by dir/latest, or "" when there is none.
-std::string latest_checkpoint(const std::string& dir);
+
+// What resume=auto may load, best first: the file `latest` names (when it is a checkpoint file name inside `dir`),
+// then every other checkpoint in `dir` by descending global step.
+struct ResumeCandidates {
+    std::vector<std::string> paths;
+    std::string latest_problem;  // what is wrong with `latest` (empty, missing, outside, gone); "" when nothing is
+};
+ResumeCandidates resume_candidates(const std::string& dir);
+
+// Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
+bool holds_checkpoints(const std::string& dir);
+// Removes temporary files a killed or failed write left behind (ckpt-*.bin.tmp, latest.tmp).
+void remove_stale_temporaries(const std::string& dir);
 
 }  // namespace ringtrain::train
