@@ -10,6 +10,9 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 ranks="${RANKS:-2}"
 cd "$root"
+# A folder per demo run: a fresh run refuses a folder that holds an earlier run (continue one with
+# --set checkpoint.resume=auto --set output.dir=runs/demo-...).
+out="runs/demo-$(date +%Y%m%d-%H%M%S)"
 mpirun --oversubscribe --bind-to none -np "$ranks" "${BUILD_DIR:-$root/build}/ringtrain" train \
-  --config configs/lenet5_fashion.json --set train.epochs=1 --set output.dir=runs/demo "$@"
-echo "demo: summary in runs/demo/summary.json, per-step metrics in runs/demo/metrics.jsonl"
+  --config configs/lenet5_fashion.json --set train.epochs=1 --set output.dir="$out" "$@"
+echo "demo: summary in $out/summary.json, per-step metrics in $out/metrics.jsonl"

@@ -11,6 +11,7 @@ data="${1:-/usr/share/datasets/fashion-mnist}"
 for cfg in lenet5_fashion mnist_cnn_fashion; do
   for batch in 128 1024; do
     out="/tmp/ringtrain-gpu-$cfg-$batch"
+    rm -rf "$out"  # a benchmark run, not a run to continue: a fresh run refuses an earlier run's folder
     steps=$(( batch == 128 ? 2000 : 400 ))
     "$build/ringtrain" train --config "$root/configs/$cfg.json" --set device=cuda --set data.dir="$data" \
       --set train.batch_size=$batch --set train.max_steps=$steps --set train.epochs=100 --set train.log_every_steps=20 \
@@ -31,6 +32,7 @@ PY
 done
 # AlexNet on synthetic 3x224x224 data (compute-bound; the batch is assembled and copied on the host each step).
 out=/tmp/ringtrain-gpu-alexnet
+rm -rf "$out"
 "$build/ringtrain" train --config "$root/configs/alexnet_synthetic.json" --set device=cuda --set train.max_steps=96 \
   --set train.epochs=100 --set output.progress=none --set output.dir="$out" > "$out.log" 2>&1 \
   || { echo "ringtrain alexnet failed:"; tail -5 "$out.log"; }
