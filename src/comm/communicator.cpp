@@ -1,7 +1,12 @@
 // make_communicator: the sync.backend names.
 #include "ringtrain/comm/communicator.hpp"
 
+#include <mpi.h>
+
+#include <vector>
+
 #include "ringtrain/comm/launch_env.hpp"
+#include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/comm/mpi_communicator.hpp"
 #include "ringtrain/comm/nccl_communicator.hpp"
 #include "ringtrain/comm/ring_communicator.hpp"
@@ -22,7 +27,37 @@ std::vector<std::string> communicator_backends() {
 #endif
 }
 
+namespace {
+
+// Every rank must make the same kind of communicator: the constructors issue backend-specific collectives (the
+// ring's shared-memory set-up, NCCL's id broadcast), so ranks that picked different backends would meet in
+// mismatched collectives (MPI_ERR_TRUNCATE) or hang before the trainer's start-up agreement could name the key.
+// One small allgather over MPI_COMM_WORLD first; on a difference every rank throws the same error.
+void require_same_backend(const std::string& backend) {
+    int initialized = 0, size = 1, rank = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) return;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (size == 1) return;
+    constexpr int kChars = 16;
+    char mine[kChars] = {};
+    backend.copy(mine, kChars - 1);
+    std::vector<char> all(static_cast<size_t>(kChars) * static_cast<size_t>(size));
+    check_mpi(MPI_Allgather(mine, kChars, MPI_CHAR, all.data(), kChars, MPI_CHAR, MPI_COMM_WORLD), "MPI_Allgather");
+    const std::string first(all.data());
+    for (int r = 1; r < size; ++r) {
+        const std::string other(all.data() + static_cast<size_t>(r) * kChars);
+        if (other != first)
+            throw CollectiveInputError("ranks disagree on sync.backend: rank 0 has " + first + ", rank " +
+                                       std::to_string(r) + " has " + other + "; every rank must run the same config");
+    }
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
+    require_same_backend(backend);
     if (backend == "ring") return std::make_unique<RingCommunicator>(ring_backend_defaults());
     if (backend == "mpi") return std::make_unique<MpiCommunicator>();
     if (backend == "nccl") return make_nccl_communicator();  // InputError in builds without CUDA
