@@ -109,19 +109,6 @@ int command_eval(const Args& a, const std::optional<train::Config>& config, comm
     return 0;
 }
 
-// Every rank's `mine`, in rank order (padded to the longest for the byte gather, which wants equal counts).
-std::vector<std::string> allgather_strings(comm::Communicator& comm, const std::string& mine) {
-    const std::vector<uint64_t> lengths = comm.allgather(static_cast<uint64_t>(mine.size()));
-    const size_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::string padded = mine;
-    padded.resize(longest);
-    const std::vector<std::byte> all = comm.allgather_bytes(std::as_bytes(std::span<const char>(padded)));
-    std::vector<std::string> out;
-    for (size_t r = 0; r < lengths.size(); ++r)
-        out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, lengths[r]);
-    return out;
-}
-
 int command_info(const std::optional<train::Config>& config, comm::Communicator& comm) {
     const auto env = comm::describe_launch_environment();
     // Each rank names the device it would train on (the config's choice, else the schema's default, auto).

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ringtrain/comm/launch_env.hpp"
@@ -17,6 +18,18 @@ namespace ringtrain::comm {
 void Communicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire) {
     if (wire == WireFormat::Float32) return allreduce(data, op);
     throw Error("the " + backend() + " communicator has no " + wire_format_name(wire) + " compressed allreduce");
+}
+
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine) {
+    const std::vector<uint64_t> lengths = comm.allgather(static_cast<uint64_t>(mine.size()));
+    const size_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::string padded = mine;
+    padded.resize(longest);
+    const std::vector<std::byte> all = comm.allgather_bytes(std::as_bytes(std::span<const char>(padded)));
+    std::vector<std::string> out;
+    for (size_t r = 0; r < lengths.size(); ++r)
+        out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, lengths[r]);
+    return out;
 }
 
 std::vector<std::string> communicator_backends() {

@@ -70,19 +70,6 @@ Facts deserialize(const std::string& s) {
     return facts;
 }
 
-// Every rank's `mine`, in rank order; lengths may differ.
-std::vector<std::string> allgather_strings(comm::Communicator& comm, const std::string& mine) {
-    const std::vector<uint64_t> lengths = comm.allgather(static_cast<uint64_t>(mine.size()));
-    const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::string padded = mine;
-    padded.resize(longest);
-    const std::vector<std::byte> all = comm.allgather_bytes(std::as_bytes(std::span<const char>(padded)));
-    std::vector<std::string> out;
-    for (size_t r = 0; r < lengths.size(); ++r)
-        out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, lengths[r]);
-    return out;
-}
-
 }  // namespace
 
 void append_json_facts(const nlohmann::json& doc, const std::string& prefix, Facts& out) {
@@ -144,7 +131,7 @@ void require_same_facts(comm::Communicator& comm, const Facts& mine) {
     const std::vector<uint64_t> digests = comm.allgather(fnv1a(text.data(), text.size()));
     if (std::all_of(digests.begin(), digests.end(), [&](uint64_t d) { return d == digests[0]; })) return;
     std::vector<Facts> per_rank;
-    for (const std::string& t : allgather_strings(comm, text)) per_rank.push_back(deserialize(t));
+    for (const std::string& t : comm::allgather_strings(comm, text)) per_rank.push_back(deserialize(t));
     const auto diff = first_disagreement(per_rank);
     throw CollectiveInputError((diff ? *diff : std::string("the ranks' set-up differs (digests differ)")) +
                                "; every rank must run the same config");

@@ -12,24 +12,16 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/stall_inspector.hpp"
+#include "comm/serial_reference.hpp"
 #include "fake_communicator.hpp"
 
 using namespace ringtrain;
+using rt_test::world_rank;
+using rt_test::world_size;
 using sync::Fact;
 using sync::Facts;
 
 namespace {
-
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 Facts facts(std::initializer_list<Fact> f) { return Facts(f); }
 

@@ -75,6 +75,9 @@ public:
     [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
 };
 
+// Every rank's `mine`, in rank order; lengths may differ (padded to the longest for the byte gather). Collective.
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine);
+
 // backend: "mpi" or "ring" (and "nccl" in CUDA builds). Requires an initialised MpiRuntime.
 // Throws InputError naming the backend if it is unknown or not built.
 std::unique_ptr<Communicator> make_communicator(const std::string& backend);
