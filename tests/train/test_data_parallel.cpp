@@ -105,13 +105,14 @@ TEST_CASE("the straggler report names the rank that does more work per step", "[
     const std::string dir = temp_dir("straggler");
     write_file(dir + "/tiny.json", kTinyCnnNoDropout);
     write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "checkpoint": {"every_epochs": 0})"));
-    // MPMD: rank 1 runs the same config but is stopped 4/5 of the time (SIGSTOP/SIGCONT from a wrapper), so its
-    // local work takes longer in (nearly) every step. (Ranks may not differ in batch size: the start-up agreement
-    // refuses that.) 20 steps stay inside the first epoch (a shard of 2400 samples: 25 steps of 96).
-    const std::string args = " train --config " + dir + "/c.json --set data.synthetic_train_size=4800 --set train.max_steps=20" +
-                             " --set train.batch_size=96";
+    // MPMD: rank 1 runs the same config but is stopped most of the time (SIGSTOP/SIGCONT from a wrapper), so its
+    // local work (tens of ms a step, longer than a stop) takes longer in (nearly) every step. (Ranks may not differ
+    // in batch size: the start-up agreement refuses that.) 20 steps stay inside the first epoch (a shard of 40000
+    // samples: 20 steps of 2000).
+    const std::string args = " train --config " + dir + "/c.json --set data.synthetic_train_size=80000 --set train.max_steps=20" +
+                             " --set train.batch_size=2000";
     const std::string throttled = "bash -c '" + binary() + args +
-                                  " & p=$!; while kill -STOP $p 2>/dev/null; do sleep 0.02; kill -CONT $p; sleep 0.005; done;"
+                                  " & p=$!; while kill -STOP $p 2>/dev/null; do sleep 0.05; kill -CONT $p; sleep 0.003; done;"
                                   " wait $p'";
     const std::string cmd = mpirun(1) + binary() + args + " : -np 1 " + throttled;
     const auto r = run_command("timeout 120 " + cmd);
@@ -177,8 +178,11 @@ TEST_CASE("a rank that fails brings the whole job down with its message", "[trai
         CHECK_THAT(r.output, Catch::Contains("optimizer.lr: 1e+30 is out of range"));
         CHECK(r.seconds < 30);
     }
-    SECTION("during training: rank 1 diverges") {
-        const auto r = run_command(base + "--set optimizer.lr=1e6 --set optimizer.lr_scaling=none");
+    SECTION("during training: the run diverges") {
+        // On every rank: ranks with different learning rates are refused at start-up (test_disagreeing_ranks).
+        const std::string lr = " --set optimizer.lr=1e6 --set optimizer.lr_scaling=none";
+        const auto r = run_command("timeout 60 " + mpirun(1) + binary() + " train --config " + dir + "/c.json" + lr +
+                                   " : -np 1 " + binary() + " train --config " + dir + "/c.json" + lr);
         INFO(r.output);
         CHECK(r.exit_code != 0);
         CHECK(r.exit_code != 124);
