@@ -11,6 +11,7 @@
 #include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/sync/setup_deadline.hpp"
 #include "ringtrain/sync/stall_inspector.hpp"
 #include "comm/serial_reference.hpp"
 #include "fake_communicator.hpp"
@@ -151,4 +152,19 @@ TEST_CASE("StallInspector: the stall texts name the late ranks where the communi
     comm.waiting = "1, 3";
     CHECK_THROWS_WITH(inspector.inspect(tag, 2.5, warned),
                       Catch::Contains("; waiting for ranks 1, 3; aborting the job"));
+}
+
+TEST_CASE("SetupDeadline: disarmed in time it never aborts; its message names the key and the phase", "[agree]") {
+    sync_test::FakeComm comm;  // its abort throws: on the deadline's thread that would end the test program
+    {
+        sync::SetupDeadline deadline(comm, 0.3);
+        deadline.enter("reading its data");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        deadline.disarm();
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the limit: nothing happens
+    }
+    { sync::SetupDeadline off(comm, 0); }  // 0 = no limit: no thread at all
+    CHECK(sync::SetupDeadline::message(3, "reading its data").rfind(
+              "set-up has not finished after 3 s (sync.setup_timeout_s = 3): this rank is still reading its data; ", 0) == 0);
+    CHECK(sync::SetupDeadline::kExitCode == 1);
 }
