@@ -140,19 +140,6 @@ int command_eval(const Args& a, const std::optional<train::Config>& config, comm
     return 0;
 }
 
-// Every rank's `mine`, in rank order (padded to the longest for the byte gather, which wants equal counts).
-std::vector<std::string> allgather_strings(comm::Communicator& comm, const std::string& mine) {
-    const std::vector<uint64_t> lengths = comm.allgather(static_cast<uint64_t>(mine.size()));
-    const size_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::string padded = mine;
-    padded.resize(longest);
-    const std::vector<std::byte> all = comm.allgather_bytes(std::as_bytes(std::span<const char>(padded)));
-    std::vector<std::string> out;
-    for (size_t r = 0; r < lengths.size(); ++r)
-        out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, lengths[r]);
-    return out;
-}
-
 int command_info(const std::optional<train::Config>& config, comm::Communicator& comm) {
     const auto env = comm::describe_launch_environment();
     // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
@@ -269,7 +256,8 @@ int run(int argc, char** argv, int world_rank, int world_size) {
         return e.exit_code();
     } catch (const std::exception& e) {
         const int code = exit_code_for(e);
-        const bool together = dynamic_cast<const CollectiveInputError*>(&e) != nullptr;
+        const bool together = dynamic_cast<const CollectiveInputError*>(&e) != nullptr ||
+                              dynamic_cast<const CollectiveError*>(&e) != nullptr;
         report(e);
         // Collective errors are raised on every rank at once, so a normal exit is safe. Otherwise the
         // other ranks may be waiting in a collective (and MPI_Finalize would wait for them): abort the job.

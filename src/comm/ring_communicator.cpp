@@ -69,6 +69,16 @@ RingOptions ring_backend_defaults() {
     return o;
 }
 
+std::string RingCommunicator::waiting_for() const {
+    std::string s;
+    if (shm_)
+        for (int r : shm_->late_ranks()) {
+            if (!s.empty()) s += ", ";
+            s += std::to_string(r);
+        }
+    return s;
+}
+
 bool RingCommunicator::use_shared_memory(size_t count) const {
     return shm_ && (size_ > 2 || count <= options_.shared_memory_max_bytes / sizeof(float));
 }

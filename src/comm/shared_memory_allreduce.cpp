@@ -163,8 +163,19 @@ void* SharedMemoryAllreduce::slot(int buffer, int r) const {
 void SharedMemoryAllreduce::barrier() {
     const uint64_t epoch = ++epoch_;
     arrived(rank_).store(epoch, std::memory_order_release);  // publishes our writes to the slots
+    waiting_for_epoch_.store(epoch, std::memory_order_relaxed);
     for (int r = 0; r < size_; ++r)
         if (r != rank_) wait_until(arrived(r), epoch);
+    waiting_for_epoch_.store(0, std::memory_order_relaxed);
+}
+
+std::vector<int> SharedMemoryAllreduce::late_ranks() const {
+    std::vector<int> late;
+    const uint64_t epoch = waiting_for_epoch_.load(std::memory_order_relaxed);
+    if (epoch == 0) return late;
+    for (int r = 0; r < size_; ++r)
+        if (r != rank_ && arrived(r).load(std::memory_order_acquire) < epoch) late.push_back(r);
+    return late;
 }
 
 void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent,

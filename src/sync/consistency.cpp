@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
@@ -9,65 +11,130 @@
 namespace ringtrain::sync {
 
 namespace {
-void fnv(uint64_t& h, const void* data, size_t n) { h = fnv1a(data, n, h); }
 
-uint64_t describe_hash(const nn::Parameter& p) {
-    uint64_t h = kFnv1aOffsetBasis;
-    fnv(h, p.name.data(), p.name.size());
-    for (int64_t d : p.value.shape()) fnv(h, &d, sizeof d);
-    return h;
+constexpr const char* kMissing = "(none)";
+constexpr size_t kValueChars = 160;  // longer values are cut in messages (a model file's array, a long path)
+constexpr size_t kGroupsShown = 4;
+
+std::string shown(const std::string& v) {
+    if (v.empty()) return "\"\"";
+    return v.size() <= kValueChars ? v : v.substr(0, kValueChars) + "...";
 }
 
-std::string describe(const nn::Parameter& p) { return "'" + p.name + "' " + shape_string(p.value.shape()); }
-
-// Rank `root`'s text, on every rank.
-std::string broadcast_string(comm::Communicator& comm, std::string s, int root) {
-    uint64_t len = s.size();
-    comm.broadcast_bytes(std::as_writable_bytes(std::span<uint64_t>(&len, 1)), root);
-    s.resize(len);
-    comm.broadcast_bytes(std::as_writable_bytes(std::span<char>(s.data(), s.size())), root);
+// "0-2, 5": ascending ranks as ranges.
+std::string rank_ranges(const std::vector<int>& ranks) {
+    std::string s;
+    for (size_t i = 0; i < ranks.size();) {
+        size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+        // Appended piece by piece: `"literal" + std::string&&` trips GCC 12's -Wrestrict false positive (PR 105329).
+        if (!s.empty()) s += ", ";
+        s += std::to_string(ranks[i]);
+        if (j > i) s.append("-").append(std::to_string(ranks[j]));
+        i = j + 1;
+    }
     return s;
 }
-}  // namespace
 
-uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params) {
-    uint64_t h = kFnv1aOffsetBasis;
-    for (const auto* p : params) {
-        const uint64_t d = describe_hash(*p);
-        fnv(h, &d, sizeof d);
+// Facts as bytes for the exchange: per fact, the key's and the value's length (8 bytes each) and text. Any bytes
+// (paths need not be UTF-8), and nothing here can throw on one rank only.
+std::string serialize(const Facts& facts) {
+    std::string s;
+    auto put = [&s](const std::string& t) {
+        const uint64_t n = t.size();
+        s.append(reinterpret_cast<const char*>(&n), sizeof n);
+        s += t;
+    };
+    for (const Fact& f : facts) {
+        put(f.key);
+        put(f.value);
     }
-    return h;
+    return s;
 }
 
-void verify_same_parameters(comm::Communicator& comm, const std::vector<nn::Parameter*>& params) {
-    const auto all = comm.allgather(parameter_layout_hash(params));
-    bool same = true;
-    for (uint64_t h : all) same = same && h == all[0];
-    if (same) return;
+Facts deserialize(const std::string& s) {
+    Facts facts;
+    size_t at = 0;
+    auto take = [&](std::string& t) {
+        uint64_t n = 0;
+        if (s.size() - at < sizeof n) return false;
+        std::memcpy(&n, s.data() + at, sizeof n);
+        at += sizeof n;
+        if (s.size() - at < n) return false;
+        t.assign(s, at, n);
+        at += n;
+        return true;
+    };
+    Fact f;
+    while (at < s.size() && take(f.key) && take(f.value)) facts.push_back(f);
+    return facts;
+}
 
-    // Find the first index where some rank differs from rank 0; every rank runs the same loop.
-    const auto counts = comm.allgather(static_cast<uint64_t>(params.size()));
-    uint64_t max_count = 0;
-    for (uint64_t c : counts) max_count = std::max(max_count, c);
-    for (uint64_t i = 0; i < max_count; ++i) {
-        const uint64_t mine = i < params.size() ? describe_hash(*params[i]) : 0;
-        const auto hs = comm.allgather(mine);
-        int odd = -1;
-        for (size_t r = 1; r < hs.size(); ++r)
-            if (hs[r] != hs[0]) {
-                odd = static_cast<int>(r);
-                break;
-            }
-        if (odd < 0) continue;
-        const std::string here = i < params.size() ? describe(*params[i]) : "(none)";
-        const std::string at0 = broadcast_string(comm, here, 0);
-        const std::string atodd = broadcast_string(comm, here, odd);
-        throw CollectiveInputError("the ranks build different models: parameter #" + std::to_string(i) + " is " + at0 +
-                         " on rank 0 but " + atodd + " on rank " + std::to_string(odd) +
-                         "; every rank must run the same model file and config");
+}  // namespace
+
+void append_json_facts(const nlohmann::json& doc, const std::string& prefix, Facts& out) {
+    const auto structured = [](const nlohmann::json& a) {
+        return std::any_of(a.begin(), a.end(), [](const nlohmann::json& e) { return e.is_structured(); });
+    };
+    if (doc.is_object() && !doc.empty()) {
+        for (const auto& [k, v] : doc.items()) append_json_facts(v, prefix.empty() ? k : prefix + "." + k, out);
+    } else if (doc.is_array() && structured(doc)) {
+        for (size_t i = 0; i < doc.size(); ++i) append_json_facts(doc[i], prefix + "[" + std::to_string(i) + "]", out);
+        out.push_back({prefix + " (elements)", std::to_string(doc.size())});
+    } else {
+        out.push_back({prefix, doc.is_string() ? doc.get<std::string>()
+                                               : doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
     }
-    throw CollectiveInputError("the ranks build different models (parameter list hashes differ); every rank must run the "
-                     "same model file and config");
+}
+
+void append_parameter_facts(const std::vector<nn::Parameter*>& params, Facts& out) {
+    out.push_back({"model parameters", std::to_string(params.size())});
+    for (size_t i = 0; i < params.size(); ++i)
+        out.push_back({"model parameter #" + std::to_string(i),
+                       "'" + params[i]->name + "' " + shape_string(params[i]->value.shape())});
+}
+
+std::optional<std::string> first_disagreement(const std::vector<Facts>& per_rank) {
+    std::vector<std::string> keys;
+    std::set<std::string> seen;
+    std::vector<std::map<std::string, std::string>> values(per_rank.size());
+    for (size_t r = 0; r < per_rank.size(); ++r)
+        for (const Fact& f : per_rank[r]) {
+            values[r].emplace(f.key, f.value);
+            if (seen.insert(f.key).second) keys.push_back(f.key);
+        }
+    for (const std::string& key : keys) {
+        std::vector<std::pair<std::string, std::vector<int>>> groups;  // value -> ranks, by first rank
+        for (size_t r = 0; r < values.size(); ++r) {
+            const auto it = values[r].find(key);
+            const std::string v = it == values[r].end() ? kMissing : it->second;
+            auto g = std::find_if(groups.begin(), groups.end(), [&v](const auto& e) { return e.first == v; });
+            if (g == groups.end()) groups.push_back({v, {}}), g = groups.end() - 1;
+            g->second.push_back(static_cast<int>(r));
+        }
+        if (groups.size() < 2) continue;
+        std::string text = "ranks disagree on " + key + ": ";
+        for (size_t i = 0; i < groups.size() && i < kGroupsShown; ++i) {
+            const auto& [v, ranks] = groups[i];
+            if (i) text += ", ";
+            text.append(ranks.size() == 1 ? "rank " : "ranks ").append(rank_ranges(ranks));
+            text.append(ranks.size() == 1 ? " has " : " have ").append(shown(v));
+        }
+        if (groups.size() > kGroupsShown) text += ", and " + std::to_string(groups.size() - kGroupsShown) + " other values";
+        return text;
+    }
+    return std::nullopt;
+}
+
+void require_same_facts(comm::Communicator& comm, const Facts& mine) {
+    const std::string text = serialize(mine);
+    const std::vector<uint64_t> digests = comm.allgather(fnv1a(text.data(), text.size()));
+    if (std::all_of(digests.begin(), digests.end(), [&](uint64_t d) { return d == digests[0]; })) return;
+    std::vector<Facts> per_rank;
+    for (const std::string& t : comm::allgather_strings(comm, text)) per_rank.push_back(deserialize(t));
+    const auto diff = first_disagreement(per_rank);
+    throw CollectiveInputError((diff ? *diff : std::string("the ranks' set-up differs (digests differ)")) +
+                               "; every rank must run the same config");
 }
 
 void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Parameter*>& params,
@@ -101,7 +168,23 @@ void run_then_agree(comm::Communicator& comm, const std::function<void()>& local
     }
     double worst = code;
     comm.allreduce(std::span<double>(&worst, 1), comm::ReduceOp::Max);
-    if (error) std::rethrow_exception(error);
+    if (error) {
+        // Every rank now knows that set-up failed (the others throw PeerFailure below), so this rank's own error can
+        // end the job cleanly too: no MPI_Abort, no launcher banner around the one line that says what is wrong.
+        try {
+            std::rethrow_exception(error);
+        } catch (const CollectiveInputError&) {
+            throw;
+        } catch (const CollectiveError&) {
+            throw;
+        } catch (const PeerFailure&) {
+            throw;
+        } catch (const InputError& e) {
+            throw CollectiveInputError(e.what());
+        } catch (const std::exception& e) {
+            throw CollectiveError(e.what());
+        }
+    }
     if (worst > 0)
         throw PeerFailure("another rank failed during set-up (its message says why)", static_cast<int>(worst));
 }
@@ -110,7 +193,7 @@ uint64_t parameter_value_hash(const std::vector<nn::Parameter*>& params) {
     uint64_t h = kFnv1aOffsetBasis;
     for (const auto* p : params) {
         const Tensor host = p->value.to(Device::CPU);
-        fnv(h, host.data(), host.numel() * sizeof(float));
+        h = fnv1a(host.data(), host.numel() * sizeof(float), h);
     }
     return h;
 }

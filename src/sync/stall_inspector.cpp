@@ -21,16 +21,22 @@ std::string StallInspector::describe(const CollectiveTag& c, double age_s) {
     return buf;
 }
 
+std::string StallInspector::late_ranks() const {
+    const std::string late = comm_.waiting_for();
+    if (late.empty()) return "";
+    return std::string(late.find(',') == std::string::npos ? "; waiting for rank " : "; waiting for ranks ") + late;
+}
+
 bool StallInspector::inspect(const CollectiveTag& c, double age_s, bool& warned) const {
     if (abort_s_ > 0 && age_s >= abort_s_) {
         char limit[64];
         std::snprintf(limit, sizeof limit, "%g", abort_s_);
-        comm_.abort(describe(c, age_s) + "; aborting the job (sync.stall_abort_s = " + limit + ")", 1);
+        comm_.abort(describe(c, age_s) + late_ranks() + "; aborting the job (sync.stall_abort_s = " + limit + ")", 1);
     }
     if (warning_s_ > 0 && !warned && age_s >= warning_s_) {
         warned = true;
-        std::fprintf(stderr, "ringtrain: rank %d: warning: %s; a rank may be stuck or dead\n", comm_.rank(),
-                     describe(c, age_s).c_str());
+        std::fprintf(stderr, "ringtrain: rank %d: warning: %s%s; a rank may be stuck or dead\n", comm_.rank(),
+                     describe(c, age_s).c_str(), late_ranks().c_str());
         std::fflush(stderr);
         return true;
     }

@@ -67,6 +67,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("sync.local_sgd_period", p.sync.local_sgd_period);
     visit("sync.stall_warning_s", p.sync.stall_warning_s);
     visit("sync.stall_abort_s", p.sync.stall_abort_s);
+    visit("sync.setup_timeout_s", p.sync.setup_timeout_s);
 
     visit("checkpoint.every_epochs", p.checkpoint.every_epochs);
     visit("checkpoint.every_steps", p.checkpoint.every_steps);

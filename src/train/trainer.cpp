@@ -7,9 +7,11 @@
 #include "ringtrain/core/memory.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/sync/setup_deadline.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/device_choice.hpp"
 #include "preflight.hpp"
+#include "plan_agreement.hpp"
 #include "trainer_parts.hpp"
 #include "training_run.hpp"
 
@@ -67,7 +69,10 @@ void TrainerParts::build_locally() {
         uploader = std::make_unique<AsyncUploader>();
     }
     build_optimizer();
+    facts = facts_to_agree(plan, config.model_path(), data, *model);
 }
+
+void TrainerParts::agree_across_ranks() { sync::require_same_facts(comm, facts); }
 
 void TrainerParts::build_optimizer() {
     const OptimizerPlan& o = plan.optimizer;
@@ -96,8 +101,7 @@ void TrainerParts::build_optimizer() {
 }
 
 void TrainerParts::build_collectively() {
-    // Every rank must build the same model before any gradient is averaged; then all start from rank 0's values.
-    sync::verify_same_parameters(comm, model->parameters());
+    // Every rank has built the same model (agree_across_ranks): all start from rank 0's values.
     sync::broadcast_from_root(comm, model->parameters(), opt->state());
     timeline = std::make_unique<telemetry::Timeline>(plan.output.timeline, rank, !plan.output.timeline.empty());
     sync::SyncOptions so;
@@ -154,8 +158,18 @@ json TrainerParts::evaluate() {
 
 Trainer::Trainer(const Config& config, comm::Communicator& comm)
     : parts_(std::make_unique<detail::TrainerParts>(config, comm)) {
-    sync::run_then_agree(comm, [this] { parts_->build_locally(); });
+    // A rank stuck in set-up (say, reading a data file that never ends) must not hold the others forever.
+    sync::SetupDeadline deadline(comm, parts_->plan.sync.setup_timeout_s);
+    deadline.enter("reading its data and building the model");
+    sync::run_then_agree(comm, [&] {
+        parts_->build_locally();
+        deadline.enter("waiting for the other ranks to read their data and build the model");
+    });
+    deadline.enter("comparing its run with the other ranks'");
+    parts_->agree_across_ranks();
+    deadline.enter("copying rank 0's parameters and making the gradient communicator");
     parts_->build_collectively();
+    deadline.disarm();
 }
 
 Trainer::~Trainer() = default;

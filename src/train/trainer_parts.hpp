@@ -16,6 +16,7 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
 #include "ringtrain/telemetry/gpu_monitor.hpp"
 #include "ringtrain/telemetry/timeline.hpp"
@@ -26,9 +27,13 @@ namespace ringtrain::train::detail {
 struct TrainerParts {
     TrainerParts(const Config& config, comm::Communicator& comm);
 
-    // Data, model, optimizer: no collectives, so a rank that fails here cannot leave the others waiting.
+    // Data, model, optimizer, and the facts every rank must share: no collectives, so a rank that fails here cannot
+    // leave the others waiting.
     void build_locally();
-    // Model agreement and rank 0's start values; gradient synchronisation. Collective.
+    // Every rank runs the same plan, model, data shape and buckets, or every rank throws CollectiveInputError naming
+    // the first difference. Collective; before any collective whose shape depends on the run.
+    void agree_across_ranks();
+    // Rank 0's start values; gradient synchronisation. Collective.
     void build_collectively();
 
     bool is_root() const { return rank == 0; }
@@ -57,6 +62,7 @@ struct TrainerParts {
     std::unique_ptr<AsyncUploader> uploader;             // GPU only
     std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
     std::string gpu_monitor_why;                         // why there is none
+    sync::Facts facts;                                   // what agree_across_ranks compares (plan_agreement.hpp)
 
 private:
     void build_optimizer();

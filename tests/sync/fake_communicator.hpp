@@ -33,9 +33,11 @@ public:
     uint64_t bytes_sent() const override { return 0; }
     uint64_t bytes_received() const override { return 0; }
     [[noreturn]] void abort(const std::string& message, int) override { throw ringtrain::Error("abort: " + message); }
+    std::string waiting_for() const override { return waiting; }
 
     std::vector<size_t> sizes;
     size_t fail_at = 1000;
+    std::string waiting;  // what waiting_for() says
 };
 
 }  // namespace sync_test

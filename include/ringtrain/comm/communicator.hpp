@@ -67,9 +67,16 @@ public:
     virtual uint64_t bytes_sent() const = 0;
     virtual uint64_t bytes_received() const = 0;
 
+    // The ranks this rank is waiting for in the collective in flight ("1, 3"), where the backend can tell (the ring's
+    // shared-memory path); "" otherwise. Safe to call from another thread (the stall watchdog's).
+    virtual std::string waiting_for() const { return {}; }
+
     // Brings the whole job down with `message` printed by this rank (MPI_Abort); never returns.
     [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
 };
+
+// Every rank's `mine`, in rank order; lengths may differ (padded to the longest for the byte gather). Collective.
+std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine);
 
 // backend: "mpi" or "ring" (and "nccl" in CUDA builds). Requires an initialised MpiRuntime.
 // Throws InputError naming the backend if it is unknown or not built.

@@ -92,6 +92,8 @@ public:
     const RingOptions& options() const { return options_; }
     // True when this communicator has a shared-memory segment (single node, enabled, created on every rank).
     bool uses_shared_memory() const { return shm_ != nullptr; }
+    // The shared-memory path's late peers (SharedMemoryAllreduce::late_ranks); "" on the MPI paths.
+    std::string waiting_for() const override;
 
 private:
     // The algorithm for a message of `count` floats, by its float32 size whatever the wire format.

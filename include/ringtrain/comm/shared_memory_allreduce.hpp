@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/half.hpp"
@@ -48,6 +49,9 @@ public:
     // the 16-bit formats (Average is scaled before the final rounding). Adds the bytes its peers read from this rank's
     // slot (sent) and that it read from theirs (received): 2(N−1)/N of the payload each way, as a ring.
     void allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent, uint64_t& received);
+    // The ranks that have not yet reached the barrier this rank waits in (empty when it waits in none): read from
+    // the arrival counters, so any thread may ask while the allreduce runs (the stall watchdog names them).
+    std::vector<int> late_ranks() const;
 
 private:
     SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems, size_t slot_bytes);
@@ -62,6 +66,7 @@ private:
     size_t chunk_elems_ = 1;  // floats per slot
     size_t slot_bytes_ = 0;
     uint64_t epoch_ = 0;      // barriers passed: our arrival counter's value
+    std::atomic<uint64_t> waiting_for_epoch_{0};  // the barrier being waited in, 0 = none (for late_ranks)
     uint64_t chunks_done_ = 0;  // chunk k uses buffer k % 2
 };
 

@@ -34,6 +34,13 @@ public:
     explicit CollectiveInputError(const std::string& message) : InputError(message) {}
 };
 
+// An Error that every rank knows about at the same point (agreed through a collective: the other ranks raise
+// PeerFailure there), so the job can end cleanly with exit code 1 instead of being aborted.
+class CollectiveError : public Error {
+public:
+    explicit CollectiveError(const std::string& message) : Error(message) {}
+};
+
 // Raised on the ranks that did not fail when another rank failed during set-up; carries that rank's exit code.
 class PeerFailure : public Error {
 public:

@@ -1,32 +1,53 @@
-// Start-up agreement between ranks: the same parameter list everywhere (checked by hash, the first mismatch
-// named on every rank instead of a hang), and rank 0's parameters and optimizer state copied to all.
+// Start-up agreement between ranks: every rank holds the same run (config, model, data shape, parameter list,
+// bucket layout; compared as Facts, the first difference named on every rank instead of a hang or a silently
+// wrong model), and rank 0's parameters and optimizer state copied to all.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/nn/layer.hpp"
 
 namespace ringtrain::sync {
 
-// Hash of parameter names and shapes, in order.
-uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params);
+// One thing every rank must hold the same: a key (a config key, or what it names, e.g. "model parameter #2") and
+// its value as text, as a message shows it.
+struct Fact {
+    std::string key, value;
+    bool operator==(const Fact&) const = default;
+};
+using Facts = std::vector<Fact>;
 
-// Throws InputError on every rank when any rank's parameter list differs, naming the first differing
-// parameter and the ranks involved. Collective: every rank must call it.
-void verify_same_parameters(comm::Communicator& comm, const std::vector<nn::Parameter*>& params);
+// Appends the leaves of `doc` under `prefix`: object members as "prefix.key", elements of arrays that hold objects
+// or arrays as "prefix[i]"; scalars and arrays of scalars are values (their JSON text, strings without quotes).
+void append_json_facts(const nlohmann::json& doc, const std::string& prefix, Facts& out);
+// "model parameters" (the count), then "model parameter #i" = "'name' [shape]" for each, in order.
+void append_parameter_facts(const std::vector<nn::Parameter*>& params, Facts& out);
+
+// The first key (rank 0's order, then keys only other ranks have) whose value is not the same on every rank, as
+// "ranks disagree on K: rank 0 has A, rank 1 has B" (ranks with one value grouped: "ranks 0-2, 5 have A");
+// nullopt when every rank holds the same facts.
+std::optional<std::string> first_disagreement(const std::vector<Facts>& per_rank);
+
+// Collective. One allgather of a digest of `mine`; only when the digests differ are the facts themselves exchanged,
+// and every rank throws the same CollectiveInputError naming the first differing key and the ranks' values.
+void require_same_facts(comm::Communicator& comm, const Facts& mine);
 
 // Copies rank 0's parameter values and the given state tensors to every rank. Collective.
 void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Parameter*>& params,
                          const std::vector<std::pair<std::string, Tensor*>>& state);
 
 // Runs `local_work` (no collectives inside) on every rank, then agrees on the outcome with one allreduce:
-// if any rank failed, failing ranks rethrow their own error and the others throw PeerFailure carrying the
-// worst exit code (2 for bad input, 1 otherwise). So a rank that cannot read its data never leaves the
-// others waiting in the next collective.
+// if any rank failed, failing ranks rethrow their own message as a CollectiveInputError (bad input) or
+// CollectiveError, and the others throw PeerFailure carrying the worst exit code (2 for bad input, 1 otherwise).
+// So a rank that cannot read its data never leaves the others waiting in the next collective, and every rank
+// can leave normally (no MPI_Abort).
 void run_then_agree(comm::Communicator& comm, const std::function<void()>& local_work);
 
 // FNV-1a hash of the bytes of every parameter value (to check ranks hold identical parameters).

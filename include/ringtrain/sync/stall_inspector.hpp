@@ -40,6 +40,9 @@ public:
     static std::string describe(const CollectiveTag& c, double age_s);
 
 private:
+    // "; waiting for rank 1" where the communicator knows who is late, else "".
+    std::string late_ranks() const;
+
     comm::Communicator& comm_;
     double warning_s_, abort_s_;
 };

@@ -145,6 +145,7 @@ struct SyncPlan {
     SyncMode mode = SyncMode::Allreduce;
     int64_t local_sgd_period = 1;
     double stall_warning_s = 0, stall_abort_s = 0;
+    double setup_timeout_s = 0;  // 0 = no limit
 };
 
 // checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.

@@ -1,0 +1,63 @@
+// facts_to_agree (see the header).
+#include "plan_agreement.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include "ringtrain/sync/bucket_layout.hpp"
+
+namespace ringtrain::train::detail {
+
+namespace {
+
+// Keys only rank 0 acts on, so other ranks may differ harmlessly: output.progress (how rank 0 draws progress) and
+// output.dir (only rank 0 reads checkpoints and writes summary, metrics and checkpoints there; on separate file
+// systems the other ranks' copies of that path do not matter). Every other key shapes the collectives (sizes,
+// counts, their order), the numbers every rank computes, or what every rank writes; paths are compared as written
+// too, because every rank of one job runs one config (the contents behind them are compared below as well: one path
+// may hold different files on two hosts).
+constexpr const char* kPerRankKeys[] = {"output.progress", "output.dir"};
+
+std::string joined(const std::vector<size_t>& v) {
+    std::string s;
+    for (size_t x : v) {
+        if (!s.empty()) s += ", ";
+        s += std::to_string(x);
+    }
+    return s;
+}
+
+bool is_per_rank_key(const std::string& key) {
+    return std::find(std::begin(kPerRankKeys), std::end(kPerRankKeys), key) != std::end(kPerRankKeys);
+}
+
+}  // namespace
+
+sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
+                           const nn::Model& model) {
+    sync::Facts plan_facts, facts;
+    sync::append_json_facts(plan.to_json(), "", plan_facts);
+    for (auto& f : plan_facts)
+        if (!is_per_rank_key(f.key)) facts.push_back(std::move(f));
+
+    // The model file as parsed (Model::from_file has just read it, so it parses): "model.layers[5].out_features".
+    std::ifstream in(model_path);
+    sync::append_json_facts(nlohmann::json::parse(in, nullptr, false), "model", facts);
+
+    facts.push_back({"training set size", std::to_string(data.train->size())});
+    facts.push_back({"test set size", std::to_string(data.test->size())});
+    facts.push_back({"training sample shape", shape_string(data.train->sample_shape())});
+    facts.push_back({"test sample shape", shape_string(data.test->sample_shape())});
+    facts.push_back({"training set classes", std::to_string(data.train->num_classes())});
+
+    const auto& params = model.parameters();
+    sync::append_parameter_facts(params, facts);
+    // The gradient buckets GradientSync starts with (a cycle-time layout is rank 0's, broadcast after step 1).
+    std::vector<size_t> sizes;
+    for (const auto* p : params) sizes.push_back(static_cast<size_t>(p->value.numel()));
+    const auto layout = sync::BucketLayout::by_size(sizes, static_cast<size_t>(plan.sync.fusion_bytes));
+    facts.push_back({"gradient buckets (tensors in each)", joined(layout.tensors_per_bucket())});
+    return facts;
+}
+
+}  // namespace ringtrain::train::detail

@@ -1,0 +1,20 @@
+// What every rank must hold the same before the first collective that depends on the run (private to train):
+// the run plan key by key, the model file's content, the data sets' sizes and sample shape, the parameter list and
+// the gradient buckets. Compared by sync::require_same_facts, which names the first difference on every rank.
+#pragma once
+
+#include <string>
+
+#include "datasets.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/train/run_plan.hpp"
+
+namespace ringtrain::train::detail {
+
+// In an order that names the cause before its effects: config keys first, then what they produce. Only
+// output.progress is left out (plan_agreement.cpp says why).
+sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
+                           const nn::Model& model);
+
+}  // namespace ringtrain::train::detail

@@ -1,0 +1,95 @@
+// Ranks started with different configs (mpirun MPMD, one --set on rank 1 only) must all exit 2 quickly, naming the
+// first differing key and both values, with nothing trained; and a rank stuck in set-up must not hold the job
+// past sync.setup_timeout_s.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "fixtures.hpp"
+
+using namespace rt_test;
+
+namespace {
+
+// Rank 0 runs `config`, rank 1 the same with `rank1_sets` added; at most 60 s.
+CommandResult run_mpmd(const std::string& config, const std::string& rank1_sets) {
+    const std::string args = " train --config " + config;
+    return run_command("timeout 60 " + mpirun(1) + binary() + args + " : -np 1 " + binary() + args + " " + rank1_sets);
+}
+
+}  // namespace
+
+TEST_CASE("ranks with different configs exit 2 naming the first differing key, nothing trained", "[train][mpi][agree]") {
+    const std::string dir = temp_dir("disagree");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    struct Case {
+        std::string set, key, rank0, rank1;
+    };
+    const Case cases[] = {
+        {"train.batch_size=32", "train.batch_size", "8", "32"},
+        {"optimizer.name=adam", "optimizer.name", "sgd", "adam"},
+        {"optimizer.lr=0.5", "optimizer.lr", "0.05", "0.5"},
+        {"sync.backend=mpi", "sync.backend", "ring", "mpi"},
+        {"sync.compression=fp16", "sync.compression", "none", "fp16"},
+        {"sync.fusion_bytes=0", "sync.fusion_bytes", "67108864", "0"},
+        {"sync.cycle_time_ms=0", "sync.cycle_time_ms", "1.0", "0.0"},
+        {"train.seed=12", "train.seed", "7", "12"},
+        {"train.max_steps=7", "train.max_steps", "0", "7"},
+        {"checkpoint.every_steps=3", "checkpoint.every_steps", "0", "3"},
+        {"data.synthetic_train_size=960", "data.synthetic_train_size", "480", "960"},
+    };
+    for (const Case& c : cases) {
+        SECTION(c.set) {
+            const std::string out = dir + "/out-" + c.key;
+            write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", out, R"(, "optimizer": {"lr": 0.05})"));
+            const auto r = run_mpmd(dir + "/c.json", "--set " + c.set);
+            INFO(r.output);
+            CHECK(r.exit_code == 2);
+            CHECK(r.seconds < 30);
+            // Both ranks say it, with both values.
+            const std::string both = "ranks disagree on " + c.key + ": rank 0 has " + c.rank0 + ", rank 1 has " +
+                                     c.rank1 + "; every rank must run the same config";
+            CHECK_THAT(r.output, Catch::Contains("rank 0: " + both));
+            CHECK_THAT(r.output, Catch::Contains("rank 1: " + both));
+            CHECK_FALSE(std::filesystem::exists(out + "/summary.json"));
+            CHECK_FALSE(std::filesystem::exists(out + "/metrics.jsonl"));
+            CHECK_FALSE(std::filesystem::exists(out + "/checkpoints"));
+        }
+    }
+}
+
+TEST_CASE("output.progress may differ between ranks: the run trains", "[train][mpi][agree]") {
+    const std::string dir = temp_dir("agree");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    // Read by rank 0 only (how it draws progress), so it is the one key left out of the agreement.
+    const std::string args = " train --config " + dir + "/c.json --set train.max_steps=3";
+    const auto ok = run_command("timeout 60 " + mpirun(1) + binary() + args + " : -np 1 " + binary() + args +
+                                " --set output.progress=lines");
+    INFO(ok.output);
+    CHECK(ok.exit_code == 0);
+    CHECK(std::filesystem::exists(dir + "/out/summary.json"));
+}
+
+TEST_CASE("a rank stuck before the agreement is aborted after sync.setup_timeout_s", "[train][mpi][agree]") {
+    const std::string dir = temp_dir("setup-timeout");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    // Rank 1's data files are FIFOs nobody writes: opening them blocks for ever.
+    const std::string fifo = dir + "/fifo-data";
+    std::filesystem::create_directories(fifo);
+    for (const char* name : {"/train-images-idx3-ubyte", "/train-labels-idx1-ubyte", "/t10k-images-idx3-ubyte",
+                             "/t10k-labels-idx1-ubyte"})
+        REQUIRE(mkfifo((fifo + name).c_str(), 0600) == 0);
+    const std::string timeout = " --set sync.setup_timeout_s=3";
+    const auto r = run_mpmd(dir + "/c.json", timeout + " --set data.format=idx --set data.dir=" + fifo +
+                                                 " --set data.mean=0 --set data.std=1" + timeout);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);  // not killed by `timeout`
+    CHECK(r.seconds < 30);
+    CHECK_THAT(r.output, Catch::Contains("set-up has not finished after 3 s (sync.setup_timeout_s = 3)"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/out/summary.json"));
+}
