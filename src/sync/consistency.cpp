@@ -189,6 +189,17 @@ void run_then_agree(comm::Communicator& comm, const std::function<void()>& local
         throw PeerFailure("another rank failed during set-up (its message says why)", static_cast<int>(worst));
 }
 
+uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params) {
+    uint64_t h = kFnv1aOffsetBasis;
+    for (const auto* p : params) {
+        h = fnv1a(p->name.data(), p->name.size(), h);
+        for (int64_t d : p->value.shape()) h = fnv1a(&d, sizeof d, h);
+        const uint64_t end = p->value.shape().size();  // separates one parameter from the next
+        h = fnv1a(&end, sizeof end, h);
+    }
+    return h;
+}
+
 uint64_t parameter_value_hash(const std::vector<nn::Parameter*>& params) {
     uint64_t h = kFnv1aOffsetBasis;
     for (const auto* p : params) {

@@ -43,6 +43,9 @@ void require_same_facts(comm::Communicator& comm, const Facts& mine);
 void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Parameter*>& params,
                          const std::vector<std::pair<std::string, Tensor*>>& state);
 
+// Hash of parameter names and shapes, in order (stored in checkpoints: a checkpoint of another model is refused).
+uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params);
+
 // Runs `local_work` (no collectives inside) on every rank, then agrees on the outcome with one allreduce:
 // if any rank failed, failing ranks rethrow their own message as a CollectiveInputError (bad input) or
 // CollectiveError, and the others throw PeerFailure carrying the worst exit code (2 for bad input, 1 otherwise).
