@@ -19,9 +19,10 @@ targets=(test_core test_ops test_nn test_optim test_data test_half test_telemetr
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # Open MPI's own allocations live until MPI_Finalize and beyond: leak reports would be about libmpi, not us.
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
+# An allocation over 4 GiB throws std::bad_alloc (the fuzz driver reports it with its input) instead of being granted.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:max_allocation_size_mb=4096:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp:${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:max_allocation_size_mb=4096:allocator_may_return_null=1:suppressions=$root/scripts/tsan.supp:${TSAN_OPTIONS:-}"
 # OpenBLAS and OpenMP threads are not instrumented: one compute thread keeps TSan's view to our own threads.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$build"
