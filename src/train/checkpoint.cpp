@@ -239,6 +239,61 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
     });
 }
 
+namespace {
+
+// The loop position and RNG states of a verified header, checked for consistency.
+LoopState read_position(const HeaderReader& r, const json& header) {
+    LoopState s;
+    s.epoch = r.integer("epoch", 0);
+    s.step_in_epoch = r.integer("step_in_epoch", 0);
+    s.global_step = r.integer("global_step", 0);
+    s.steps_per_epoch = r.integer("steps_per_epoch", 1);
+    s.world_size = r.integer("world_size", 1);
+    s.epoch_loss_sum = r.number("epoch_loss_sum");
+    s.epoch_samples = r.number("epoch_samples");
+    if (s.step_in_epoch > s.steps_per_epoch)
+        r.fail("step_in_epoch " + std::to_string(s.step_in_epoch) + " is past the epoch's " +
+               std::to_string(s.steps_per_epoch) + " steps");
+    if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
+        s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
+        r.fail("global_step " + std::to_string(s.global_step) + " disagrees with epoch " + std::to_string(s.epoch) +
+               " x " + std::to_string(s.steps_per_epoch) + " steps + step_in_epoch " + std::to_string(s.step_in_epoch));
+    if (s.epoch_samples < 0) r.fail("key 'epoch_samples' is negative");
+    const json& rngs = r.at("rng_states", &json::is_array, "an array");
+    if (static_cast<int64_t>(rngs.size()) != s.world_size) r.fail("has " + std::to_string(rngs.size()) + " rng_states for world_size " + std::to_string(s.world_size));
+    for (const json& st : rngs) {
+        if (!st.is_array() || st.size() != 4 || !std::all_of(st.begin(), st.end(), [](const json& w) { return w.is_number_unsigned(); }))
+            r.fail("key 'rng_states' holds something other than four unsigned words per rank");
+        s.rng_states.push_back(st.get<Rng::State>());
+    }
+    const auto extra = header.find("extra");
+    s.extra = extra != header.end() && extra->is_object() ? *extra : json::object();
+    return s;
+}
+
+// Reads every tensor of `list` from `offset` on, checking each one's CRC-32C and finiteness; keeps the first `keep`.
+std::vector<Tensor> read_verified_tensors(std::ifstream& in, const std::string& path,
+                                          const std::vector<TensorEntry>& list, uint64_t offset, size_t keep) {
+    std::vector<Tensor> loaded;
+    in.seekg(static_cast<std::streamoff>(offset));
+    for (size_t i = 0; i < list.size(); ++i) {
+        const TensorEntry& t = list[i];
+        Tensor host(t.shape);
+        in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(t.numel * 4));
+        if (!in) throw CheckpointUnreadable(path + ": checkpoint is truncated (while reading '" + t.name + "')");
+        if (crc32c(bytes_of(host.data(), t.numel)) != t.crc)
+            throw CheckpointUnreadable(path + ": tensor '" + t.name + "' fails its checksum; the file is damaged");
+        const auto bad = std::find_if(host.data(), host.data() + t.numel, [](float v) { return !std::isfinite(v); });
+        if (bad != host.data() + t.numel)
+            throw InputError(path + ": tensor '" + t.name + "' holds " + std::to_string(*bad) + " at element " +
+                             std::to_string(bad - host.data()) + "; the run that wrote it had diverged");
+        if (i < keep) loaded.push_back(std::move(host));
+    }
+    return loaded;
+}
+
+}  // namespace
+
 LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
                           optim::Optimizer* opt) {
     std::error_code ec;
@@ -293,32 +348,7 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
         throw InputError(path + ": checkpoint format " + header["version"].dump() + ", this ringtrain reads format " +
                          std::to_string(kVersion) + "; use the ringtrain that wrote it");
 
-    // 2. The loop position, self-consistent.
-    LoopState s;
-    s.epoch = r.integer("epoch", 0);
-    s.step_in_epoch = r.integer("step_in_epoch", 0);
-    s.global_step = r.integer("global_step", 0);
-    s.steps_per_epoch = r.integer("steps_per_epoch", 1);
-    s.world_size = r.integer("world_size", 1);
-    s.epoch_loss_sum = r.number("epoch_loss_sum");
-    s.epoch_samples = r.number("epoch_samples");
-    if (s.step_in_epoch > s.steps_per_epoch)
-        r.fail("step_in_epoch " + std::to_string(s.step_in_epoch) + " is past the epoch's " +
-               std::to_string(s.steps_per_epoch) + " steps");
-    if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
-        s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
-        r.fail("global_step " + std::to_string(s.global_step) + " disagrees with epoch " + std::to_string(s.epoch) +
-               " x " + std::to_string(s.steps_per_epoch) + " steps + step_in_epoch " + std::to_string(s.step_in_epoch));
-    if (s.epoch_samples < 0) r.fail("key 'epoch_samples' is negative");
-    const json& rngs = r.at("rng_states", &json::is_array, "an array");
-    if (static_cast<int64_t>(rngs.size()) != s.world_size) r.fail("has " + std::to_string(rngs.size()) + " rng_states for world_size " + std::to_string(s.world_size));
-    for (const json& st : rngs) {
-        if (!st.is_array() || st.size() != 4 || !std::all_of(st.begin(), st.end(), [](const json& w) { return w.is_number_unsigned(); }))
-            r.fail("key 'rng_states' holds something other than four unsigned words per rank");
-        s.rng_states.push_back(st.get<Rng::State>());
-    }
-    const auto extra = header.find("extra");
-    s.extra = extra != header.end() && extra->is_object() ? *extra : json::object();
+    LoopState s = read_position(r, header);
     const json& opt_rec = header.contains("optimizer") ? header["optimizer"] : json();
     if (!opt_rec.is_null() && !(opt_rec.is_object() && opt_rec.contains("name") && opt_rec["name"].is_string() &&
                                 opt_rec.contains("steps") && opt_rec["steps"].is_number_unsigned()))
@@ -351,21 +381,7 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     }
 
     // 4. Every tensor read and verified before any is restored, so a damaged file changes nothing.
-    std::vector<Tensor> loaded;
-    in.seekg(static_cast<std::streamoff>(kPrefixBytes + len));
-    for (size_t i = 0; i < list.size(); ++i) {
-        const TensorEntry& t = list[i];
-        Tensor host(t.shape);
-        in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(t.numel * 4));
-        if (!in) throw CheckpointUnreadable(path + ": checkpoint is truncated (while reading '" + t.name + "')");
-        if (crc32c(bytes_of(host.data(), t.numel)) != t.crc)
-            throw CheckpointUnreadable(path + ": tensor '" + t.name + "' fails its checksum; the file is damaged");
-        const auto bad = std::find_if(host.data(), host.data() + t.numel, [](float v) { return !std::isfinite(v); });
-        if (bad != host.data() + t.numel)
-            throw InputError(path + ": tensor '" + t.name + "' holds " + std::to_string(*bad) + " at element " +
-                             std::to_string(bad - host.data()) + "; the run that wrote it had diverged");
-        if (i < want.size()) loaded.push_back(std::move(host));
-    }
+    const std::vector<Tensor> loaded = read_verified_tensors(in, path, list, kPrefixBytes + len, want.size());
     for (size_t i = 0; i < loaded.size(); ++i) want[i].second->copy_from(loaded[i]);
     if (opt) opt->set_steps_taken(opt_rec["steps"].get<int64_t>());
     return s;
