@@ -1,0 +1,56 @@
+// SparseGradientSync: averages a sparse gradient (SparseRows) plus a small dense part (the bias) across ranks,
+// choosing per step between two ways (sync.sparse):
+//   allgather — every rank's (row ids, values) gathered, then merged locally (Horovod's IndexedSlices path);
+//   dense     — scattered into a dense [num_rows x width] buffer and allreduced (Horovod's sparse_as_dense);
+//   auto      — whichever moves fewer bytes this step, decided from every rank's row count (a tiny allgather that
+//               every step does first, so all ranks pick the same way).
+// Both give the same result: the union of the ranks' rows, values summed and divided by the world size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/sparse_rows.hpp"
+
+namespace ringtrain::sync {
+
+enum class SparseSyncMethod { Auto, Allgather, Dense };
+
+struct SparseSyncStats {
+    int64_t allgather_steps = 0;  // steps combined by allgather + merge
+    int64_t dense_steps = 0;      // steps combined by a dense allreduce
+    uint64_t bytes_allgather = 0; // payload bytes this rank sent on the allgather steps
+    uint64_t bytes_dense = 0;     // payload bytes this rank sent on the dense steps (the ring's 2(N-1)/N share)
+};
+
+class SparseGradientSync {
+public:
+    // num_rows x width is the sparse table's shape (features x out_features). Keeps a reference to comm.
+    SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method);
+    ~SparseGradientSync();
+    SparseGradientSync(const SparseGradientSync&) = delete;
+    SparseGradientSync& operator=(const SparseGradientSync&) = delete;
+
+    // Replaces `grad` (this rank's rows, sorted unique) by the rank average and `dense` by its rank average.
+    // Collective: every rank calls it once per step, also a rank whose batch touched no row.
+    void average(SparseRows& grad, std::span<float> dense);
+
+    // Which way `method` would combine rows_per_rank (each rank's row count) on `world` ranks, and the payload
+    // bytes each rank would send by either way: the arithmetic auto uses, exposed for tests and the benchmark.
+    struct Choice {
+        SparseSyncMethod method;
+        uint64_t allgather_bytes, dense_bytes;
+    };
+    static Choice choose(SparseSyncMethod method, std::span<const int64_t> rows_per_rank, int64_t num_rows,
+                         int64_t width);
+
+    const SparseSyncStats& stats() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace ringtrain::sync
