@@ -31,7 +31,9 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 # An allocation over 4 GiB throws std::bad_alloc (the fuzz driver reports it with its input) instead of being granted.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:max_allocation_size_mb=4096:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:max_allocation_size_mb=4096:allocator_may_return_null=1:suppressions=$root/scripts/tsan.supp:${TSAN_OPTIONS:-}"
+# history_size=7: the largest per-thread history, so the earlier access of a race inside Open MPI keeps its stack
+# (without it, "failed to restore the stack" and the module suppressions in tsan.supp cannot match).
+export TSAN_OPTIONS="halt_on_error=1:history_size=7:second_deadlock_stack=1:max_allocation_size_mb=4096:allocator_may_return_null=1:suppressions=$root/scripts/tsan.supp:${TSAN_OPTIONS:-}"
 # OpenBLAS and OpenMP threads are not instrumented: one compute thread keeps TSan's view to our own threads.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$build"
