@@ -5,6 +5,16 @@
 //   auto      — whichever moves fewer bytes this step, decided from every rank's row count (a tiny allgather that
 //               every step does first, so all ranks pick the same way).
 // Both give the same result: the union of the ranks' rows, values summed and divided by the world size.
+//
+// Bytes each way moves per step (what choose() compares; N ranks, rows_r = rank r's row count, w = width,
+// R = num_rows; the small dense part is left out of both, it is the same few bytes either way):
+//   allgather: every rank's (4-byte id + 4w-byte row) reaches the N-1 others; per rank on average
+//              A = (N-1)/N * sum_r rows_r * (4 + 4w)
+//   dense:     a ring allreduce sends 2(N-1)/N of its buffer per rank; the buffer is the R*w table plus a packed
+//              touched-count per row (the union of the ranks' rows must come back: a row whose sum is 0 is still
+//              returned), floor(24/b) rows per float with b = bit_width(N), exact in float32 sums:
+//              D = 2(N-1)/N * 4 * (R*w + ceil(R / floor(24/b)))
+//   auto picks allgather when A <= D. One rank: nothing moves (A = D = 0, allgather).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +33,9 @@ struct SparseSyncStats {
     int64_t dense_steps = 0;      // steps combined by a dense allreduce
     uint64_t bytes_allgather = 0; // payload bytes this rank sent on the allgather steps
     uint64_t bytes_dense = 0;     // payload bytes this rank sent on the dense steps (the ring's 2(N-1)/N share)
+    // Both byte counts are the model above applied to this rank (allgather: its own ids, rows and dense part sent
+    // to N-1 peers; dense: 2(N-1)/N of the whole buffer incl. the dense part), not a transport counter, so they
+    // mean the same on every backend. The per-step count exchange (8 bytes to N-1 peers) is not included.
 };
 
 class SparseGradientSync {
