@@ -15,13 +15,15 @@ namespace ringtrain::cli {
 namespace {
 
 const char* kMakeClicklogUsage = R"(Usage:
-  ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json]
+  ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--model-seed M] [--truth FILE.json]
                           [--hash-bits B] [--criteo-integers log2|hash] [--features F]
                           [--bias X] [--weight-scale X] [--zipf X]
 Writes N rows drawn from a known logistic model (label ~ Bernoulli(sigmoid(bias + w.x)) on exactly the features
 the reader parses); --truth writes the model's description and its log loss on the rows (the target a trained
 model approaches). criteo: 40 tab-separated columns, features hashed into 2^B (default 20); libsvm: ids 1..F
-(default 1000). Defaults: seed 1, bias -1.5, weight scale 0.25, Zipf exponent 1.2.
+(default 1000). --seed draws the rows, --model-seed the true weights: a training and a test file with different
+seeds and the same model seed come from the same model. Defaults: seed 1, model seed 1, bias -1.5, weight scale
+0.25, Zipf exponent 1.2.
 )";
 
 template <class T>
@@ -44,7 +46,7 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
                 std::fputs(kMakeClicklogUsage, stdout);
                 return 0;
             }
-            static const char* known[] = {"--format", "--rows", "--out", "--seed", "--truth", "--hash-bits",
+            static const char* known[] = {"--format", "--rows", "--out", "--seed", "--model-seed", "--truth", "--hash-bits",
                                           "--criteo-integers", "--features", "--bias", "--weight-scale", "--zipf"};
             bool ok = false;
             for (const char* k : known) ok = ok || flag == k;
@@ -65,6 +67,7 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
             throw InputError("make-clicklog: --format must be criteo or libsvm (got '" + a["--format"] + "')");
         spec.rows = number<int64_t>("--rows", a["--rows"]);
         if (a.count("--seed")) spec.seed = number<uint64_t>("--seed", a["--seed"]);
+        if (a.count("--model-seed")) spec.model_seed = number<uint64_t>("--model-seed", a["--model-seed"]);
         if (a.count("--hash-bits")) spec.hash_bits = number<int>("--hash-bits", a["--hash-bits"]);
         if (a.count("--features")) spec.features = number<int64_t>("--features", a["--features"]);
         if (a.count("--bias")) spec.bias = number<double>("--bias", a["--bias"]);

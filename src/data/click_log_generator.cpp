@@ -139,8 +139,8 @@ double binary_entropy(double p) {
 
 }  // namespace
 
-double click_log_true_weight(uint64_t seed, double weight_scale, uint64_t feature) {
-    const uint64_t s = mix64(seed ^ 0x77656967687473ULL);
+double click_log_true_weight(uint64_t model_seed, double weight_scale, uint64_t feature) {
+    const uint64_t s = mix64(model_seed ^ 0x77656967687473ULL);
     const uint64_t a = mix64(s + (2 * feature + 1) * kGoldenGamma), b = mix64(s + (2 * feature + 2) * kGoldenGamma);
     const double u1 = (static_cast<double>(a >> 11) + 0.5) * 0x1p-53, u2 = static_cast<double>(b >> 11) * 0x1p-53;
     return weight_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
@@ -166,7 +166,7 @@ ClickLogTruth generate_click_log(const ClickLogSpec& spec, const std::string& pa
     truth.num_features = parser->num_features();
     std::vector<float> w(static_cast<size_t>(truth.num_features));
     for (size_t j = 0; j < w.size(); ++j)
-        w[j] = static_cast<float>(click_log_true_weight(spec.seed, spec.weight_scale, j));
+        w[j] = static_cast<float>(click_log_true_weight(spec.model_seed, spec.weight_scale, j));
 
     std::vector<ZipfTable> zipf;
     if (criteo) {
@@ -222,6 +222,7 @@ nlohmann::json ClickLogTruth::to_json() const {
     j["format"] = criteo ? "criteo" : "libsvm";
     j["rows"] = spec.rows;
     j["seed"] = spec.seed;
+    j["model_seed"] = spec.model_seed;
     if (criteo) {
         j["hash_bits"] = spec.hash_bits;
         j["criteo_integers"] = spec.criteo_integers == CriteoIntegers::Log2 ? "log2" : "hash";
@@ -235,7 +236,7 @@ nlohmann::json ClickLogTruth::to_json() const {
     j["weights"] =
         "w_j = weight_scale * z_j for every parsed feature id j (0-based), z_j = sqrt(-2 ln u1) cos(2 pi u2), "
         "u1 = ((a >> 11) + 0.5) / 2^53, u2 = (b >> 11) / 2^53, a = mix64(s + (2j+1)G), b = mix64(s + (2j+2)G), "
-        "s = mix64(seed ^ 0x77656967687473), G = 0x9E3779B97F4A7C15, mix64 = SplitMix64's finaliser "
+        "s = mix64(model_seed ^ 0x77656967687473), G = 0x9E3779B97F4A7C15, mix64 = SplitMix64's finaliser "
         "(ringtrain::data::click_log_true_weight)";
     j["label"] = "Bernoulli(sigmoid(bias + w . x)), x = the features the reader parses from the line";
     j["zipf_exponent"] = spec.zipf_exponent;

@@ -40,7 +40,7 @@ double reread_logloss(const ClickLogTruth& truth, const SparseReaderOptions& o, 
             const auto val = b.row_values(r);
             for (size_t k = 0; k < idx.size(); ++k)
                 z += static_cast<double>(static_cast<float>(
-                         click_log_true_weight(truth.spec.seed, truth.spec.weight_scale, idx[k]))) * val[k];
+                         click_log_true_weight(truth.spec.model_seed, truth.spec.weight_scale, idx[k]))) * val[k];
             sum += b.labels[static_cast<size_t>(r)] > 0.5f ? std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
             ++rows;
         }
@@ -86,6 +86,7 @@ TEST_CASE("generated libsvm files parse and follow the true model") {
     spec.format = SparseFormat::Libsvm;
     spec.rows = 4000;
     spec.seed = 5;
+    spec.model_seed = 8;
     spec.features = 300;
     spec.weight_scale = 0.5;
     const ClickLogTruth truth = generate_click_log(spec, dir.file("l.svm"));
@@ -112,6 +113,11 @@ TEST_CASE("the generator's output depends only on its seed") {
     generate_click_log(spec, dir.file("c.txt"));
     CHECK(slurp(dir.file("a.txt")) == slurp(dir.file("b.txt")));
     CHECK(slurp(dir.file("a.txt")) != slurp(dir.file("c.txt")));
+    spec.seed = 9;
+    spec.model_seed = 2;  // same rows' features, another model: some labels differ
+    generate_click_log(spec, dir.file("d.txt"));
+    CHECK(slurp(dir.file("a.txt")) != slurp(dir.file("d.txt")));
+    CHECK(slurp(dir.file("a.txt")).size() == slurp(dir.file("d.txt")).size());
     // The stated weight formula, pinned (a saved truth file must keep meaning the same weights).
     CHECK(click_log_true_weight(1, 1.0, 0) == Approx(click_log_true_weight(1, 2.0, 0) / 2));
     double mean = 0, var = 0;

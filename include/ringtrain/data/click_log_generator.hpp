@@ -6,7 +6,7 @@
 // True weights live on the parsed feature space (criteo: the 2^hash_bits hashed ids; libsvm: 0-based ids):
 //   w_j = weight_scale * z_j, z_j = sqrt(-2 ln u1) cos(2 pi u2) (Box-Muller) with
 //   u1 = ((a >> 11) + 0.5) / 2^53, u2 = (b >> 11) / 2^53, a = mix64(s + (2j+1)·G), b = mix64(s + (2j+2)·G),
-//   s = mix64(seed ^ 0x77656967687473), G = 0x9E3779B97F4A7C15 (mix64: core/hash.hpp).
+//   s = mix64(model_seed ^ 0x77656967687473), G = 0x9E3779B97F4A7C15 (mix64: core/hash.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ namespace ringtrain::data {
 struct ClickLogSpec {
     SparseFormat format = SparseFormat::Criteo;
     int64_t rows = 100000;
-    uint64_t seed = 1;
+    uint64_t seed = 1;        // the rows (values, labels)
+    uint64_t model_seed = 1;  // the true weights: files with different `seed` and the same model_seed share a model
     int hash_bits = 20;                                     // criteo: the feature space of the weights
     CriteoIntegers criteo_integers = CriteoIntegers::Log2;  // criteo: the transform the reader will use
     int64_t features = 1000;                                // libsvm: ids 1..features (1-based in the file)
@@ -41,7 +42,7 @@ struct ClickLogTruth {
 };
 
 // The true weight of feature `feature` (see the formula above).
-double click_log_true_weight(uint64_t seed, double weight_scale, uint64_t feature);
+double click_log_true_weight(uint64_t model_seed, double weight_scale, uint64_t feature);
 
 // Writes spec.rows rows to `path` (gzip when it ends in ".gz"). Throws InputError for a bad spec or an
 // unwritable path.
