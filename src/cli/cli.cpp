@@ -22,6 +22,7 @@
 #include "ringtrain/train/device_choice.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
+#include "make_clicklog.hpp"
 
 namespace ringtrain::cli {
 
@@ -33,6 +34,7 @@ Usage:
   ringtrain train --config FILE [--set key=value]... [--timeline TRACE.json]
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
+  ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
   ringtrain --help | --help-config | --version
 
 Examples:
@@ -186,6 +188,7 @@ int exit_code_for(const std::exception& e) {
 }  // namespace
 
 int run(int argc, char** argv, int world_rank, int world_size) {
+    if (argc > 1 && std::string(argv[1]) == "make-clicklog") return run_make_clicklog(argc, argv, world_size);
     Args args;
     try {
         args = parse(argc, argv);
@@ -208,7 +211,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
         if (world_rank == 0)
-            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval or info (see --help)\n",
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info or make-clicklog (see --help)\n",
                      args.command.c_str());
         return 2;
     }
