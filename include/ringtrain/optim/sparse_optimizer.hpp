@@ -1,0 +1,72 @@
+// Sparse optimizers: update only the rows of a sparse layer's table that a (merged, rank-averaged) gradient lists,
+// plus its small dense bias. The rows a step does not list are left exactly as they are, which is what the dense
+// update with zero gradient rows does for all three (SGD: w -= lr*0; AdaGrad: the sum grows by 0; FTRL: z and n
+// unchanged, and w is already the function of them below), so touching only listed rows is exact, not an
+// approximation (FTRL: at a constant alpha, its own assumption; under an lr schedule an untouched weight keeps the
+// alpha of its last update, as in the paper's lazy per-coordinate form). Per coordinate, with g its gradient and lr
+// this step's learning rate:
+//   sgd:     w -= lr * g
+//   adagrad: s += g^2;  w -= lr * g / (sqrt(s) + eps)               (s starts at initial_accumulator; PyTorch's form)
+//   ftrl:    FTRL-Proximal (McMahan et al. 2013, "Ad Click Prediction: a View from the Trenches", Algorithm 1),
+//            alpha = lr:   sigma = (sqrt(n + g^2) - sqrt(n)) / alpha;  z += g - sigma * w;  n += g^2;
+//            w = 0 if |z| <= l1, else -(z - sign(z) * l1) / ((beta + sqrt(n)) / alpha + l2)
+//            (z, n start at 0, so w = 0 matches the zero-initialised table). The bias follows the same rule with
+//            l1 = l2 = 0: it is one always-present feature, and shrinking it towards 0 would pull every prediction
+//            towards a 50% click rate, far from click logs' few percent. FTRL assumes a constant alpha; a schedule
+//            changes it between steps, and lr must stay positive.
+// Arithmetic per coordinate is in double, the state is stored in float32.
+// A SparseOptimizer is an optim::Optimizer, so checkpoints save and restore its state tensors ("<param>.<suffix>")
+// and step count with the dense code's functions.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ringtrain/core/sparse_rows.hpp"
+#include "ringtrain/nn/layer.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+
+namespace ringtrain::optim {
+
+struct SparseOptimizerOptions {
+    std::string name = "adagrad";      // sgd | adagrad | ftrl
+    float initial_accumulator = 0.0f;  // adagrad: s's start (PyTorch's default 0; TensorFlow's is 0.1)
+    float eps = 1e-10f;                // adagrad (PyTorch's default)
+    float beta = 1.0f;                 // ftrl (the paper finds beta = 1 usually good enough)
+    float l1 = 0.0f, l2 = 0.0f;        // ftrl
+};
+
+class SparseOptimizer : public Optimizer {
+public:
+    // One update: grad (width K = the bias size, rows sorted, unique and below the table's row count) to those rows
+    // of the table, bias_grad (K values) to the bias. Counts a step. Error for a gradient that does not fit.
+    void apply(const SparseRows& grad, std::span<const float> bias_grad, float lr);
+    // Optimizer::step: apply() of the gradient named by bind_gradient (the trainer's buffers, which backward fills
+    // and the sparse sync averages before the step). Error when none is bound.
+    void step(float lr) override;
+    void bind_gradient(const SparseRows* grad, std::span<const float> bias_grad) {
+        bound_grad_ = grad;
+        bound_bias_grad_ = bias_grad;
+    }
+
+protected:
+    // weight [rows, K] and bias [K]: a SparseLinear's parameters (borrowed; they must outlive the optimizer).
+    SparseOptimizer(nn::Parameter& weight, nn::Parameter& bias);
+    virtual void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) = 0;
+
+    nn::Parameter& weight_;
+    nn::Parameter& bias_;
+    int64_t rows_, width_;
+
+private:
+    const SparseRows* bound_grad_ = nullptr;
+    std::span<const float> bound_bias_grad_;
+};
+
+// InputError for an unknown name ("sgd", "adagrad" or "ftrl") or an option out of range (naming the key
+// optimizer.<option>); Error when weight and bias do not have the shapes above.
+std::unique_ptr<SparseOptimizer> make_sparse_optimizer(const SparseOptimizerOptions& options, nn::Parameter& weight,
+                                                       nn::Parameter& bias);
+
+}  // namespace ringtrain::optim

@@ -1,0 +1,176 @@
+// SGD, AdaGrad and FTRL-Proximal over a sparse layer's touched rows (formulas in the header).
+#include <cmath>
+#include <string>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/optim/sparse_optimizer.hpp"
+
+namespace ringtrain::optim {
+
+SparseOptimizer::SparseOptimizer(nn::Parameter& weight, nn::Parameter& bias) : weight_(weight), bias_(bias) {
+    if (weight.value.ndim() != 2 || bias.value.ndim() != 1 || weight.value.dim(1) != bias.value.dim(0))
+        throw Error("sparse optimizer: " + weight.name + " " + shape_string(weight.value.shape()) + " and " + bias.name +
+                    " " + shape_string(bias.value.shape()) + " are not a [rows, K] table and a [K] bias");
+    if (weight.value.device() != Device::CPU || bias.value.device() != Device::CPU)
+        throw Error("sparse optimizer: the sparse model lives in host memory");
+    rows_ = weight.value.dim(0);
+    width_ = weight.value.dim(1);
+}
+
+void SparseOptimizer::apply(const SparseRows& grad, std::span<const float> bias_grad, float lr) {
+    // A gradient that does not fit would write outside the table, so it is checked (O(rows), next to the update).
+    if (static_cast<int64_t>(bias_grad.size()) != width_ || (grad.width != width_ && !grad.rows.empty()) ||
+        grad.values.size() != grad.rows.size() * static_cast<size_t>(width_))
+        throw Error("sparse optimizer: gradient of width " + std::to_string(grad.width) + " with " +
+                    std::to_string(grad.rows.size()) + " rows, " + std::to_string(grad.values.size()) + " values and " +
+                    std::to_string(bias_grad.size()) + " bias values does not fit " + weight_.name + " " +
+                    shape_string(weight_.value.shape()));
+    for (size_t i = 0; i < grad.rows.size(); ++i)
+        if (grad.rows[i] >= static_cast<uint64_t>(rows_) || (i > 0 && grad.rows[i] <= grad.rows[i - 1]))
+            throw Error("sparse optimizer: gradient row " + std::to_string(grad.rows[i]) + " is past " +
+                        std::to_string(rows_) + " rows or out of order");
+    update(grad, bias_grad, lr);
+    ++steps_;
+}
+
+void SparseOptimizer::step(float lr) {
+    if (!bound_grad_) throw Error("sparse optimizer: step() before bind_gradient()");
+    apply(*bound_grad_, bound_bias_grad_, lr);
+}
+
+namespace {
+
+class SparseSgd final : public SparseOptimizer {
+public:
+    SparseSgd(nn::Parameter& w, nn::Parameter& b) : SparseOptimizer(w, b) {}
+    std::string name() const override { return "sgd"; }
+    std::vector<std::pair<std::string, Tensor*>> state() override { return {}; }
+
+private:
+    void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) override {
+        float* W = weight_.value.data();
+        for (int64_t i = 0; i < grad.count(); ++i) {
+            float* w = W + static_cast<int64_t>(grad.rows[static_cast<size_t>(i)]) * width_;
+            const auto g = grad.row(i);
+            for (int64_t k = 0; k < width_; ++k) w[k] -= lr * g[static_cast<size_t>(k)];
+        }
+        float* b = bias_.value.data();
+        for (int64_t k = 0; k < width_; ++k) b[k] -= lr * bias_grad[static_cast<size_t>(k)];
+    }
+};
+
+class SparseAdagrad final : public SparseOptimizer {
+public:
+    SparseAdagrad(nn::Parameter& w, nn::Parameter& b, const SparseOptimizerOptions& o)
+        : SparseOptimizer(w, b),
+          eps_(o.eps),
+          sum_w_(Tensor::filled(w.value.shape(), o.initial_accumulator)),
+          sum_b_(Tensor::filled(b.value.shape(), o.initial_accumulator)) {}
+    std::string name() const override { return "adagrad"; }
+    std::vector<std::pair<std::string, Tensor*>> state() override {
+        return {{weight_.name + ".adagrad_sum", &sum_w_}, {bias_.name + ".adagrad_sum", &sum_b_}};
+    }
+
+private:
+    void coordinate(float& w, float& s, float g, float lr) const {
+        const double s_new = static_cast<double>(s) + static_cast<double>(g) * g;
+        s = static_cast<float>(s_new);
+        w = static_cast<float>(w - static_cast<double>(lr) * g / (std::sqrt(static_cast<double>(s)) + eps_));
+    }
+    void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) override {
+        float* W = weight_.value.data();
+        float* S = sum_w_.data();
+        for (int64_t i = 0; i < grad.count(); ++i) {
+            const int64_t off = static_cast<int64_t>(grad.rows[static_cast<size_t>(i)]) * width_;
+            const auto g = grad.row(i);
+            for (int64_t k = 0; k < width_; ++k) coordinate(W[off + k], S[off + k], g[static_cast<size_t>(k)], lr);
+        }
+        for (int64_t k = 0; k < width_; ++k)
+            coordinate(bias_.value.data()[k], sum_b_.data()[k], bias_grad[static_cast<size_t>(k)], lr);
+    }
+
+    double eps_;
+    Tensor sum_w_, sum_b_;
+};
+
+class SparseFtrl final : public SparseOptimizer {
+public:
+    SparseFtrl(nn::Parameter& w, nn::Parameter& b, const SparseOptimizerOptions& o)
+        : SparseOptimizer(w, b),
+          beta_(o.beta),
+          l1_(o.l1),
+          l2_(o.l2),
+          z_w_(Tensor::zeros(w.value.shape())),
+          n_w_(Tensor::zeros(w.value.shape())),
+          z_b_(Tensor::zeros(b.value.shape())),
+          n_b_(Tensor::zeros(b.value.shape())) {}
+    std::string name() const override { return "ftrl"; }
+    std::vector<std::pair<std::string, Tensor*>> state() override {
+        return {{weight_.name + ".ftrl_z", &z_w_}, {weight_.name + ".ftrl_n", &n_w_},
+                {bias_.name + ".ftrl_z", &z_b_}, {bias_.name + ".ftrl_n", &n_b_}};
+    }
+
+private:
+    // One coordinate of Algorithm 1: the z, n update with this step's gradient, then w recomputed from the stored
+    // (float) z and n, so that w stays exactly the function of the state: a zero gradient then changes nothing.
+    void coordinate(float& w, float& z, float& n, float g, double alpha, double l1, double l2) const {
+        const double gd = g, n_old = n;
+        const double n_new = n_old + gd * gd;
+        const double sigma = (std::sqrt(n_new) - std::sqrt(n_old)) / alpha;
+        z = static_cast<float>(z + gd - sigma * w);
+        n = static_cast<float>(n_new);
+        const double zs = z, ns = n;
+        if (std::fabs(zs) <= l1) {
+            w = 0.0f;
+        } else {
+            const double sign = zs < 0.0 ? -1.0 : 1.0;
+            w = static_cast<float>(-(zs - sign * l1) / ((beta_ + std::sqrt(ns)) / alpha + l2));
+        }
+    }
+    void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) override {
+        if (!(lr > 0.0f))
+            throw Error("ftrl: the learning rate (alpha) must be positive, got " + std::to_string(lr));
+        float* W = weight_.value.data();
+        float* Z = z_w_.data();
+        float* N = n_w_.data();
+        for (int64_t i = 0; i < grad.count(); ++i) {
+            const int64_t off = static_cast<int64_t>(grad.rows[static_cast<size_t>(i)]) * width_;
+            const auto g = grad.row(i);
+            for (int64_t k = 0; k < width_; ++k)
+                coordinate(W[off + k], Z[off + k], N[off + k], g[static_cast<size_t>(k)], lr, l1_, l2_);
+        }
+        for (int64_t k = 0; k < width_; ++k)
+            coordinate(bias_.value.data()[k], z_b_.data()[k], n_b_.data()[k], bias_grad[static_cast<size_t>(k)], lr, 0.0, 0.0);
+    }
+
+    double beta_, l1_, l2_;
+    Tensor z_w_, n_w_, z_b_, n_b_;
+};
+
+void require_non_negative(float v, const char* key) {
+    if (!(v >= 0.0f) || !std::isfinite(v))
+        throw InputError(std::string("optimizer.") + key + " must be a finite number >= 0, got " + std::to_string(v));
+}
+
+}  // namespace
+
+std::unique_ptr<SparseOptimizer> make_sparse_optimizer(const SparseOptimizerOptions& o, nn::Parameter& weight,
+                                                       nn::Parameter& bias) {
+    if (o.name == "sgd") return std::make_unique<SparseSgd>(weight, bias);
+    if (o.name == "adagrad") {
+        require_non_negative(o.initial_accumulator, "initial_accumulator");
+        require_non_negative(o.eps, "eps");
+        if (o.initial_accumulator == 0.0f && o.eps == 0.0f)
+            throw InputError("optimizer.eps must be > 0 when optimizer.initial_accumulator is 0 (the first step would divide by 0)");
+        return std::make_unique<SparseAdagrad>(weight, bias, o);
+    }
+    if (o.name == "ftrl") {
+        require_non_negative(o.beta, "beta");
+        require_non_negative(o.l1, "l1");
+        require_non_negative(o.l2, "l2");
+        return std::make_unique<SparseFtrl>(weight, bias, o);
+    }
+    throw InputError("optimizer.name '" + o.name + "' is not a sparse optimizer; use sgd, adagrad or ftrl");
+}
+
+}  // namespace ringtrain::optim
