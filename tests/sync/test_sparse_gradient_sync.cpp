@@ -1,12 +1,14 @@
 // SparseGradientSync under mpirun at 1–4 ranks: both ways (allgather + merge, dense allreduce) and auto against a
 // serial reference that every rank computes from every rank's seeded gradient; duplicate rows across ranks, ranks
-// without rows, the byte arithmetic of choose() and the stats.
+// without rows, the byte arithmetic of choose() and the stats; and the whole sparse step (SparseLinear, the loss,
+// the sync, each sparse optimizer) on N ranks x batch B against one process on batch N*B.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <bit>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,9 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/rng.hpp"
+#include "ringtrain/nn/loss.hpp"
+#include "ringtrain/nn/sparse_linear.hpp"
+#include "ringtrain/optim/sparse_optimizer.hpp"
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 
 using namespace ringtrain;
@@ -276,4 +281,81 @@ TEST_CASE("malformed gradients are refused before anything is sent", "[sparse_sy
     narrow.values.assign(1, 1.0f);
     CHECK_THROWS_WITH(sync.average(narrow, bias), Catch::Contains("1 wide"));
     CHECK_THROWS_AS(SparseGradientSync(*comm, 0, 1, SparseSyncMethod::Auto), Error);
+}
+
+// ---- the whole sparse step: N ranks x batch B = 1 rank x batch N*B ----------------------------------------------
+
+namespace {
+
+// Row `g` of the endless test stream: up to 12 features of 300, a label for K outputs.
+void add_stream_row(CsrBatch& b, int64_t g, int64_t K) {
+    Rng rng(static_cast<uint64_t>(g) * 2654435761u + 1u);
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (uint32_t f = 0; f < 300 && idx.size() < 12; f += 1 + static_cast<uint32_t>(rng.below(40))) {
+        idx.push_back(f);
+        val.push_back(rng.uniform(0.2f, 1.0f));
+    }
+    b.add_row(static_cast<float>(rng.below(static_cast<uint64_t>(K == 1 ? 2 : K))), idx, val);
+}
+
+struct SparseStep {
+    nn::SparseLinear layer;
+    std::unique_ptr<nn::Loss> loss;
+    std::unique_ptr<optim::SparseOptimizer> opt;
+    SparseRows grad;
+    std::vector<float> bias_grad;
+    Tensor logits, labels, dlogits;
+
+    SparseStep(int64_t K, const optim::SparseOptimizerOptions& o)
+        : layer("sparse", 300, K), loss(nn::make_loss(K == 1 ? "sigmoid_bce" : "softmax_cross_entropy")),
+          opt(optim::make_sparse_optimizer(o, layer.weight(), layer.bias())), bias_grad(static_cast<size_t>(K)) {}
+
+    // Forward, mean loss gradient over the batch, backward; then (when given) the rank average; then the update.
+    void run(const CsrBatch& b, SparseGradientSync* sync, float lr) {
+        layer.forward(b, logits);
+        labels.resize({b.rows()});
+        std::copy(b.labels.begin(), b.labels.end(), labels.data());
+        loss->forward(logits, labels);
+        loss->backward(labels, 1.0f / static_cast<float>(b.rows()), dlogits);
+        layer.backward(b, dlogits.data(), grad, bias_grad);
+        if (sync) sync->average(grad, bias_grad);
+        opt->apply(grad, bias_grad, lr);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("N ranks x batch B give the parameters of 1 rank x batch N*B", "[sparse_sync][equivalence]") {
+    auto comm = comm::make_communicator("ring");
+    const int n = world_size(), me = world_rank();
+    const int64_t B = 6;
+    for (int64_t K : {int64_t{1}, int64_t{3}})
+        for (const char* name : {"sgd", "adagrad", "ftrl"})
+            for (auto method : {SparseSyncMethod::Allgather, SparseSyncMethod::Dense}) {
+                INFO("K " << K << " " << name << " " << method_name(method));
+                optim::SparseOptimizerOptions o;
+                o.name = name;
+                o.initial_accumulator = 0.1f;
+                o.l1 = 0.001f;
+                o.l2 = 0.01f;
+                SparseStep ranked(K, o), serial(K, o);
+                SparseGradientSync sync(*comm, 300, K, method);
+                for (int64_t step = 0; step < 6; ++step) {
+                    CsrBatch mine, all;
+                    for (int64_t i = 0; i < n * B; ++i) add_stream_row(all, step * n * B + i, K);
+                    for (int64_t i = me * B; i < (me + 1) * B; ++i) add_stream_row(mine, step * n * B + i, K);
+                    ranked.run(mine, &sync, 0.3f);
+                    serial.run(all, nullptr, 0.3f);
+                }
+                const auto a = ranked.layer.named_spans(), b = serial.layer.named_spans();
+                int64_t nonzero = 0;
+                for (size_t p = 0; p < a.size(); ++p)
+                    for (size_t i = 0; i < a[p].values.size(); ++i) {
+                        REQUIRE(a[p].values[i] == Approx(b[p].values[i]).margin(2e-5));
+                        nonzero += a[p].values[i] != 0.0f;
+                    }
+                CHECK(nonzero > 50);
+                CHECK(same_on_every_rank(*comm, ranked.grad, ranked.layer.bias().value.span()));
+            }
 }
