@@ -156,7 +156,7 @@ struct OptimizerPlan {
     double step_epochs = 0, gamma = 0, min_lr_factor = 0, warmup_epochs = 0;
     std::optional<double> warmup_start_lr;  // unset: the unscaled lr
     // The sparse optimizers: AdaGrad (initial_accumulator) and FTRL-Proximal (lr is FTRL's alpha; beta, l1, l2).
-    double l1 = 0, l2 = 0, beta = 1, initial_accumulator = 0.1;
+    double l1 = 0, l2 = 0, beta = 1, initial_accumulator = 0;
 
     // eps as given, else 1e-6 for Adadelta and 1e-8 for the others.
     double resolved_eps() const;
