@@ -111,6 +111,13 @@ public:
     }
 
 private:
+    // The weight as a function of the state (the closed form of the per-coordinate proximal step).
+    float weight_of(float z, float n, double alpha, double l1, double l2) const {
+        const double zs = z, ns = n;
+        if (std::fabs(zs) <= l1) return 0.0f;
+        const double sign = zs < 0.0 ? -1.0 : 1.0;
+        return static_cast<float>(-(zs - sign * l1) / ((beta_ + std::sqrt(ns)) / alpha + l2));
+    }
     // One coordinate of Algorithm 1: the z, n update with this step's gradient, then w recomputed from the stored
     // (float) z and n, so that w stays exactly the function of the state: a zero gradient then changes nothing.
     void coordinate(float& w, float& z, float& n, float g, double alpha, double l1, double l2) const {
@@ -119,13 +126,13 @@ private:
         const double sigma = (std::sqrt(n_new) - std::sqrt(n_old)) / alpha;
         z = static_cast<float>(z + gd - sigma * w);
         n = static_cast<float>(n_new);
-        const double zs = z, ns = n;
-        if (std::fabs(zs) <= l1) {
-            w = 0.0f;
-        } else {
-            const double sign = zs < 0.0 ? -1.0 : 1.0;
-            w = static_cast<float>(-(zs - sign * l1) / ((beta_ + std::sqrt(ns)) / alpha + l2));
-        }
+        w = weight_of(z, n, alpha, l1, l2);
+    }
+    void recompute_weights(float lr) override {
+        if (!(lr > 0.0f)) throw Error("ftrl: the learning rate (alpha) must be positive, got " + std::to_string(lr));
+        float* W = weight_.value.data();
+        for (int64_t i = 0; i < weight_.value.numel(); ++i) W[i] = weight_of(z_w_.data()[i], n_w_.data()[i], lr, l1_, l2_);
+        for (int64_t k = 0; k < width_; ++k) bias_.value.data()[k] = weight_of(z_b_.data()[k], n_b_.data()[k], lr, 0.0, 0.0);
     }
     void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) override {
         if (!(lr > 0.0f))

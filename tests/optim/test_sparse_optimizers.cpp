@@ -3,6 +3,7 @@
 // the dense update with zero rows; the state round-trips through its named tensors; bad options and gradients.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -273,4 +274,35 @@ TEST_CASE("sparse optimizers refuse bad options and gradients that do not fit", 
     std::vector<float> short_bias{0.0f};
     CHECK_THROWS_AS(opt->apply(rows_of(2, {1}, {1.0f, 1.0f}), short_bias, 0.1f), Error);
     CHECK(opt->steps_taken() == 0);
+}
+
+TEST_CASE("FTRL recomputes its weights from averaged state (local SGD)", "[optim][sparse]") {
+    SparseOptimizerOptions o = options("ftrl");
+    o.l1 = 0.1f;
+    o.l2 = 0.2f;
+    // Two "ranks" that saw different gradients; local SGD averages their z and n, then recomputes w.
+    Table a(3, 1), b(3, 1), avg(3, 1);
+    auto oa = make_sparse_optimizer(o, a.weight, a.bias), ob = make_sparse_optimizer(o, b.weight, b.bias);
+    auto oavg = make_sparse_optimizer(o, avg.weight, avg.bias);
+    std::vector<float> bg{0.4f};
+    oa->apply(rows_of(1, {0, 1}, {1.0f, 0.1f}), bg, 0.5f);
+    bg = {0.2f};
+    ob->apply(rows_of(1, {0}, {3.0f}), bg, 0.5f);
+    auto sa = oa->state(), sb = ob->state(), s = oavg->state();
+    for (size_t i = 0; i < s.size(); ++i)
+        for (int64_t j = 0; j < s[i].second->numel(); ++j)
+            s[i].second->data()[j] = 0.5f * (sa[i].second->data()[j] + sb[i].second->data()[j]);
+    oavg->recompute_weights(0.5f);
+    // Row 0: z = (1 + 3)/2 = 2, n = (1 + 9)/2 = 5: w = -(2 - 0.1) / ((1 + sqrt 5)/0.5 + 0.2).
+    CHECK(avg.w(0) == Approx(-1.9 / ((1.0 + std::sqrt(5.0)) / 0.5 + 0.2)));
+    // Row 1: z = 0.05 <= l1: 0. Row 2: never touched: 0.
+    CHECK(avg.w(1) == 0.0f);
+    CHECK(avg.w(2) == 0.0f);
+    // Bias (no L1/L2): z = (0.4 + 0.2)/2 = 0.3, n = (0.16 + 0.04)/2 = 0.1: w = -0.3 / ((1 + sqrt 0.1)/0.5).
+    CHECK(avg.b() == Approx(-0.3 / ((1.0 + std::sqrt(0.1)) / 0.5)));
+    // SGD and AdaGrad: their weights are not derived from state; nothing changes.
+    Table t(2, 1);
+    t.weight.value.data()[1] = 0.7f;
+    make_sparse_optimizer(options("adagrad"), t.weight, t.bias)->recompute_weights(0.5f);
+    CHECK(t.w(1) == 0.7f);
 }

@@ -49,6 +49,11 @@ public:
         bound_grad_ = grad;
         bound_bias_grad_ = bias_grad;
     }
+    // Local SGD with FTRL: FTRL's weights are a function of its z and n, and the next update of a coordinate
+    // recomputes its weight from them, so averaging the weights alone across ranks would be silently undone. Average
+    // the state tensors (state()) instead and then call this: every weight and the bias recomputed from the state at
+    // alpha = lr (O(rows * K)). SGD and AdaGrad keep their weights outside the state: nothing to do.
+    virtual void recompute_weights(float lr) {}
 
 protected:
     // weight [rows, K] and bias [K]: a SparseLinear's parameters (borrowed; they must outlive the optimizer).
