@@ -26,6 +26,25 @@ struct SparseReaderOptions {
     int64_t buffer_bytes = 8 << 20; // bounded read-ahead of raw text
     uint64_t seed = 0;              // shuffle seed (combine with rank and epoch)
     int rank = 0, world = 1;        // this rank's share of the file's lines
+    int64_t num_classes = 0;        // libsvm labels at or past it are an error naming file:line (0 = no check)
+};
+
+// What a reader has held at most, for tests and the benchmark. Memory is bounded by the options whatever the
+// file size: peak_raw_bytes <= buffer_bytes, at most kSparseQueueBlocks parsed blocks (each from at most
+// buffer_bytes / kSparseQueueBlocks of text) wait in the queue, and the shuffle buffer holds shuffle_buffer rows.
+// Only cache=true, by design, keeps the whole share (cached_rows).
+inline constexpr int kSparseQueueBlocks = 4;
+inline constexpr int64_t kSparseMinBufferBytes = 16 << 10;  // buffer_bytes below this is an InputError
+// A line may be at most buffer_bytes / kSparseQueueBlocks bytes long (2 MiB by default); longer is an InputError.
+struct SparseReaderStats {
+    int64_t peak_raw_bytes = 0;     // raw text held by the read buffer (bytes of lines not yet parsed)
+    int64_t peak_queued_rows = 0;   // parsed rows waiting between the parse thread and next()
+    int64_t peak_queued_bytes = 0;  // their CSR bytes
+    int64_t peak_shuffle_rows = 0;  // rows in the shuffle buffer
+    int64_t cached_rows = 0;        // rows kept by cache=true
+    int64_t rows_parsed = 0;        // rows parsed from text (all epochs)
+    int64_t bytes_parsed = 0;       // text bytes parsed (all epochs, after decompression)
+    double parse_seconds = 0;       // parse thread time spent reading and parsing, for parse MB/s and rows/s
 };
 
 // One rank's stream of batches over its share of one file, epoch after epoch.
@@ -38,8 +57,30 @@ public:
     virtual bool next(CsrBatch& out, int64_t rows) = 0;
     virtual int64_t num_features() const = 0;
     virtual std::string description() const = 0;
+    virtual SparseReaderStats stats() const = 0;
 };
 
+// Opens rank options.rank's share of options.file. Shares: a plain file is split into `world` byte ranges and a
+// line belongs to the rank whose range holds its first byte (contiguous shares); a .gz file (gzip magic bytes) is
+// decompressed by every rank, which keeps physical lines i (0-based, comments and empty lines included) with
+// i % world == rank (round-robin). For libsvm with num_features == 0, the whole file is scanned first
+// (scan_sparse_share with world 1) and the feature count is sparse_num_features_for(max index); trainers that
+// already scanned should pass the value instead. Throws InputError for a missing file or bad options.
 std::unique_ptr<SparseBatchReader> open_sparse_reader(const SparseReaderOptions& options);
+
+// One pass over rank options.rank's share (as open_sparse_reader reads it), parsing every line (so a malformed
+// line fails here, naming file and line). For `num_features: 0` (scan with world 1, or combine the ranks' shares:
+// sum the rows, max the max_index).
+struct SparseShareScan {
+    int64_t rows = 0;         // data rows (not comments or empty lines)
+    int64_t max_index = -1;   // largest feature id seen (after index_base), -1 when no feature at all
+    int64_t max_label = -1;   // largest label (after -1 -> 0), -1 when no row
+    int64_t bytes = 0;        // text bytes of the share (after decompression)
+};
+SparseShareScan scan_sparse_share(const SparseReaderOptions& options);
+
+// The feature count for `num_features: 0`: max_index + 1 rounded up to a multiple of 1024 (so a test file whose
+// indices go a little past the training file's still fits); at least 1024.
+int64_t sparse_num_features_for(int64_t max_index);
 
 }  // namespace ringtrain::data

@@ -1,0 +1,118 @@
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ringtrain/data/sparse_libsvm.hpp"
+
+namespace ringtrain::data {
+
+namespace {
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+// The whole of `s` as a base-10 integer.
+template <class Int>
+bool parse_whole(std::string_view s, Int& v) {
+    if (s.empty()) return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && end == s.data() + s.size();
+}
+
+bool parse_value(std::string_view s, float& v) {
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);  // from_chars takes no '+' (a second one stays an error)
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && end == s.data() + s.size() && std::isfinite(v);
+}
+
+// Labels written as floats ("1.0", "-1.0", "2.0"), as some exporters do.
+bool integral_label(std::string_view s, int64_t& label) {
+    double v = 0;
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v != std::floor(v) || v < -1 || v > 1e9)
+        return false;
+    label = static_cast<int64_t>(v);
+    return true;
+}
+
+}  // namespace
+
+LibsvmLineParser::LibsvmLineParser(LibsvmOptions options) : options_(options) {
+    if (options_.index_base != 0 && options_.index_base != 1)
+        throw InputError("data.index_base must be 0 or 1 (got " + std::to_string(options_.index_base) + ")");
+    if (options_.num_features < 0 || options_.num_features > kMaxFeatures)
+        throw InputError("data.num_features must be between 0 (= from the training file) and 2^32 (got " +
+                         std::to_string(options_.num_features) + ")");
+    if (options_.num_classes < 0)
+        throw InputError("num_classes must be >= 0 (got " + std::to_string(options_.num_classes) + ")");
+}
+
+bool LibsvmLineParser::parse(std::string_view line, CsrBatch& out) const {
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    size_t p = 0;
+    const size_t n = line.size();
+    auto next_token = [&]() -> std::string_view {
+        while (p < n && is_blank(line[p])) ++p;
+        const size_t start = p;
+        while (p < n && !is_blank(line[p])) ++p;
+        return line.substr(start, p - start);
+    };
+    const std::string_view label_text = next_token();
+    if (label_text.empty()) return false;
+
+    int64_t label = -2;
+    if (label_text == "+1") {
+        label = 1;
+    } else if (!parse_whole(label_text, label) && !integral_label(label_text, label)) {
+        label = -2;
+    }
+    if (label < -1) {
+        throw SparseLineError("bad label '" + shown_token(label_text) +
+                              "' (expected 0/1, -1/+1 or a class number 0..K-1)");
+    }
+    if (label == -1) label = 0;
+    if (options_.num_classes > 0 && label >= options_.num_classes)
+        throw SparseLineError("label " + std::to_string(label) + " is not a class number below " +
+                              std::to_string(options_.num_classes));
+
+    int64_t previous = -1;
+    for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
+        const size_t colon = tok.find(':');
+        if (colon == std::string_view::npos)
+            throw SparseLineError("bad feature '" + shown_token(tok) + "' (expected idx:val)");
+        const std::string_view key = tok.substr(0, colon), val = tok.substr(colon + 1);
+        if (key == "qid") {
+            int64_t qid = 0;
+            if (!parse_whole(val, qid)) throw SparseLineError("bad qid '" + shown_token(tok) + "' (expected qid:N)");
+            continue;
+        }
+        uint64_t idx = 0;
+        float v = 0;
+        if (key.empty() || key[0] == '-' || !parse_whole(key, idx))
+            throw SparseLineError("bad feature index in '" + shown_token(tok) + "' (expected idx:val, idx an integer >= " +
+                                  std::to_string(options_.index_base) + ")");
+        if (!parse_value(val, v))
+            throw SparseLineError("bad feature value in '" + shown_token(tok) + "' (expected idx:val, val a finite number)");
+        if (idx < static_cast<uint64_t>(options_.index_base))
+            throw SparseLineError("feature index 0 in '" + shown_token(tok) +
+                                  "' but data.index_base is 1 (set data.index_base to 0 for 0-based files)");
+        const uint64_t id = idx - static_cast<uint64_t>(options_.index_base);
+        if (id >= static_cast<uint64_t>(num_features()))
+            throw SparseLineError("feature index " + std::to_string(idx) + " is past data.num_features = " +
+                                  std::to_string(num_features()) +
+                                  (options_.index_base == 1 ? " (1-based)" : " (0-based)") +
+                                  "; raise data.num_features (0 = from the training file)");
+        if (static_cast<int64_t>(id) <= previous)
+            throw SparseLineError("feature index " + std::to_string(idx) +
+                                  " does not increase (indices must be strictly increasing within a line)");
+        previous = static_cast<int64_t>(id);
+        out.indices.push_back(static_cast<uint32_t>(id));
+        out.values.push_back(v);
+    }
+    out.labels.push_back(static_cast<float>(label));
+    out.offsets.push_back(static_cast<int64_t>(out.indices.size()));
+    return true;
+}
+
+}  // namespace ringtrain::data

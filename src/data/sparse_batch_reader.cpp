@@ -1,0 +1,258 @@
+// The streaming sparse reader: a parse thread turns this rank's share into CSR blocks (a bounded queue of
+// kSparseQueueBlocks), next() takes rows from them in file order, through the shuffle buffer when there is one.
+// With cache=true the blocks of a completed pass are kept and later epochs replay them (same rows, same order
+// before the shuffle, so a cached epoch equals an uncached one).
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "ringtrain/core/hash.hpp"
+#include "ringtrain/data/sparse_line_parser.hpp"
+#include "ringtrain/data/sparse_reader.hpp"
+#include "sparse_chunk_parse.hpp"
+#include "sparse_shuffle_buffer.hpp"
+#include "sparse_text_source.hpp"
+
+namespace ringtrain::data {
+
+namespace {
+
+int64_t csr_bytes(const CsrBatch& b) {
+    return static_cast<int64_t>(b.offsets.size() * sizeof(int64_t) + b.indices.size() * sizeof(uint32_t) +
+                                b.values.size() * sizeof(float) + b.labels.size() * sizeof(float));
+}
+
+// Appends rows [r0, r1) of `from` to `out`.
+void append_rows(const CsrBatch& from, int64_t r0, int64_t r1, CsrBatch& out) {
+    const int64_t o0 = from.offsets[static_cast<size_t>(r0)], o1 = from.offsets[static_cast<size_t>(r1)];
+    out.indices.insert(out.indices.end(), from.indices.begin() + o0, from.indices.begin() + o1);
+    out.values.insert(out.values.end(), from.values.begin() + o0, from.values.begin() + o1);
+    out.labels.insert(out.labels.end(), from.labels.begin() + r0, from.labels.begin() + r1);
+    const int64_t shift = out.offsets.back() - o0;
+    for (int64_t r = r0 + 1; r <= r1; ++r) out.offsets.push_back(from.offsets[static_cast<size_t>(r)] + shift);
+}
+
+// The shuffle seed of (seed, rank, epoch): distinct per rank and per epoch, reproducible.
+uint64_t shuffle_seed(uint64_t seed, int rank, int64_t epoch) {
+    return mix64(mix64(seed ^ 0x5348'5546'464C'4531ULL) + kGoldenGamma * static_cast<uint64_t>(rank + 1)) ^
+           mix64(static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ULL + 1);
+}
+
+class StreamingSparseReader final : public SparseBatchReader {
+public:
+    explicit StreamingSparseReader(SparseReaderOptions options)
+        : opt_(std::move(options)), parser_(make_sparse_line_parser(opt_)),
+          source_(open_sparse_text_source(opt_.file, opt_.rank, opt_.world, opt_.buffer_bytes / kSparseQueueBlocks)),
+          shuffle_(opt_.shuffle_buffer) {}
+    ~StreamingSparseReader() override { stop_thread(); }
+
+    void start_epoch(int64_t epoch) override {
+        stop_thread();
+        started_ = true;
+        current_.clear();
+        current_row_ = 0;
+        cached_block_ = nullptr;
+        cache_pos_ = 0;
+        exhausted_ = false;
+        shuffle_.reset(shuffle_seed(opt_.seed, opt_.rank, epoch));
+        if (cache_complete_) return;  // replay the cached blocks
+        cache_.clear();
+        cached_rows_ = 0;
+        source_->rewind();
+        finished_ = false;
+        stop_ = false;
+        error_ = nullptr;
+        worker_ = std::thread([this] { parse_share(); });
+    }
+
+    bool next(CsrBatch& out, int64_t rows) override {
+        if (!started_) start_epoch(0);
+        out.clear();
+        if (opt_.shuffle_buffer == 0) {
+            while (out.rows() < rows && has_row()) {
+                const int64_t take = std::min(rows - out.rows(), block().rows() - current_row_);
+                append_rows(block(), current_row_, current_row_ + take, out);
+                current_row_ += take;
+            }
+            return out.rows() > 0;
+        }
+        while (out.rows() < rows) {
+            while (!shuffle_.full() && has_row()) shuffle_.push(block(), current_row_++);
+            peak_shuffle_rows_ = std::max(peak_shuffle_rows_, shuffle_.size());
+            if (shuffle_.size() == 0) break;
+            if (has_row()) {
+                shuffle_.pop_into(out, &block(), current_row_++);
+            } else {
+                shuffle_.pop_into(out, nullptr, 0);
+            }
+        }
+        return out.rows() > 0;
+    }
+
+    int64_t num_features() const override { return parser_->num_features(); }
+
+    std::string description() const override {
+        return std::string(opt_.format == SparseFormat::Criteo ? "criteo" : "libsvm") + " " + opt_.file + " (rank " +
+               std::to_string(opt_.rank) + " of " + std::to_string(opt_.world) + ": " + source_->describe_share() +
+               "), " + std::to_string(num_features()) + " features";
+    }
+
+    // Called from the thread that calls next().
+    SparseReaderStats stats() const override {
+        std::lock_guard<std::mutex> lock(mu_);
+        SparseReaderStats s = stats_;
+        s.peak_raw_bytes = source_->peak_raw_bytes();
+        s.peak_shuffle_rows = peak_shuffle_rows_;
+        s.cached_rows = cached_rows_;
+        return s;
+    }
+
+private:
+    // The parse thread: chunks of text -> CSR blocks -> the bounded queue.
+    void parse_share() {
+        try {
+            TextChunk chunk;
+            for (;;) {
+                {
+                    std::lock_guard<std::mutex> lock(mu_);
+                    if (stop_) break;
+                }
+                const auto t0 = std::chrono::steady_clock::now();
+                if (!source_->next(chunk)) break;
+                CsrBatch block;
+                const int64_t rows = parse_chunk(chunk, *parser_, *source_, opt_.file, block);
+                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::unique_lock<std::mutex> lock(mu_);
+                stats_.parse_seconds += secs;
+                stats_.rows_parsed += rows;
+                stats_.bytes_parsed += static_cast<int64_t>(chunk.text.size());
+                if (rows == 0) continue;
+                space_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < kSparseQueueBlocks; });
+                if (stop_) return;
+                queued_rows_ += rows;
+                queued_bytes_ += csr_bytes(block);
+                queue_.push_back(std::move(block));
+                stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, queued_rows_);
+                stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, queued_bytes_);
+                ready_.notify_one();
+            }
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(mu_);
+            error_ = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        finished_ = true;
+        ready_.notify_one();
+    }
+
+    void stop_thread() {
+        if (!worker_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        space_.notify_all();
+        worker_.join();
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.clear();
+        queued_rows_ = queued_bytes_ = 0;
+    }
+
+    const CsrBatch& block() const { return cached_block_ ? *cached_block_ : current_; }
+
+    // Whether a row is left in this epoch; moves to the next block (from the cache or the queue) as needed.
+    bool has_row() {
+        if (exhausted_) return false;
+        while (current_row_ >= block().rows()) {
+            current_row_ = 0;
+            if (cache_complete_) {
+                if (cache_pos_ >= cache_.size()) {
+                    exhausted_ = true;
+                    return false;
+                }
+                cached_block_ = &cache_[cache_pos_++];
+                continue;
+            }
+            if (opt_.cache && current_.rows() > 0) {  // keep the block just used
+                cached_rows_ += current_.rows();
+                cache_.push_back(std::move(current_));
+            }
+            current_.clear();
+            if (!take_block()) {
+                if (opt_.cache) cache_complete_ = true;
+                exhausted_ = true;
+                return false;
+            }
+        }
+        return true;
+    }
+
+    // The next queued block into current_; false at the end of the share (rethrows the parse thread's error).
+    bool take_block() {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return !queue_.empty() || finished_; });
+        if (queue_.empty()) {
+            lock.unlock();
+            if (worker_.joinable()) worker_.join();
+            if (error_) std::rethrow_exception(error_);
+            return false;
+        }
+        current_ = std::move(queue_.front());
+        queue_.pop_front();
+        queued_rows_ -= current_.rows();
+        queued_bytes_ -= csr_bytes(current_);
+        space_.notify_one();
+        return true;
+    }
+
+    SparseReaderOptions opt_;
+    std::unique_ptr<SparseLineParser> parser_;
+    std::unique_ptr<SparseTextSource> source_;
+    SparseShuffleBuffer shuffle_;
+    bool started_ = false;
+
+    // Consumer side (the training thread).
+    CsrBatch current_;
+    const CsrBatch* cached_block_ = nullptr;
+    int64_t current_row_ = 0;
+    std::deque<CsrBatch> cache_;  // deque: pointers to its blocks stay valid as it grows
+    size_t cache_pos_ = 0;
+    bool cache_complete_ = false;
+    bool exhausted_ = false;  // this epoch's rows are all handed out
+    int64_t peak_shuffle_rows_ = 0, cached_rows_ = 0;
+
+    // Shared with the parse thread, under mu_.
+    mutable std::mutex mu_;
+    std::condition_variable ready_, space_;
+    std::deque<CsrBatch> queue_;
+    int64_t queued_rows_ = 0, queued_bytes_ = 0;
+    bool finished_ = true, stop_ = false;
+    std::exception_ptr error_;
+    SparseReaderStats stats_;
+    std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<SparseBatchReader> open_sparse_reader(const SparseReaderOptions& options) {
+    SparseReaderOptions opt = options;
+    if (opt.buffer_bytes < kSparseMinBufferBytes)
+        throw InputError(opt.file + ": the read buffer must be at least " + std::to_string(kSparseMinBufferBytes) +
+                         " bytes (got " + std::to_string(opt.buffer_bytes) + ")");
+    if (opt.shuffle_buffer < 0)
+        throw InputError("data.shuffle_buffer must be >= 0 rows (0 = file order; got " +
+                         std::to_string(opt.shuffle_buffer) + ")");
+    if (opt.format == SparseFormat::Libsvm && opt.num_features == 0) {
+        SparseReaderOptions whole = opt;
+        whole.rank = 0;
+        whole.world = 1;
+        opt.num_features = sparse_num_features_for(scan_sparse_share(whole).max_index);
+    }
+    return std::make_unique<StreamingSparseReader>(std::move(opt));
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,17 @@
+// Parses a chunk of whole lines into CSR rows, turning a line's SparseLineError into an InputError that names
+// the file and the line's true line number.
+#pragma once
+
+#include <string>
+
+#include "ringtrain/core/csr_batch.hpp"
+#include "ringtrain/data/sparse_line_parser.hpp"
+#include "sparse_text_source.hpp"
+
+namespace ringtrain::data {
+
+// Appends the chunk's rows to `out`; returns the number of rows appended.
+int64_t parse_chunk(const TextChunk& chunk, const SparseLineParser& parser, SparseTextSource& source,
+                    const std::string& path, CsrBatch& out);
+
+}  // namespace ringtrain::data

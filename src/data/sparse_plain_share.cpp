@@ -1,0 +1,153 @@
+// A plain file's share: the lines whose first byte lies in [size*rank/world, size*(rank+1)/world).
+#include <cerrno>
+#include <cstring>
+
+#include "ringtrain/core/error.hpp"
+#include "sparse_text_source_impl.hpp"
+
+namespace ringtrain::data {
+
+namespace {
+
+int64_t count_newlines(const char* p, int64_t n) {
+    int64_t count = 0;
+    const char* end = p + n;
+    while (const void* q = std::memchr(p, '\n', static_cast<size_t>(end - p))) {
+        ++count;
+        p = static_cast<const char*>(q) + 1;
+    }
+    return count;
+}
+
+}  // namespace
+
+PlainShareSource::PlainShareSource(std::string path, std::FILE* file, int rank, int world, int64_t chunk_bytes)
+    : path_(std::move(path)), file_(file), chunk_bytes_(chunk_bytes) {
+    if (fseeko(file_, 0, SEEK_END) != 0 || (size_ = ftello(file_)) < 0)
+        throw InputError(path_ + ": cannot seek (" + std::strerror(errno) + "); pass a regular file");
+    const int64_t raw_begin = size_ * rank / world, raw_end = size_ * (rank + 1) / world;
+    begin_ = first_line_start_at_or_after(raw_begin);
+    end_ = raw_end;
+    rewind();
+}
+
+PlainShareSource::~PlainShareSource() { std::fclose(file_); }
+
+int64_t PlainShareSource::read_at_most(char* dst, int64_t n) {
+    const size_t got = std::fread(dst, 1, static_cast<size_t>(n), file_);
+    if (got < static_cast<size_t>(n) && std::ferror(file_))
+        throw InputError(path_ + ": read error (" + std::strerror(errno) + ")");
+    return static_cast<int64_t>(got);
+}
+
+// A line starts at 0 and after every '\n': the first such offset >= `offset` (size_ when there is none).
+int64_t PlainShareSource::first_line_start_at_or_after(int64_t offset) {
+    if (offset == 0) return 0;
+    if (fseeko(file_, offset - 1, SEEK_SET) != 0) throw InputError(path_ + ": cannot seek");
+    std::vector<char> block(64 << 10);
+    for (int64_t at = offset - 1;;) {
+        const int64_t got = read_at_most(block.data(), static_cast<int64_t>(block.size()));
+        if (got == 0) return size_;
+        if (const void* q = std::memchr(block.data(), '\n', static_cast<size_t>(got)))
+            return at + (static_cast<const char*>(q) - block.data()) + 1;
+        at += got;
+    }
+}
+
+void PlainShareSource::rewind() {
+    pos_ = begin_;
+    carry_.clear();
+    lines_done_ = 0;
+    done_ = begin_ >= end_;
+    if (!done_ && fseeko(file_, pos_, SEEK_SET) != 0) throw InputError(path_ + ": cannot seek");
+}
+
+void PlainShareSource::line_too_long(int64_t share_line) {
+    throw InputError(path_ + ":" + std::to_string(file_line(share_line)) + ": line longer than the read buffer (" +
+                     std::to_string(chunk_bytes_) + " bytes); is this a text file? (the buffer is a quarter of the " +
+                     "reader's buffer_bytes)");
+}
+
+bool PlainShareSource::next(TextChunk& chunk) {
+    std::string& text = chunk.text;
+    text.swap(carry_);
+    carry_.clear();
+    if (done_ && text.empty()) return false;
+    chunk.first_line = lines_done_;
+    chunk.line_stride = 1;
+    text.reserve(static_cast<size_t>(chunk_bytes_));
+    // Read whole lines while inside the range; past its end, only the rest of the last line started inside it.
+    while (!done_) {
+        if (pos_ < end_) {
+            const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), end_ - pos_);
+            if (want <= 0) line_too_long(lines_done_);
+            const size_t old = text.size();
+            text.resize(old + static_cast<size_t>(want));
+            const int64_t got = read_at_most(text.data() + old, want);
+            text.resize(old + static_cast<size_t>(got));
+            pos_ += got;
+            peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(text.size()));
+            if (got < want) {  // the file shrank under us: what is there is the last line
+                done_ = true;
+                break;
+            }
+            const size_t last_nl = text.rfind('\n');
+            if (last_nl == std::string::npos) continue;  // one partial line so far
+            carry_.assign(text, last_nl + 1);
+            text.resize(last_nl + 1);
+            if (pos_ >= end_ && carry_.empty()) done_ = true;  // the range ends exactly at a line start
+            break;
+        }
+        // Past the range: finish the line that started inside it.
+        if (text.empty()) {
+            done_ = true;
+            break;
+        }
+        const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), 64 << 10);
+        if (want <= 0) line_too_long(lines_done_);
+        const size_t old = text.size();
+        text.resize(old + static_cast<size_t>(want));
+        const int64_t got = read_at_most(text.data() + old, want);
+        text.resize(old + static_cast<size_t>(got));
+        pos_ += got;
+        peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(text.size()));
+        if (got == 0) {  // end of file: the last line has no '\n'
+            done_ = true;
+            break;
+        }
+        if (const size_t nl = text.find('\n', old); nl != std::string::npos) {
+            text.resize(nl + 1);
+            done_ = true;
+            break;
+        }
+    }
+    if (text.empty()) return false;
+    lines_done_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
+    return true;
+}
+
+int64_t PlainShareSource::file_line(int64_t share_line) {
+    if (lines_before_ < 0) {
+        // Only on the error path: count the newlines before the share with a separate handle.
+        std::FILE* f = std::fopen(path_.c_str(), "rb");
+        if (!f) return -1;
+        std::vector<char> block(1 << 20);
+        int64_t left = begin_, count = 0;
+        while (left > 0) {
+            const size_t got = std::fread(block.data(), 1, static_cast<size_t>(std::min<int64_t>(left, 1 << 20)), f);
+            if (got == 0) break;
+            count += count_newlines(block.data(), static_cast<int64_t>(got));
+            left -= static_cast<int64_t>(got);
+        }
+        std::fclose(f);
+        lines_before_ = count;
+    }
+    return lines_before_ + share_line + 1;
+}
+
+std::string PlainShareSource::describe_share() const {
+    return "bytes [" + std::to_string(begin_) + ", " + std::to_string(std::max(begin_, end_)) + ") of " +
+           std::to_string(size_);
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,41 @@
+// One rank's share of a sparse text file, handed out as chunks of whole lines in a bounded buffer.
+//   plain file: bytes [size*rank/world, size*(rank+1)/world); a line belongs to the rank whose range holds its
+//               first byte, so shares are contiguous, disjoint and cover every line. Each rank reads only its
+//               range (plus the end of its last line).
+//   .gz file (gzip magic bytes): every rank decompresses the whole stream and keeps physical lines i (0-based,
+//               comments and empty lines included) with i % world == rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ringtrain::data {
+
+struct TextChunk {
+    std::string text;        // whole lines, each ending in '\n' except possibly the file's last line
+    int64_t first_line = 0;  // share-relative number of the first line (see SparseTextSource::file_line)
+    int64_t line_stride = 1; // the k-th line of the chunk is share line first_line + k * line_stride
+};
+
+class SparseTextSource {
+public:
+    virtual ~SparseTextSource() = default;
+    // Back to the start of the share.
+    virtual void rewind() = 0;
+    // Replaces chunk with the next lines of the share, at most chunk_bytes of text; false at the end of the share.
+    virtual bool next(TextChunk& chunk) = 0;
+    // The 1-based line number in the file of share line `share_line` (exact; for plain files it counts the
+    // newlines before the share once, on the first call: only error messages need it).
+    virtual int64_t file_line(int64_t share_line) = 0;
+    // Raw text held now at most (read buffer and chunk), for SparseReaderStats.
+    virtual int64_t peak_raw_bytes() const = 0;
+    virtual std::string describe_share() const = 0;
+};
+
+// Opens `path` (gzip or plain, by its first two bytes). Throws InputError when it cannot be opened.
+// chunk_bytes also bounds a line's length (a longer line is an InputError naming file and line).
+std::unique_ptr<SparseTextSource> open_sparse_text_source(const std::string& path, int rank, int world,
+                                                          int64_t chunk_bytes);
+
+}  // namespace ringtrain::data
