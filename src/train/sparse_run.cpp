@@ -345,6 +345,8 @@ LoopState SparseRun::checkpoint_position() {
     LoopState at = pos_;
     at.world_size = world_;
     at.steps_per_epoch = recorded_steps_per_epoch(steps_per_epoch_, at);
+    // The format keeps one RNG state per rank (the dense path's dropout); the sparse path draws no random numbers.
+    at.rng_states.assign(static_cast<size_t>(world_), Rng(plan_.train.seed).state());
     at.extra = {{"sparse", {{"num_features", model_->num_features()},
                             {"out_features", model_->out_features()},
                             {"steps_per_epoch", steps_per_epoch_},
