@@ -23,6 +23,7 @@
 #include "ringtrain/train/sparse_trainer.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
+#include "make_clicklog.hpp"
 
 namespace ringtrain::cli {
 
@@ -34,6 +35,7 @@ Usage:
   ringtrain train --config FILE [--set key=value]... [--timeline TRACE.json]
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
+  ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
   ringtrain --help | --help-config | --version
 
 Examples:
@@ -190,6 +192,7 @@ int exit_code_for(const std::exception& e) {
 }  // namespace
 
 int run(int argc, char** argv, int world_rank, int world_size) {
+    if (argc > 1 && std::string(argv[1]) == "make-clicklog") return run_make_clicklog(argc, argv, world_size);
     Args args;
     try {
         args = parse(argc, argv);

@@ -1,0 +1,106 @@
+#include "make_clicklog.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/data/click_log_generator.hpp"
+
+namespace ringtrain::cli {
+
+namespace {
+
+const char* kMakeClicklogUsage = R"(Usage:
+  ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--model-seed M] [--truth FILE.json]
+                          [--hash-bits B] [--criteo-integers log2|hash] [--features F]
+                          [--bias X] [--weight-scale X] [--zipf X]
+Writes N rows drawn from a known logistic model (label ~ Bernoulli(sigmoid(bias + w.x)) on exactly the features
+the reader parses); --truth writes the model's description and its log loss on the rows (the target a trained
+model approaches). criteo: 40 tab-separated columns, features hashed into 2^B (default 20); libsvm: ids 1..F
+(default 1000). --seed draws the rows, --model-seed the true weights: a training and a test file with different
+seeds and the same model seed come from the same model. Defaults: seed 1, model seed 1, bias -1.5, weight scale
+0.25, Zipf exponent 1.2.
+)";
+
+template <class T>
+T number(const std::string& flag, const std::string& text) {
+    T v{};
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+        throw InputError(flag + ": '" + text + "' is not a number; see `ringtrain make-clicklog --help`");
+    return v;
+}
+
+}  // namespace
+
+int run_make_clicklog(int argc, char** argv, int world_size) {
+    try {
+        std::map<std::string, std::string> a;
+        for (int i = 2; i < argc; ++i) {
+            const std::string flag = argv[i];
+            if (flag == "--help" || flag == "-h") {
+                std::fputs(kMakeClicklogUsage, stdout);
+                return 0;
+            }
+            static const char* known[] = {"--format", "--rows", "--out", "--seed", "--model-seed", "--truth", "--hash-bits",
+                                          "--criteo-integers", "--features", "--bias", "--weight-scale", "--zipf"};
+            bool ok = false;
+            for (const char* k : known) ok = ok || flag == k;
+            if (!ok) throw InputError("make-clicklog: unknown argument '" + flag + "'; see `ringtrain make-clicklog --help`");
+            if (i + 1 >= argc) throw InputError("make-clicklog: " + flag + " needs a value");
+            if (!a.emplace(flag, argv[++i]).second) throw InputError("make-clicklog: " + flag + " given twice");
+        }
+        if (world_size > 1) throw InputError("make-clicklog writes one file: run it as one process, not under mpirun");
+        for (const char* required : {"--format", "--rows", "--out"})
+            if (!a.count(required))
+                throw InputError(std::string("make-clicklog needs ") + required + "; see `ringtrain make-clicklog --help`");
+        data::ClickLogSpec spec;
+        if (a["--format"] == "criteo")
+            spec.format = data::SparseFormat::Criteo;
+        else if (a["--format"] == "libsvm")
+            spec.format = data::SparseFormat::Libsvm;
+        else
+            throw InputError("make-clicklog: --format must be criteo or libsvm (got '" + a["--format"] + "')");
+        spec.rows = number<int64_t>("--rows", a["--rows"]);
+        if (a.count("--seed")) spec.seed = number<uint64_t>("--seed", a["--seed"]);
+        if (a.count("--model-seed")) spec.model_seed = number<uint64_t>("--model-seed", a["--model-seed"]);
+        if (a.count("--hash-bits")) spec.hash_bits = number<int>("--hash-bits", a["--hash-bits"]);
+        if (a.count("--features")) spec.features = number<int64_t>("--features", a["--features"]);
+        if (a.count("--bias")) spec.bias = number<double>("--bias", a["--bias"]);
+        if (a.count("--weight-scale")) spec.weight_scale = number<double>("--weight-scale", a["--weight-scale"]);
+        if (a.count("--zipf")) spec.zipf_exponent = number<double>("--zipf", a["--zipf"]);
+        if (a.count("--criteo-integers")) {
+            const std::string& v = a["--criteo-integers"];
+            if (v != "log2" && v != "hash")
+                throw InputError("make-clicklog: --criteo-integers must be log2 or hash (got '" + v + "')");
+            spec.criteo_integers = v == "log2" ? data::CriteoIntegers::Log2 : data::CriteoIntegers::Hash;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const data::ClickLogTruth truth = data::generate_click_log(spec, a["--out"]);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (a.count("--truth")) {
+            std::ofstream f(a["--truth"]);
+            f << truth.to_json().dump(2) << "\n";
+            if (!f) throw InputError(a["--truth"] + ": cannot write the truth file");
+        }
+        std::fprintf(stderr,
+                     "make-clicklog: %lld rows to %s in %.2f s; positive rate %.4f, true log loss %.4f "
+                     "(constant predictor %.4f)\n",
+                     static_cast<long long>(spec.rows), a["--out"].c_str(), secs,
+                     static_cast<double>(truth.positives) / static_cast<double>(spec.rows), truth.true_logloss,
+                     truth.constant_logloss);
+        return 0;
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        return 1;
+    }
+}
+
+}  // namespace ringtrain::cli

@@ -1,0 +1,43 @@
+// `ringtrain make-clicklog`: writes the file and the truth JSON; bad arguments exit 2 with one line.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/run_command.hpp"
+#include "test_sparse_files.hpp"
+
+using Catch::Contains;
+using sparse_test::TempDir;
+
+TEST_CASE("make-clicklog writes a file and its truth") {
+    TempDir dir;
+    const std::string bin = RINGTRAIN_BINARY;
+    const auto r = rt_test::run_command(bin + " make-clicklog --format libsvm --rows 300 --features 50 --seed 4 --out " +
+                                        dir.file("l.svm.gz") + " --truth " + dir.file("t.json"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto truth = nlohmann::json::parse(std::ifstream(dir.file("t.json")));
+    CHECK(truth["rows"] == 300);
+    CHECK(truth["num_features"] == 50);
+    CHECK(truth["true_logloss"].get<double>() < truth["constant_logloss"].get<double>());
+    CHECK(sparse_test::fs::file_size(dir.file("l.svm.gz")) > 100);
+}
+
+TEST_CASE("make-clicklog: bad arguments exit 2 with one line") {
+    TempDir dir;
+    const std::string bin = RINGTRAIN_BINARY + std::string(" make-clicklog ");
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--format criteo --rows 10", "needs --out"},
+             {"--format csv --rows 10 --out x", "--format must be criteo or libsvm"},
+             {"--format criteo --rows ten --out x", "--rows: 'ten' is not a number"},
+             {"--format criteo --rows 10 --out x --hash-bits 40", "--hash-bits must be between 1 and 24"},
+             {"--format criteo --rows 10 --out x --colour red", "unknown argument '--colour'"},
+             {"--format criteo --rows 10 --out /no/such/dir/x", "cannot create"}}) {
+        const auto r = rt_test::run_command("cd " + dir.path.string() + " && " + bin + args);
+        INFO(args << "\n" << r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Contains(says));
+        CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    }
+}
