@@ -218,3 +218,43 @@ TEST_CASE("sparse: a make-clicklog file (.gz, 2 ranks, ftrl) is learned well pas
     CHECK(s["parameters_identical"] == true);
     CHECK(s["sync"]["allgather_steps"].get<int64_t>() + s["sync"]["dense_steps"].get<int64_t>() == s["steps"]);
 }
+
+TEST_CASE("sparse: K classes with softmax; the ranks' agreement; a rank with no rows", "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-misc");
+    // Three classes: the label is the class of the row's first feature (index mod 3).
+    std::vector<SvmRow> rows = svm_rows(300, 30, 5);
+    for (SvmRow& r : rows) r.label = r.features.empty() ? 0 : r.features[0].first % 3;
+    write_svm(dir + "/k3.svm", rows);
+    write_file(dir + "/k3.json", R"({"name": "k3", "layers": [{"type": "sparse_linear", "out_features": 3}],
+                                      "loss": "softmax_cross_entropy"})");
+    std::string cfg = sparse_config("libsvm", dir + "/k3.svm", dir + "/k3.svm", dir + "/k3", R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.5})");
+    cfg.replace(cfg.find(source_dir() + "/models/sparse_logreg.json"),
+                (source_dir() + "/models/sparse_logreg.json").size(), dir + "/k3.json");
+    write_file(dir + "/k3c.json", cfg);
+    auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/k3c.json --set train.batch_size=10 "
+                         "--set train.epochs=4");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(dir + "/k3/summary.json");
+    CHECK(s["out_features"] == 3);
+    CHECK(s["test_auc"].is_null());  // defined for one output only
+    CHECK(s["test_accuracy"].get<double>() > 0.8);
+
+    // Ranks started on different training files: exit 2 on every rank, naming the key and both values.
+    write_svm(dir + "/other.svm", svm_rows(300, 30, 6));
+    const std::string base = binary() + " train --config " + dir + "/k3c.json --set output.dir=" + dir + "/dis";
+    r = run_command(mpirun(1) + base + " : -np 1 " + base + " --set data.train_file=" + dir + "/other.svm");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("data.train_file"));
+    CHECK_THAT(r.output, Catch::Contains("other.svm"));
+
+    // A training file with one row at 2 ranks: rank 1's share is empty, so no epoch can run: exit 2, no hang.
+    write_svm(dir + "/one.svm", svm_rows(1, 30, 7));
+    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/k3c.json --set data.train_file=" + dir +
+                    "/one.svm --set output.dir=" + dir + "/one");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("one.svm: a rank's share of the file holds no rows"));
+}
