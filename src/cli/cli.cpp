@@ -20,6 +20,7 @@
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/device_choice.hpp"
+#include "ringtrain/train/sparse_trainer.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 #include "make_clicklog.hpp"
@@ -44,7 +45,9 @@ Examples:
   ringtrain train --config configs/lenet5_fashion.json --set checkpoint.resume=auto
   mpirun -np 2 ringtrain train --config configs/mnist_cnn_fashion.json --set sync.compression=fp16 --timeline trace.json
   ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001875.bin
+  mpirun -np 2 ringtrain train --config configs/sparse_logreg_criteo.json --set data.train_file=train.txt
 
+data.format libsvm or criteo trains a sparse_linear model on sparse gradients (see docs/sparse-training.md).
 train.batch_size is per rank: N ranks train with a global batch of N x batch_size, and the learning rate is
 scaled by optimizer.lr_scaling (linear by default: lr x N, with optional warmup).
 Exit codes: 0 success, 2 bad input (config, data, arguments), 1 any other failure.
@@ -121,8 +124,8 @@ Args parse(int argc, char** argv) {
 int command_train(const std::optional<train::Config>& config, comm::Communicator& comm) {
     if (!config) throw InputError("train needs --config FILE");
     const train::Config& cfg = *config;
-    train::Trainer trainer(cfg, comm);
-    const auto summary = trainer.train();
+    const auto summary = train::uses_sparse_path(cfg, comm) ? train::SparseTrainer(cfg, comm).train()
+                                                            : train::Trainer(cfg, comm).train();
     if (comm.rank() == 0) {
         std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
                      static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),
@@ -136,8 +139,9 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
 int command_eval(const Args& a, const std::optional<train::Config>& config, comm::Communicator& comm) {
     if (!config || a.checkpoint.empty()) throw InputError("eval needs --config FILE and --checkpoint CKPT");
     const train::Config& cfg = *config;
-    train::Trainer trainer(cfg, comm);
-    const auto result = trainer.evaluate_checkpoint(a.checkpoint);
+    const auto result = train::uses_sparse_path(cfg, comm)
+                             ? train::SparseTrainer(cfg, comm).evaluate_checkpoint(a.checkpoint)
+                             : train::Trainer(cfg, comm).evaluate_checkpoint(a.checkpoint);
     if (comm.rank() == 0) std::cout << result.dump() << std::endl;
     return 0;
 }

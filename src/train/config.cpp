@@ -54,6 +54,23 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "synthetic: sample shape"}},
         {"data.synthetic_classes", {.kind = Kind::Int, .fallback = 10, .min = 2,
           .doc = "synthetic: number of classes"}},
+        {"data.train_file", {.kind = Kind::String, .fallback = "",
+          .doc = "libsvm/criteo: training file (plain or .gz), read streaming, each rank its share of the lines"}},
+        {"data.test_file", {.kind = Kind::String, .fallback = "",
+          .doc = "libsvm/criteo: test file (plain or .gz)"}},
+        {"data.index_base", {.kind = Kind::Int, .fallback = 1, .min = 0, .max = 1,
+          .doc = "libsvm: the first feature index (1 as libsvm, or 0)"}},
+        {"data.num_features", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = int64_t{1} << 32,
+          .doc = "libsvm: feature count (0 = the largest index in the training file, rounded up)"}},
+        {"data.hash_bits", {.kind = Kind::Int, .fallback = 20, .min = 1, .max = 30,
+          .doc = "criteo: (column, value) pairs hash into 2^hash_bits features"}},
+        {"data.criteo_integers", {.kind = Kind::String, .fallback = "log2",
+          .choices = spellings<CriteoIntegerTransform>(),
+          .doc = "criteo: integer columns bucketed as floor(log(x)^2) (log2) or hashed as they are (hash)"}},
+        {"data.shuffle_buffer", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = int64_t{1} << 26,
+          .doc = "libsvm/criteo: rows shuffled in memory (0 = file order)"}},
+        {"data.cache", {.kind = Kind::Bool, .fallback = false,
+          .doc = "libsvm/criteo: keep each rank's parsed share in memory after the first epoch (small files)"}},
         {"train.batch_size", {.kind = Kind::Int, .fallback = 64, .min = 1, .max = 1 << 20,
           .doc = "samples per rank per step (global = N x this)"}},
         {"train.epochs", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 100000,
@@ -87,6 +104,13 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "Adam (default 1e-8) / Adadelta (default 1e-6)"}},
         {"optimizer.rho", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999,
           .doc = "Adadelta decay"}},
+        {"optimizer.l1", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6,
+          .doc = "ftrl: L1 strength (weights with |z| <= l1 are exactly 0)"}},
+        {"optimizer.l2", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6, .doc = "ftrl: L2 strength"}},
+        {"optimizer.beta", {.kind = Kind::Number, .fallback = 1.0, .min = 0.0, .max = 1e6,
+          .doc = "ftrl: beta of the per-coordinate rate alpha / (beta + sqrt(n)); alpha is optimizer.lr"}},
+        {"optimizer.initial_accumulator", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6,
+          .doc = "adagrad: starting value of each squared-gradient sum (0 as PyTorch; TensorFlow uses 0.1)"}},
         {"optimizer.schedule", {.kind = Kind::String, .fallback = "constant", .choices = spellings<Schedule>(),
           .doc = "decay after warmup"}},
         {"optimizer.step_epochs", {.kind = Kind::Number, .fallback = 30.0, .min = 1e-9,
@@ -125,6 +149,9 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "abort the job when a collective is stuck this long (0 = never)"}},
         {"sync.setup_timeout_s", {.kind = Kind::Number, .fallback = 300.0, .min = 0.0,
           .doc = "abort the job when set-up (data, model, the ranks' agreement) takes longer (0 = never)"}},
+        {"sync.sparse", {.kind = Kind::String, .fallback = "auto", .choices = spellings<SparseSync>(),
+          .doc = "libsvm/criteo: combine gradient rows by allgather, by a dense allreduce, or per step by "
+                  "whichever moves fewer bytes (auto)"}},
         {"checkpoint.every_epochs", {.kind = Kind::Int, .fallback = 1, .min = 0,
           .doc = "write a checkpoint every k epochs (0 = never)"}},
         {"checkpoint.every_steps", {.kind = Kind::Int, .fallback = 0, .min = 0,
@@ -246,6 +273,40 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
+// Keys that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse
+// path, whose optimizers are sgd, adagrad and ftrl; the dense path has no adagrad or ftrl. A key the other path
+// would silently ignore is refused, not dropped.
+void check_combinations(const std::string& src, const RunPlan& p) {
+    const std::string format = to_string(p.data.format);
+    const std::string opt = to_string(p.optimizer.name);
+    if (!p.data.is_sparse()) {
+        if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
+            throw InputError(src + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
+                             "criteo); with data.format '" + format + "' use sgd, adam or adadelta");
+        return;
+    }
+    if (p.data.train_file.empty())
+        throw InputError(src + ": data.train_file: missing; data.format '" + format + "' reads a training file");
+    if (p.data.test_file.empty())
+        throw InputError(src + ": data.test_file: missing; data.format '" + format + "' evaluates on a test file");
+    if (p.optimizer.name == OptimizerName::Adam || p.optimizer.name == OptimizerName::Adadelta)
+        throw InputError(src + ": optimizer.name: '" + opt + "' is not available on the sparse path (data.format '" +
+                         format + "'); use sgd, adagrad or ftrl");
+    auto refuse = [&](bool set, const std::string& key, const std::string& why) {
+        if (set) throw InputError(src + ": " + key + ": not available with data.format '" + format + "'; " + why);
+    };
+    refuse(p.optimizer.momentum != 0.0 || p.optimizer.nesterov, "optimizer.momentum",
+           "the sparse optimizers update only the rows a step touched; use adagrad or ftrl, or set it to 0");
+    refuse(p.optimizer.weight_decay != 0.0, "optimizer.weight_decay", "use ftrl with optimizer.l2, or set it to 0");
+    refuse(p.optimizer.warmup_epochs != 0.0, "optimizer.warmup_epochs",
+           "the sparse path sets the rate once per epoch; set it to 0");
+    refuse(p.sync.compression != Compression::None, "sync.compression", "sparse rows travel in float32; use none");
+    refuse(p.sync.backward_passes_per_step != 1, "sync.backward_passes_per_step",
+           "raise train.batch_size instead; set it to 1");
+    refuse(p.sync.backend == Backend::Nccl, "sync.backend", "the sparse path runs on the CPU; use ring or mpi");
+    refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
+}
+
 }  // namespace
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
@@ -286,6 +347,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.source_ = source;
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
+    check_combinations(source, c.plan_);
     return c;
 }
 

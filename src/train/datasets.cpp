@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/data/idx.hpp"
 #include "ringtrain/data/synthetic.hpp"
 #include "ringtrain/ops/threads.hpp"
@@ -32,6 +33,9 @@ Datasets make_datasets(const RunPlan& plan) {
             d.test = std::make_unique<data::SyntheticDataset>(o);
             break;
         }
+        case DataFormat::Libsvm:
+        case DataFormat::Criteo:
+            throw Error("internal: the sparse formats are read by the sparse path (SparseTrainer), not make_datasets");
     }
     return d;
 }

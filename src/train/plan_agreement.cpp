@@ -2,6 +2,7 @@
 #include "plan_agreement.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "ringtrain/sync/bucket_layout.hpp"
@@ -32,6 +33,38 @@ bool is_per_rank_key(const std::string& key) {
 }
 
 }  // namespace
+
+namespace {
+
+// The plan key by key (less the per-rank keys) and the model file as parsed.
+void append_plan_and_model(const RunPlan& plan, const std::string& model_path, sync::Facts& facts) {
+    sync::Facts plan_facts;
+    sync::append_json_facts(plan.to_json(), "", plan_facts);
+    for (auto& f : plan_facts)
+        if (!is_per_rank_key(f.key)) facts.push_back(std::move(f));
+    std::ifstream in(model_path);
+    sync::append_json_facts(nlohmann::json::parse(in, nullptr, false), "model", facts);
+}
+
+std::string file_size_text(const std::string& path) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path, ec);
+    return ec ? "unreadable (" + ec.message() + ")" : std::to_string(n) + " bytes";
+}
+
+}  // namespace
+
+sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_path, int64_t num_features,
+                                  const std::vector<nn::Parameter*>& tensors, const std::string& optimizer) {
+    sync::Facts facts;
+    append_plan_and_model(plan, model_path, facts);
+    facts.push_back({"feature count (from the data)", std::to_string(num_features)});
+    facts.push_back({"training file size", file_size_text(plan.data.train_file)});
+    facts.push_back({"test file size", file_size_text(plan.data.test_file)});
+    sync::append_parameter_facts(tensors, facts);
+    facts.push_back({"optimizer", optimizer});
+    return facts;
+}
 
 sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
                            const nn::Model& model) {

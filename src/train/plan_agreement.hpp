@@ -17,4 +17,10 @@ namespace ringtrain::train::detail {
 sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
                            const nn::Model& model);
 
+// The sparse path's facts: the plan key by key, the model file's content, the feature count the data gave, the
+// training and test files' sizes in bytes (the row counts are known only by reading the files, which the ranks
+// stream; equal sizes of one path stand for equal files), then the tensors (table, bias, optimizer state).
+sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_path, int64_t num_features,
+                                  const std::vector<nn::Parameter*>& tensors, const std::string& optimizer);
+
 }  // namespace ringtrain::train::detail

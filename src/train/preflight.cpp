@@ -35,6 +35,8 @@ double optimizer_slots(const OptimizerPlan& o) {
         case OptimizerName::Sgd: return o.momentum > 0.0 ? 1.0 : 0.0;
         case OptimizerName::Adam:
         case OptimizerName::Adadelta: return 2.0;
+        case OptimizerName::Adagrad:  // sparse path only (the config refuses them on this one)
+        case OptimizerName::Ftrl: return 2.0;
     }
     return 0.0;
 }

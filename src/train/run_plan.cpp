@@ -29,6 +29,14 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("data.synthetic_test_size", p.data.synthetic_test_size);
     visit("data.synthetic_shape", p.data.synthetic_shape);
     visit("data.synthetic_classes", p.data.synthetic_classes);
+    visit("data.train_file", p.data.train_file);
+    visit("data.test_file", p.data.test_file);
+    visit("data.index_base", p.data.index_base);
+    visit("data.num_features", p.data.num_features);
+    visit("data.hash_bits", p.data.hash_bits);
+    visit("data.criteo_integers", p.data.criteo_integers);
+    visit("data.shuffle_buffer", p.data.shuffle_buffer);
+    visit("data.cache", p.data.cache);
 
     visit("train.batch_size", p.train.batch_size);
     visit("train.epochs", p.train.epochs);
@@ -55,6 +63,10 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("optimizer.min_lr_factor", p.optimizer.min_lr_factor);
     visit("optimizer.warmup_epochs", p.optimizer.warmup_epochs);
     visit("optimizer.warmup_start_lr", p.optimizer.warmup_start_lr);
+    visit("optimizer.l1", p.optimizer.l1);
+    visit("optimizer.l2", p.optimizer.l2);
+    visit("optimizer.beta", p.optimizer.beta);
+    visit("optimizer.initial_accumulator", p.optimizer.initial_accumulator);
 
     visit("sync.backend", p.sync.backend);
     visit("sync.fusion_bytes", p.sync.fusion_bytes);
@@ -68,6 +80,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("sync.stall_warning_s", p.sync.stall_warning_s);
     visit("sync.stall_abort_s", p.sync.stall_abort_s);
     visit("sync.setup_timeout_s", p.sync.setup_timeout_s);
+    visit("sync.sparse", p.sync.sparse);
 
     visit("checkpoint.every_epochs", p.checkpoint.every_epochs);
     visit("checkpoint.every_steps", p.checkpoint.every_steps);

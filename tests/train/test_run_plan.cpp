@@ -16,11 +16,12 @@ uint64_t digest_of(const json& doc) { return Config::from_json(doc, "test").plan
 // A different value for a leaf that the schema still accepts.
 json changed(const std::string& pointer, const json& v) {
     if (v.is_boolean()) return !v.get<bool>();
-    if (v.is_number_integer()) return v.get<int64_t>() + 1;
+    if (v.is_number_integer()) return pointer == "/data/index_base" ? 1 - v.get<int64_t>() : v.get<int64_t>() + 1;
     if (v.is_number_float()) return v.get<double>() == 0.0 ? 0.25 : v.get<double>() * 0.5;
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
-    for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines"}) {
+    for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "hash",
+                          "allgather"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;

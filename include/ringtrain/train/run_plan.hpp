@@ -17,13 +17,15 @@ namespace ringtrain::train {
 class Config;
 
 enum class DeviceChoice { Auto, Cpu, Cuda };
-enum class DataFormat { Idx, Synthetic };
-enum class OptimizerName { Sgd, Adam, Adadelta };
+enum class DataFormat { Idx, Synthetic, Libsvm, Criteo };
+enum class CriteoIntegerTransform { Log2, Hash };
+enum class OptimizerName { Sgd, Adam, Adadelta, Adagrad, Ftrl };
 enum class LrScaling { Linear, Sqrt, None };
 enum class Schedule { Constant, Step, Cosine };
 enum class Backend { Ring, Mpi, Nccl };
 enum class Compression { None, Fp16, Bf16 };
 enum class SyncMode { Allreduce, LocalSgd };
+enum class SparseSync { Auto, Allgather, Dense };
 enum class ProgressMode { Auto, Bar, Lines, None };
 
 // The config spelling of every value of an enum, in the order the schema lists them.
@@ -37,12 +39,15 @@ struct Spelling<DeviceChoice> {
 template <>
 struct Spelling<DataFormat> {
     static constexpr std::pair<DataFormat, const char*> names[] = {{DataFormat::Idx, "idx"},
-                                                                   {DataFormat::Synthetic, "synthetic"}};
+                                                                   {DataFormat::Synthetic, "synthetic"},
+                                                                   {DataFormat::Libsvm, "libsvm"},
+                                                                   {DataFormat::Criteo, "criteo"}};
 };
 template <>
 struct Spelling<OptimizerName> {
     static constexpr std::pair<OptimizerName, const char*> names[] = {
-        {OptimizerName::Sgd, "sgd"}, {OptimizerName::Adam, "adam"}, {OptimizerName::Adadelta, "adadelta"}};
+        {OptimizerName::Sgd, "sgd"},         {OptimizerName::Adam, "adam"}, {OptimizerName::Adadelta, "adadelta"},
+        {OptimizerName::Adagrad, "adagrad"}, {OptimizerName::Ftrl, "ftrl"}};
 };
 template <>
 struct Spelling<LrScaling> {
@@ -68,6 +73,16 @@ template <>
 struct Spelling<SyncMode> {
     static constexpr std::pair<SyncMode, const char*> names[] = {{SyncMode::Allreduce, "allreduce"},
                                                                  {SyncMode::LocalSgd, "local_sgd"}};
+};
+template <>
+struct Spelling<CriteoIntegerTransform> {
+    static constexpr std::pair<CriteoIntegerTransform, const char*> names[] = {{CriteoIntegerTransform::Log2, "log2"},
+                                                                               {CriteoIntegerTransform::Hash, "hash"}};
+};
+template <>
+struct Spelling<SparseSync> {
+    static constexpr std::pair<SparseSync, const char*> names[] = {
+        {SparseSync::Auto, "auto"}, {SparseSync::Allgather, "allgather"}, {SparseSync::Dense, "dense"}};
 };
 template <>
 struct Spelling<ProgressMode> {
@@ -104,6 +119,17 @@ struct DataPlan {
     int64_t synthetic_train_size = 0, synthetic_test_size = 0;
     std::vector<int64_t> synthetic_shape;
     int64_t synthetic_classes = 0;
+    // The sparse (click-log) formats, libsvm and criteo: text files read streaming.
+    std::string train_file, test_file;
+    int index_base = 1;        // libsvm: 1 (as libsvm) or 0
+    int64_t num_features = 0;  // libsvm: 0 = from the training file
+    int hash_bits = 20;        // criteo: (column, value) pairs hash into 2^hash_bits features
+    CriteoIntegerTransform criteo_integers = CriteoIntegerTransform::Log2;
+    int64_t shuffle_buffer = 0;  // rows shuffled in memory (0 = file order)
+    bool cache = false;          // keep each rank's parsed share in memory after the first pass
+
+    // libsvm or criteo: the run takes the sparse path (SparseTrainer), whose model is one sparse_linear layer.
+    bool is_sparse() const { return format == DataFormat::Libsvm || format == DataFormat::Criteo; }
 };
 
 struct TrainPlan {
@@ -129,6 +155,8 @@ struct OptimizerPlan {
     Schedule schedule = Schedule::Constant;
     double step_epochs = 0, gamma = 0, min_lr_factor = 0, warmup_epochs = 0;
     std::optional<double> warmup_start_lr;  // unset: the unscaled lr
+    // The sparse optimizers: AdaGrad (initial_accumulator) and FTRL-Proximal (lr is FTRL's alpha; beta, l1, l2).
+    double l1 = 0, l2 = 0, beta = 1, initial_accumulator = 0;
 
     // eps as given, else 1e-6 for Adadelta and 1e-8 for the others.
     double resolved_eps() const;
@@ -146,6 +174,7 @@ struct SyncPlan {
     int64_t local_sgd_period = 1;
     double stall_warning_s = 0, stall_abort_s = 0;
     double setup_timeout_s = 0;  // 0 = no limit
+    SparseSync sparse = SparseSync::Auto;  // how the sparse path combines the ranks' gradient rows
 };
 
 // checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.

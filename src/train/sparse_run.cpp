@@ -1,0 +1,524 @@
+#include "sparse_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "plan_agreement.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/click_metrics.hpp"
+#include "ringtrain/telemetry/resources.hpp"
+
+namespace ringtrain::train::detail {
+
+using nlohmann::json;
+using telemetry::Phase;
+using telemetry::ScopedPhase;
+namespace fs = std::filesystem;
+
+namespace {
+
+data::SparseReaderOptions reader_options(const RunPlan& plan, const std::string& file, int rank, int world) {
+    const DataPlan& d = plan.data;
+    data::SparseReaderOptions o;
+    o.format = d.format == DataFormat::Criteo ? data::SparseFormat::Criteo : data::SparseFormat::Libsvm;
+    o.file = file;
+    o.index_base = d.index_base;
+    o.num_features = d.num_features;
+    o.hash_bits = d.hash_bits;
+    o.criteo_integers = d.criteo_integers == CriteoIntegerTransform::Hash ? data::CriteoIntegers::Hash
+                                                                         : data::CriteoIntegers::Log2;
+    o.shuffle_buffer = d.shuffle_buffer;
+    o.cache = d.cache;
+    o.seed = plan.train.seed;
+    o.rank = rank;
+    o.world = world;
+    return o;
+}
+
+sync::SparseSyncMethod sync_method(SparseSync s) {
+    switch (s) {
+        case SparseSync::Allgather: return sync::SparseSyncMethod::Allgather;
+        case SparseSync::Dense: return sync::SparseSyncMethod::Dense;
+        case SparseSync::Auto: break;
+    }
+    return sync::SparseSyncMethod::Auto;
+}
+
+// Labels against the model: 0/1 for one output, a class index below K for K outputs (the readers cannot know K).
+void check_labels(const CsrBatch& b, int64_t k, const std::string& file) {
+    for (float y : b.labels) {
+        const bool ok = k == 1 ? (y == 0.0f || y == 1.0f) : (y >= 0.0f && y < static_cast<float>(k) && y == std::floor(y));
+        if (!ok)
+            throw InputError(file + ": label " + std::to_string(y) + " does not fit a model with out_features " +
+                             std::to_string(k) + (k == 1 ? " (binary labels: 0/1 or -1/+1)" : " (labels 0.." +
+                                                                                                   std::to_string(k - 1) + ")"));
+    }
+}
+
+void fill_labels(const CsrBatch& b, Tensor& labels) {
+    const auto n = static_cast<int64_t>(b.labels.size());
+    if (labels.numel() != n) labels = Tensor(Shape{n});
+    std::copy(b.labels.begin(), b.labels.end(), labels.data());
+}
+
+// What a checkpoint's steps_per_epoch must satisfy (global = epoch x it + step_in_epoch, step_in_epoch <= it) when
+// the count is not known yet: only inside the first epoch, where global = step_in_epoch.
+int64_t recorded_steps_per_epoch(int64_t known, const LoopState& at) {
+    return known > 0 ? known : std::max<int64_t>(1, at.step_in_epoch);
+}
+
+// The loop position rank 0 found, sent to every rank as one struct.
+struct ResumePoint {
+    int64_t epoch, step_in_epoch, global_step, steps_per_epoch;
+    double epoch_loss_sum, epoch_samples;
+    int32_t resumed;
+};
+
+// One rank's totals for the summary, gathered once.
+struct RankTotals {
+    uint64_t bytes_sent, bytes_received, parameter_hash;
+    uint64_t sync_bytes_allgather, sync_bytes_dense;
+};
+
+}  // namespace
+
+SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
+    : config_(config),
+      plan_(config_.plan()),
+      comm_(comm),
+      rank_(comm.rank()),
+      world_(comm.size()),
+      t_start_(telemetry::now_seconds()) {
+    sync::Facts mine;
+    sync::run_then_agree(comm_, [&] {
+        build_locally();
+        mine = facts();
+    });
+    sync::require_same_facts(comm_, mine);
+    broadcast_from_root();
+    gsync_ = std::make_unique<sync::SparseGradientSync>(comm_, model_->num_features(), model_->out_features(),
+                                                        sync_method(plan_.sync.sparse));
+}
+
+void SparseRun::build_locally() {
+    model_path_ = config_.model_path();
+    model_file_ = read_sparse_model_file(model_path_);
+    // Labels are checked by the readers against the model's classes (binary: 0/1 after -1 -> 0), naming file:line.
+    const int64_t classes = std::max<int64_t>(2, model_file_.out_features);
+    data::SparseReaderOptions train = reader_options(plan_, plan_.data.train_file, rank_, world_);
+    train.num_classes = classes;
+    train_reader_ = data::open_sparse_reader(train);
+    // The test file is read in the training file's feature space. It is parsed once here, before any output
+    // exists, so a bad line in it (an index past that space included) is an error naming file:line at start-up,
+    // not after the first epoch; the training file is too large for that and is checked as it streams.
+    data::SparseReaderOptions test = reader_options(plan_, plan_.data.test_file, rank_, world_);
+    test.num_features = train_reader_->num_features();
+    test.num_classes = classes;
+    test.shuffle_buffer = 0;
+    data::scan_sparse_share(test);
+    test_reader_ = data::open_sparse_reader(test);
+    model_ = std::make_unique<nn::SparseLinear>(model_file_.name, train_reader_->num_features(),
+                                                model_file_.out_features);
+    const OptimizerPlan& o = plan_.optimizer;
+    optim::SparseOptimizerOptions so;
+    so.name = to_string(o.name);
+    so.initial_accumulator = static_cast<float>(o.initial_accumulator);
+    so.eps = static_cast<float>(o.eps.value_or(1e-10));  // AdaGrad's own default (PyTorch's)
+    so.beta = static_cast<float>(o.beta);
+    so.l1 = static_cast<float>(o.l1);
+    so.l2 = static_cast<float>(o.l2);
+    opt_ = optim::make_sparse_optimizer(so, model_->weight(), model_->bias());
+    loss_ = nn::make_loss(model_file_.loss);
+    optim::ScheduleOptions s;
+    s.lr = static_cast<float>(plan_.optimizer.lr);
+    s.scaling = to_string(plan_.optimizer.lr_scaling);
+    s.decay = to_string(plan_.optimizer.schedule);
+    s.step_epochs = plan_.optimizer.step_epochs;
+    s.gamma = plan_.optimizer.gamma;
+    s.min_lr_factor = plan_.optimizer.min_lr_factor;
+    s.total_epochs = static_cast<double>(plan_.train.epochs);
+    schedule_ = std::make_unique<optim::LrSchedule>(s, world_);
+    bias_grad_.assign(static_cast<size_t>(model_->out_features()), 0.0f);
+}
+
+sync::Facts SparseRun::facts() const {
+    std::vector<nn::Parameter*> tensors = model_->parameters();
+    return sparse_facts_to_agree(plan_, model_path_, model_->num_features(), tensors, opt_->name());
+}
+
+// ---- resume ----
+
+void SparseRun::resume() {
+    sync::run_then_agree(comm_, [&] {
+        if (rank_ == 0) load_resume_checkpoint();
+    });
+    adopt_root_position();
+}
+
+// Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
+void SparseRun::load_resume_checkpoint() {
+    const std::string dir = plan_.output.checkpoint_dir();
+    const std::string metrics = plan_.output.dir + "/metrics.jsonl";
+    const ResumeFrom& from = plan_.checkpoint.resume;
+    if (from.kind == ResumeFrom::Fresh && (holds_checkpoints(dir) || fs::exists(metrics)))
+        throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
+                         "continue it or choose another output.dir");
+    std::vector<std::string> candidates;
+    if (from.kind == ResumeFrom::Path) candidates.push_back(from.path);
+    if (from.kind == ResumeFrom::Latest && fs::is_directory(dir)) candidates = resume_candidates(dir).paths;
+    for (const std::string& path : candidates) {
+        try {
+            LoopState at = load_checkpoint(path, model_->parameters(), opt_.get());
+            if (at.world_size != world_)
+                throw InputError(path + ": written by a run of " + std::to_string(at.world_size) +
+                                 " ranks; the sparse path splits the files by rank, so resume with " +
+                                 std::to_string(at.world_size) + " ranks");
+            const json sparse = at.extra.value("sparse", json::object());
+            steps_per_epoch_ = sparse.value("steps_per_epoch", int64_t{0});
+            pos_ = std::move(at);
+            resumed_ = true;
+            break;
+        } catch (const CheckpointUnreadable& e) {
+            if (from.kind == ResumeFrom::Path) throw;
+            std::fprintf(stderr, "ringtrain: rank 0: warning: passing over %s: %s\n", path.c_str(), e.what());
+        }
+    }
+    fs::create_directories(dir);
+    remove_stale_temporaries(dir);
+    metrics_ = telemetry::MetricsWriter(metrics, resumed_);
+}
+
+void SparseRun::adopt_root_position() {
+    ResumePoint p{pos_.epoch, pos_.step_in_epoch, pos_.global_step, steps_per_epoch_,
+                  pos_.epoch_loss_sum, pos_.epoch_samples, resumed_ ? 1 : 0};
+    comm_.broadcast_object(p, 0);
+    pos_.epoch = p.epoch;
+    pos_.step_in_epoch = p.step_in_epoch;
+    pos_.global_step = p.global_step;
+    pos_.epoch_loss_sum = p.epoch_loss_sum;
+    pos_.epoch_samples = p.epoch_samples;
+    pos_.world_size = world_;
+    steps_per_epoch_ = p.steps_per_epoch;
+    resumed_ = p.resumed != 0;
+    skip_batches_ = pos_.step_in_epoch;
+    broadcast_from_root();
+}
+
+void SparseRun::broadcast_from_root() {
+    std::vector<std::pair<std::string, Tensor*>> state = opt_->state();
+    sync::broadcast_from_root(comm_, model_->parameters(), state);
+    int64_t steps = opt_->steps_taken();
+    comm_.broadcast_object(steps, 0);
+    opt_->set_steps_taken(steps);
+}
+
+std::vector<std::span<float>> SparseRun::all_values() {
+    std::vector<std::span<float>> v;
+    for (nn::Parameter* p : model_->parameters()) v.push_back(p->value.span());
+    for (auto& [name, t] : opt_->state()) v.push_back(t->span());
+    return v;
+}
+
+// ---- the loop ----
+
+bool SparseRun::stopped_by_max_steps() const {
+    return plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps;
+}
+
+bool SparseRun::epochs_left() const { return pos_.epoch < plan_.train.epochs && !stopped_by_max_steps(); }
+
+float SparseRun::learning_rate() const { return schedule_->at(static_cast<double>(pos_.epoch)); }
+
+void SparseRun::begin_epoch() {
+    epoch_t0_ = window_t0_ = telemetry::now_seconds();
+    ScopedPhase t(phases_, Phase::Data);
+    train_reader_->start_epoch(pos_.epoch);
+    // Resuming inside an epoch: the reader replays the epoch's order (the same seed, rank and epoch), so skipping
+    // the batches already trained on puts every rank where the checkpoint left it.
+    for (; skip_batches_ > 0; --skip_batches_)
+        if (!train_reader_->next(batch_, plan_.train.batch_size))
+            throw InputError(plan_.data.train_file + ": holds fewer rows than when the checkpoint was written; "
+                             "resume with the file the run started with");
+}
+
+void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch) {
+    double v[3] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_};
+    comm_.allreduce(std::span<double>(v, 3), comm::ReduceOp::Sum);
+    pending_loss_ = pending_rows_ = 0;
+    if (!std::isfinite(v[1]))
+        throw CollectiveError("training loss is not finite at global step " + std::to_string(pos_.global_step) +
+                              "; lower optimizer.lr");
+    window_loss_ += v[1];
+    window_rows_ += v[2];
+    pos_.epoch_loss_sum += v[1];
+    pos_.epoch_samples += v[2];
+    samples_ += v[2];
+    if (ranks_with_batch) *ranks_with_batch = static_cast<int64_t>(v[0]);
+}
+
+bool SparseRun::next_batch() {
+    if (stopped_by_max_steps()) return false;
+    bool have = false;
+    {
+        ScopedPhase t(phases_, Phase::Data);
+        have = train_reader_->next(batch_, plan_.train.batch_size);
+    }
+    int64_t ranks_with_batch = 0;
+    reduce_pending_loss(have, &ranks_with_batch);
+    if (ranks_with_batch == world_) return true;
+    // Some rank's share ran out: the epoch ends on every rank (a batch read by the others is not trained on).
+    if (pos_.step_in_epoch == 0)
+        throw CollectiveInputError(plan_.data.train_file + ": a rank's share of the file holds no rows; use a larger "
+                                   "file or fewer ranks");
+    steps_per_epoch_ = pos_.step_in_epoch;
+    return false;
+}
+
+float SparseRun::run_step() {
+    const float lr = learning_rate();
+    const int64_t rows = batch_.rows();
+    check_labels(batch_, model_->out_features(), plan_.data.train_file);
+    fill_labels(batch_, labels_);
+    ops::LossStats stats;
+    {
+        ScopedPhase t(phases_, Phase::Forward);
+        model_->forward(batch_, logits_);
+        stats = loss_->forward(logits_, labels_);
+    }
+    {
+        ScopedPhase t(phases_, Phase::Backward);
+        // Each rank's mean; the ranks' average of equal batches is then the mean over the global batch.
+        loss_->backward(labels_, rows > 0 ? 1.0f / static_cast<float>(rows) : 0.0f, dlogits_);
+        model_->backward(batch_, dlogits_.data(), grad_, bias_grad_);
+    }
+    const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
+    if (!local_sgd) {
+        ScopedPhase t(phases_, Phase::SyncWait);
+        gsync_->average(grad_, bias_grad_);
+    }
+    {
+        ScopedPhase t(phases_, Phase::Optimizer);
+        opt_->apply(grad_, bias_grad_, lr);
+    }
+    pending_loss_ += stats.loss_sum;
+    pending_rows_ += static_cast<double>(rows);
+    ++pos_.step_in_epoch;
+    ++pos_.global_step;
+    ++steps_run_;
+    ++window_steps_;
+    if (local_sgd && pos_.global_step % plan_.sync.local_sgd_period == 0) average_all_tensors();
+    return lr;
+}
+
+// Local SGD: the table, the bias and the optimizer state averaged over the ranks (FTRL's weights are a function
+// of its state, so averaging the weights alone would be undone by the next update: they are recomputed).
+void SparseRun::average_all_tensors() {
+    if (world_ == 1) return;
+    ScopedPhase t(phases_, Phase::SyncWait);
+    for (std::span<float> values : all_values()) comm_.allreduce(values, comm::ReduceOp::Average);
+    opt_->recompute_weights(learning_rate());  // FTRL: the weights of the averaged z and n
+    ++local_sgd_averages_;
+}
+
+bool SparseRun::log_now() const { return pos_.global_step % plan_.train.log_every_steps == 0; }
+
+bool SparseRun::checkpoint_now() const {
+    return plan_.checkpoint.every_steps > 0 && pos_.global_step % plan_.checkpoint.every_steps == 0;
+}
+
+void SparseRun::log_step(float lr) {
+    const double now = telemetry::now_seconds();
+    const double sps = window_rows_ / std::max(now - window_t0_, 1e-9);
+    metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
+                    {"global_step", pos_.global_step},
+                    {"loss", window_rows_ > 0 ? json(window_loss_ / window_rows_) : json(nullptr)},
+                    {"lr", lr}, {"samples_per_s", sps}});
+    window_loss_ = window_rows_ = 0;
+    window_steps_ = 0;
+    window_t0_ = now;
+}
+
+LoopState SparseRun::checkpoint_position() {
+    reduce_pending_loss(false, nullptr);  // the sums up to this step, on every rank
+    LoopState at = pos_;
+    at.world_size = world_;
+    at.steps_per_epoch = recorded_steps_per_epoch(steps_per_epoch_, at);
+    // The format keeps one RNG state per rank (the dense path's dropout); the sparse path draws no random numbers.
+    at.rng_states.assign(static_cast<size_t>(world_), Rng(plan_.train.seed).state());
+    at.extra = {{"sparse", {{"num_features", model_->num_features()},
+                            {"out_features", model_->out_features()},
+                            {"steps_per_epoch", steps_per_epoch_},
+                            {"format", to_string(plan_.data.format)}}},
+                {"config", config_.document()}};
+    return at;
+}
+
+void SparseRun::write_checkpoint(const LoopState& at) {
+    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();  // one model on every rank, as saved
+    if (rank_ != 0) return;
+    const std::string name = checkpoint_file_name(at.global_step);
+    save_checkpoint(plan_.output.checkpoint_dir() + "/" + name, model_->parameters(), opt_.get(), at);
+    publish_checkpoint(plan_.output.checkpoint_dir(), name, plan_.checkpoint.keep);
+}
+
+void SparseRun::write_step_checkpoint() { write_checkpoint(checkpoint_position()); }
+
+void SparseRun::end_epoch() {
+    reduce_pending_loss(false, nullptr);
+    train_seconds_ += telemetry::now_seconds() - epoch_t0_;
+    if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
+    if (stopped_by_max_steps() && pos_.step_in_epoch != steps_per_epoch_) return;  // stays inside the epoch
+    last_eval_ = evaluate();
+    json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
+                {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
+    rec.update(last_eval_);
+    metrics_.write(rec);
+    if (rank_ == 0)
+        std::fprintf(stderr, "epoch %lld/%lld: train loss %.4f, test log loss %.4f, test AUC %s, test accuracy %.4f\n",
+                     static_cast<long long>(pos_.epoch + 1), static_cast<long long>(plan_.train.epochs), train_loss_,
+                     last_eval_["test_logloss"].get<double>(), last_eval_["test_auc"].dump().c_str(),
+                     last_eval_["test_accuracy"].get<double>());
+    ++pos_.epoch;
+    pos_.step_in_epoch = 0;
+    pos_.epoch_loss_sum = pos_.epoch_samples = 0;
+    if (plan_.checkpoint.every_epochs > 0 && pos_.epoch % plan_.checkpoint.every_epochs == 0)
+        write_checkpoint(checkpoint_position());
+}
+
+void SparseRun::finish() {
+    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
+    if (last_eval_.is_null()) last_eval_ = evaluate();
+    // The run's last position is saved when checkpoints are on and the last write was elsewhere.
+    if (plan_.checkpoint.enabled() && steps_run_ > 0) {
+        const std::string last = plan_.output.checkpoint_dir() + "/" + checkpoint_file_name(pos_.global_step);
+        int32_t have = rank_ == 0 && fs::exists(last) ? 1 : 0;
+        comm_.broadcast_object(have, 0);
+        if (!have) write_checkpoint(checkpoint_position());
+    }
+}
+
+// ---- evaluation ----
+
+json SparseRun::evaluate() {
+    const int64_t k = model_->out_features();
+    std::vector<float> scores, labels;
+    double sums[3] = {0, 0, 0};  // loss, correct, rows
+    test_reader_->start_epoch(0);
+    while (test_reader_->next(batch_, plan_.train.eval_batch_size)) {
+        check_labels(batch_, k, plan_.data.test_file);
+        fill_labels(batch_, labels_);
+        model_->forward(batch_, logits_);
+        const ops::LossStats s = loss_->forward(logits_, labels_);
+        sums[0] += s.loss_sum;
+        sums[1] += static_cast<double>(s.correct);
+        sums[2] += static_cast<double>(batch_.rows());
+        if (k == 1) {
+            scores.insert(scores.end(), logits_.data(), logits_.data() + logits_.numel());
+            labels.insert(labels.end(), batch_.labels.begin(), batch_.labels.end());
+        }
+    }
+    comm_.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
+    json auc = nullptr;
+    if (k == 1) {
+        // Exact AUC needs every score: each rank's share of the test file is gathered (4 bytes a row each way).
+        const std::vector<float> all_scores = comm_.allgather(scores);
+        const std::vector<float> all_labels = comm_.allgather(labels);
+        auc = nn::exact_auc(all_scores, all_labels);
+    }
+    const double n = std::max(sums[2], 1.0);
+    return {{"test_accuracy", sums[1] / n}, {"test_loss", sums[0] / n}, {"test_logloss", sums[0] / n},
+            {"test_auc", auc}, {"test_samples", sums[2]}};
+}
+
+void SparseRun::load_for_evaluation(const std::string& path) {
+    sync::run_then_agree(comm_, [&] {
+        if (rank_ == 0) load_checkpoint(path, model_->parameters(), opt_.get());
+    });
+    broadcast_from_root();
+}
+
+
+std::vector<float> SparseRun::parameters_flat() {
+    std::vector<float> v;
+    for (nn::Parameter* p : model_->parameters()) v.insert(v.end(), p->value.span().begin(), p->value.span().end());
+    return v;
+}
+
+// ---- summary ----
+
+json SparseRun::write_summary() {
+    const sync::SparseSyncStats& st = gsync_->stats();
+    const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(),
+                          st.bytes_allgather, st.bytes_dense};
+    const std::vector<RankTotals> all = comm_.allgather_object(mine);
+    std::vector<uint64_t> sent, received, hashes, ag_bytes, dense_bytes;
+    for (const RankTotals& t : all) {
+        sent.push_back(t.bytes_sent);
+        received.push_back(t.bytes_received);
+        hashes.push_back(t.parameter_hash);
+        ag_bytes.push_back(t.sync_bytes_allgather);
+        dense_bytes.push_back(t.sync_bytes_dense);
+    }
+    const int64_t batch = plan_.train.batch_size;
+    const auto usage = telemetry::current_resource_usage();
+    json phase_s = json::object();
+    for (size_t i = 0; i < static_cast<size_t>(Phase::Count); ++i)
+        phase_s[telemetry::phase_name(static_cast<Phase>(i))] = phases_.get(static_cast<Phase>(i));
+    const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
+    json summary = {
+        {"world_size", world_},
+        {"batch_size_per_rank", batch},
+        {"global_batch_size", batch * world_},
+        {"epochs", plan_.train.epochs},
+        {"epochs_completed", pos_.epoch},
+        {"steps", pos_.global_step},
+        {"steps_this_run", steps_run_},
+        {"steps_per_epoch", steps_per_epoch_ > 0 ? json(steps_per_epoch_) : json(nullptr)},
+        {"stopped_by_max_steps", stopped_by_max_steps()},
+        {"test_accuracy", last_eval_["test_accuracy"]},
+        {"test_loss", last_eval_["test_loss"]},
+        {"test_logloss", last_eval_["test_logloss"]},
+        {"test_auc", last_eval_["test_auc"]},
+        {"train_loss", std::isfinite(train_loss_) && samples_ > 0 ? json(train_loss_) : json(nullptr)},
+        {"wall_s", telemetry::now_seconds() - t_start_},
+        {"train_s", train_seconds_},
+        {"samples_per_s", train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0},
+        {"phase_s", phase_s},
+        {"bytes_sent", mine.bytes_sent},
+        {"bytes_received", mine.bytes_received},
+        {"bytes_sent_per_rank", sent},
+        {"bytes_received_per_rank", received},
+        {"parameter_hash_per_rank", hashes},
+        {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
+        {"backend", comm_.backend()},
+        {"device", "cpu"},
+        {"model", model_file_.model_name},
+        {"num_features", model_->num_features()},
+        {"out_features", model_->out_features()},
+        {"optimizer", opt_->name()},
+        {"lr", plan_.optimizer.lr},
+        {"lr_peak", schedule_->peak()},
+        {"lr_scaling", to_string(plan_.optimizer.lr_scaling)},
+        {"data", train_reader_->description()},
+        {"sync",
+         {{"mode", to_string(plan_.sync.mode)},
+          {"sparse", to_string(plan_.sync.sparse)},
+          {"local_sgd_period", local_sgd ? json(plan_.sync.local_sgd_period) : json(nullptr)},
+          {"local_sgd_averages", local_sgd_averages_},
+          {"allgather_steps", st.allgather_steps},
+          {"dense_steps", st.dense_steps},
+          {"bytes_allgather", st.bytes_allgather},
+          {"bytes_dense", st.bytes_dense},
+          {"bytes_allgather_per_rank", ag_bytes},
+          {"bytes_dense_per_rank", dense_bytes}}},
+        {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
+        {"peak_rss_mb", usage.peak_rss_mb},
+        {"resumed", resumed_},
+    };
+    if (rank_ == 0) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
+    return summary;
+}
+
+}  // namespace ringtrain::train::detail

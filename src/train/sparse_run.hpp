@@ -1,0 +1,124 @@
+// One sparse run (private to train): the readers, the model and optimizer, the sparse gradient sync, the loop
+// position and what the loop measures, with the step and the occasional work around it as methods.
+// SparseTrainer::train() is the loop itself, calling these (as Trainer::train() calls TrainingRun's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/csr_batch.hpp"
+#include "ringtrain/core/sparse_rows.hpp"
+#include "ringtrain/data/sparse_reader.hpp"
+#include "ringtrain/nn/loss.hpp"
+#include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/sync/sparse_gradient_sync.hpp"
+#include "ringtrain/telemetry/metrics_writer.hpp"
+#include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/config.hpp"
+#include "ringtrain/nn/sparse_linear.hpp"
+#include "ringtrain/optim/sparse_optimizer.hpp"
+#include "sparse_model_file.hpp"
+
+namespace ringtrain::train::detail {
+
+class SparseRun {
+public:
+    // Set-up (collective): readers, model and facts on every rank (a failure on any rank ends all of them the same
+    // way), the ranks' agreement on the facts, rank 0's parameters everywhere, the gradient sync.
+    SparseRun(const Config& config, comm::Communicator& comm);
+
+    // Rank 0 loads the checkpoint the plan names (resume=auto: the newest that verifies) and opens the outputs;
+    // every rank then takes rank 0's position and tensors, a fresh start included. Collective.
+    void resume();
+    bool epochs_left() const;
+    void begin_epoch();
+    // Reads this rank's next batch and agrees with the others whether every rank has one (the flag travels with
+    // the previous step's loss in one small allreduce): false ends the epoch on every rank at once. Collective.
+    bool next_batch();
+    // Forward, loss, backward, the ranks' average of the sparse gradient (or, in local SGD, of all tensors every
+    // local_sgd_period steps), the optimizer's update. Returns the learning rate used. Collective.
+    float run_step();
+    bool log_now() const;
+    bool checkpoint_now() const;
+    // metrics.jsonl step line: the mean loss over all ranks since the previous line (as far as agreed so far).
+    void log_step(float lr);
+    // Mid-epoch checkpoint (checkpoint.every_steps). Collective.
+    void write_step_checkpoint();
+    // The epoch's loss, evaluation, the epoch line and checkpoint (unless max_steps ended the run). Collective.
+    void end_epoch();
+    // After the loop: an evaluation if none ran, the final checkpoint. Collective.
+    void finish();
+    // summary.json (rank 0 writes it); every rank returns it. Collective.
+    nlohmann::json write_summary();
+
+    // Test accuracy, loss (= test_logloss) and exact AUC over every rank's share of the test file. Collective.
+    nlohmann::json evaluate();
+    // Loads `path` on rank 0 and gives its tensors to every rank. Collective.
+    void load_for_evaluation(const std::string& path);
+    std::vector<float> parameters_flat();
+
+private:
+    void build_locally();
+    sync::Facts facts() const;
+    void load_resume_checkpoint();
+    void adopt_root_position();
+    void write_checkpoint(const LoopState& at);
+    LoopState checkpoint_position();
+    // Every tensor the run holds: the table and bias, then the optimizer's state (what local SGD averages).
+    std::vector<std::span<float>> all_values();
+    void average_all_tensors();
+    void broadcast_from_root();
+    void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch);
+    bool stopped_by_max_steps() const;
+    float learning_rate() const;
+
+    const Config config_;
+    const RunPlan& plan_;
+    comm::Communicator& comm_;
+    const int rank_, world_;
+    const double t_start_;
+    std::string model_path_;
+    SparseModelFile model_file_;
+    std::unique_ptr<data::SparseBatchReader> train_reader_, test_reader_;
+    std::unique_ptr<nn::SparseLinear> model_;
+    std::unique_ptr<optim::SparseOptimizer> opt_;
+    std::unique_ptr<nn::Loss> loss_;
+    std::unique_ptr<optim::LrSchedule> schedule_;
+    std::unique_ptr<sync::SparseGradientSync> gsync_;
+    telemetry::MetricsWriter metrics_;
+
+    // The loop: where it is, and how many steps an epoch has once one has ended (0 until then: the shares are
+    // read streaming, so the count is known only by running out).
+    LoopState pos_;
+    int64_t steps_per_epoch_ = 0;
+    bool resumed_ = false;
+    int64_t skip_batches_ = 0;  // resuming inside an epoch: batches of this rank's share already trained on
+
+    // One step's buffers (capacity kept across steps).
+    CsrBatch batch_;
+    Tensor logits_, labels_, dlogits_;
+    SparseRows grad_;
+    std::vector<float> bias_grad_;
+
+    // This rank's loss of steps not yet reduced, and all ranks' sums of this epoch / log window.
+    double pending_loss_ = 0, pending_rows_ = 0;
+    double window_loss_ = 0, window_rows_ = 0, window_t0_ = 0;
+    int64_t window_steps_ = 0;
+    double train_loss_ = 0;
+    double train_seconds_ = 0, epoch_t0_ = 0;
+    double samples_ = 0;  // every rank's rows trained on by this run
+    int64_t steps_run_ = 0;
+    int64_t local_sgd_averages_ = 0;
+    nlohmann::json last_eval_;
+    telemetry::PhaseTimes phases_;
+};
+
+}  // namespace ringtrain::train::detail

@@ -1,0 +1,51 @@
+// SparseTrainer: the sparse path's loop (see the header); the work is in SparseRun (sparse_run.cpp).
+#include "ringtrain/train/sparse_trainer.hpp"
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/sync/consistency.hpp"
+#include "sparse_model_file.hpp"
+#include "sparse_run.hpp"
+
+namespace ringtrain::train {
+
+bool uses_sparse_path(const Config& config, comm::Communicator& comm) {
+    if (config.plan().data.is_sparse()) return true;
+    sync::run_then_agree(comm, [&] {
+        const std::string path = config.model_path();
+        if (detail::model_file_has_sparse_layer(path))
+            throw InputError(path + ": layers: a sparse_linear layer needs data.format libsvm or criteo (with "
+                             "data.train_file and data.test_file); data.format is '" +
+                             to_string(config.plan().data.format) + "'");
+    });
+    return false;
+}
+
+SparseTrainer::SparseTrainer(const Config& config, comm::Communicator& comm)
+    : run_(std::make_unique<detail::SparseRun>(config, comm)) {}
+
+SparseTrainer::~SparseTrainer() = default;
+
+nlohmann::json SparseTrainer::train() {
+    detail::SparseRun& run = *run_;
+    run.resume();
+    while (run.epochs_left()) {
+        run.begin_epoch();
+        while (run.next_batch()) {  // every rank has a batch (agreed with the last step's loss)
+            const float lr = run.run_step();
+            if (run.log_now()) run.log_step(lr);
+            if (run.checkpoint_now()) run.write_step_checkpoint();
+        }
+        run.end_epoch();  // epoch loss, evaluation, epoch checkpoint
+    }
+    run.finish();
+    return run.write_summary();
+}
+
+nlohmann::json SparseTrainer::evaluate_checkpoint(const std::string& checkpoint) {
+    run_->load_for_evaluation(checkpoint);
+    return run_->evaluate();
+}
+
+std::vector<float> SparseTrainer::parameters_flat() const { return run_->parameters_flat(); }
+
+}  // namespace ringtrain::train

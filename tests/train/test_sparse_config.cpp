@@ -1,0 +1,84 @@
+// The sparse path's config keys: typed in the plan, in the digest, and the combinations one path would silently
+// ignore refused with the key named.
+#include <catch2/catch.hpp>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/config.hpp"
+
+using namespace ringtrain::train;
+using nlohmann::json;
+
+namespace {
+
+const json kSparse = {{"model", "models/sparse_logreg.json"},
+                      {"data", {{"format", "criteo"}, {"train_file", "a.txt"}, {"test_file", "b.txt"}}}};
+const json kDense = {{"model", "models/logreg.json"}, {"data", {{"format", "synthetic"}, {"synthetic_shape", {784}}}}};
+
+std::string error_of(const json& doc, const std::vector<std::string>& sets = {}) {
+    try {
+        Config::from_json(doc, "cfg.json", sets);
+    } catch (const ringtrain::InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
+    const Config c = Config::from_json(kSparse, "cfg.json",
+                                       {"data.index_base=0", "data.num_features=1000", "data.hash_bits=18",
+                                        "data.criteo_integers=hash", "data.shuffle_buffer=64", "data.cache=true",
+                                        "optimizer.name=ftrl", "optimizer.l1=0.5", "optimizer.l2=2",
+                                        "optimizer.beta=0.25", "optimizer.initial_accumulator=0.01",
+                                        "sync.sparse=allgather"});
+    const RunPlan& p = c.plan();
+    CHECK(p.data.format == DataFormat::Criteo);
+    CHECK(p.data.is_sparse());
+    CHECK(p.data.train_file == "a.txt");
+    CHECK(p.data.test_file == "b.txt");
+    CHECK(p.data.index_base == 0);
+    CHECK(p.data.num_features == 1000);
+    CHECK(p.data.hash_bits == 18);
+    CHECK(p.data.criteo_integers == CriteoIntegerTransform::Hash);
+    CHECK(p.data.shuffle_buffer == 64);
+    CHECK(p.data.cache);
+    CHECK(p.optimizer.name == OptimizerName::Ftrl);
+    CHECK(p.optimizer.l1 == 0.5);
+    CHECK(p.optimizer.l2 == 2.0);
+    CHECK(p.optimizer.beta == 0.25);
+    CHECK(p.optimizer.initial_accumulator == 0.01);
+    CHECK(p.sync.sparse == SparseSync::Allgather);
+    CHECK(p.to_json() == c.document());
+    CHECK_FALSE(Config::from_json(kDense, "cfg.json").plan().data.is_sparse());
+    // Defaults: libsvm's 1-based indices, 2^20 hashed features, log2 integers, auto sync.
+    const RunPlan d = Config::from_json(kSparse, "cfg.json").plan();
+    CHECK(d.data.index_base == 1);
+    CHECK(d.data.hash_bits == 20);
+    CHECK(d.data.criteo_integers == CriteoIntegerTransform::Log2);
+    CHECK(d.sync.sparse == SparseSync::Auto);
+    CHECK(Config::from_json(kSparse, "cfg.json", {"sync.sparse=dense"}).plan().digest() != d.digest());
+}
+
+TEST_CASE("keys one path would ignore are refused, naming the key", "[train][config][sparse]") {
+    using Catch::Matchers::Contains;
+    CHECK_THAT(error_of(kDense, {"optimizer.name=ftrl"}), Contains("cfg.json: optimizer.name: 'ftrl' is for the sparse path"));
+    CHECK_THAT(error_of(kDense, {"optimizer.name=adagrad"}), Contains("optimizer.name: 'adagrad'"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.name=adam"}), Contains("optimizer.name: 'adam' is not available on the sparse path"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.name=adadelta"}), Contains("optimizer.name: 'adadelta'"));
+    CHECK_THAT(error_of(kSparse, {"data.train_file="}), Contains("cfg.json: data.train_file: missing"));
+    CHECK_THAT(error_of(kSparse, {"data.test_file="}), Contains("cfg.json: data.test_file: missing"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.momentum=0.9"}), Contains("optimizer.momentum: not available"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.weight_decay=0.1"}), Contains("optimizer.weight_decay: not available"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.warmup_epochs=1"}), Contains("optimizer.warmup_epochs: not available"));
+    CHECK_THAT(error_of(kSparse, {"sync.compression=fp16"}), Contains("sync.compression: not available"));
+    CHECK_THAT(error_of(kSparse, {"sync.backward_passes_per_step=2"}), Contains("sync.backward_passes_per_step"));
+    CHECK_THAT(error_of(kSparse, {"sync.backend=nccl"}), Contains("sync.backend: not available"));
+    CHECK_THAT(error_of(kSparse, {"device=cuda"}), Contains("device: not available"));
+    CHECK_THAT(error_of(kSparse, {"data.index_base=2"}), Contains("data.index_base: 2 is out of range"));
+    CHECK_THAT(error_of(kSparse, {"data.hash_bits=31"}), Contains("data.hash_bits: 31 is out of range"));
+    CHECK_THAT(error_of(kSparse, {"data.criteo_integers=log"}), Contains("data.criteo_integers: 'log' is not one of: log2, hash"));
+    CHECK_THAT(error_of(kSparse, {"sync.sparse=sparse"}), Contains("sync.sparse: 'sparse' is not one of: auto, allgather, dense"));
+    CHECK(error_of(kSparse, {"optimizer.name=adagrad"}).empty());
+    CHECK(error_of(kSparse, {"optimizer.name=sgd", "sync.mode=local_sgd"}).empty());
+}

@@ -1,0 +1,260 @@
+// The sparse path end to end through the binary (1 and 2 ranks): a Criteo-layout file from a known logistic model
+// is learned to near the true model's log loss; N ranks x batch B equal 1 rank x batch N*B for sgd, adagrad and
+// ftrl on both sync ways (also when one rank's rows touch no feature); resume equals an uninterrupted run; local
+// SGD; eval of a checkpoint; the summary's and metrics' fields.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "sparse_files.hpp"
+#include "support/run_command.hpp"
+
+using namespace rt_test;
+using nlohmann::json;
+
+namespace {
+
+std::string sparse_config(const std::string& format, const std::string& train, const std::string& test,
+                          const std::string& out, const std::string& extra) {
+    return R"({"model": ")" + source_dir() + R"(/models/sparse_logreg.json",
+  "data": {"format": ")" + format + R"(", "train_file": ")" + train + R"(", "test_file": ")" + test + R"("},
+  "train": {"seed": 5, "log_every_steps": 1},
+  "output": {"dir": ")" + out + R"(", "progress": "none"})" + extra + "}";
+}
+
+std::string ckpt(const std::string& out, int64_t step) {
+    const std::string s = std::to_string(step);
+    return out + "/checkpoints/ckpt-" + std::string(9 - s.size(), '0') + s + ".bin";
+}
+
+// `steps` blocks of `batch` rows per rank: rank 0's blocks then rank 1's (what 2 ranks read as contiguous shares),
+// and the same blocks interleaved (what 1 rank reads as batches of 2 x batch).
+void write_two_rank_files(const std::string& dir, int steps, int batch, bool second_rank_empty) {
+    const auto r0 = svm_rows(steps * batch, 40, 11);
+    const auto r1 = svm_rows(steps * batch, 40, 22, second_rank_empty);
+    std::vector<SvmRow> split(r0), interleaved;
+    split.insert(split.end(), r1.begin(), r1.end());
+    for (int s = 0; s < steps; ++s)
+        for (const auto* part : {&r0, &r1})
+            interleaved.insert(interleaved.end(), part->begin() + s * batch, part->begin() + (s + 1) * batch);
+    write_svm(dir + "/split.svm", split);
+    write_svm(dir + "/interleaved.svm", interleaved);
+}
+
+void require_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+    REQUIRE(a.size() == b.size());
+    REQUIRE_FALSE(a.empty());
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1.0f + std::abs(a[i])));
+    INFO("largest relative difference " << worst);
+    CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("sparse: training on a Criteo-layout file recovers the known model", "[train][sparse]") {
+    const std::string dir = temp_dir("sparse-criteo");
+    write_criteo(dir + "/train.txt", 10000, 1);
+    const double truth = write_criteo(dir + "/test.txt", 3000, 2);
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("criteo", dir + "/train.txt", dir + "/test.txt", out, R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "checkpoint": {"every_epochs": 1})"));
+    const auto r = run_command(binary() + " train --config " + dir + "/c.json --set data.hash_bits=18 "
+                               "--set train.batch_size=50 --set train.epochs=4 --set data.shuffle_buffer=1000");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(out + "/summary.json");
+    INFO(s.dump(1));
+    // The true model's own log loss on the test rows is the floor; 0.03 above it is a model that learned the
+    // weights (predicting the base rate alone is about 0.1 worse on this data).
+    CHECK(s["test_logloss"].get<double>() < truth + 0.03);
+    CHECK(s["test_auc"].get<double>() > 0.7);
+    CHECK(s["num_features"] == 1 << 18);
+    for (const char* key : {"world_size", "batch_size_per_rank", "global_batch_size", "epochs", "steps",
+                            "test_accuracy", "test_loss", "train_loss", "wall_s", "samples_per_s", "phase_s",
+                            "bytes_sent", "bytes_received", "backend", "device", "test_auc", "test_logloss"})
+        CHECK(s.contains(key));
+    CHECK(s["steps"] == 4 * 10000 / 50);
+    CHECK(s["steps_per_epoch"] == 10000 / 50);
+    CHECK(s["sync"]["allgather_steps"] == 4 * 10000 / 50);  // one rank: nothing moves, counted as allgather
+    const auto lines = read_jsonl(out + "/metrics.jsonl");
+    int epochs = 0;
+    for (const json& l : lines)
+        if (l["type"] == "epoch") {
+            ++epochs;
+            CHECK(l.contains("test_auc"));
+            CHECK(l.contains("test_logloss"));
+        }
+    CHECK(epochs == 4);
+
+    // eval of the final checkpoint gives the summary's numbers.
+    const auto e = run_command(binary() + " eval --config " + dir + "/c.json --set data.hash_bits=18 --checkpoint " +
+                               ckpt(out, 4 * 10000 / 50));
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    const json ev = json::parse(e.output.substr(e.output.find('{')));
+    CHECK(ev["test_auc"].get<double>() == Approx(s["test_auc"].get<double>()).epsilon(1e-9));
+    CHECK(ev["test_logloss"].get<double>() == Approx(s["test_logloss"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("sparse: 2 ranks x batch B equal 1 rank x batch 2B", "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-equiv");
+    constexpr int kSteps = 6, kBatch = 4;
+    for (const bool empty : {false, true}) {
+        write_two_rank_files(dir, kSteps, kBatch, empty);
+        for (const std::string opt : {"sgd", "adagrad", "ftrl"}) {
+            for (const std::string how : {"allgather", "dense"}) {
+                SECTION(opt + " " + how + (empty ? ", rank 1's rows touch no feature" : "")) {
+                    const std::string common = R"(,
+                        "optimizer": {"name": ")" + opt + R"(", "lr": 0.2, "lr_scaling": "none"},
+                        "sync": {"sparse": ")" + how + R"("}, "checkpoint": {"every_epochs": 1})";
+                    const std::string one = dir + "/one-" + opt + how, two = dir + "/two-" + opt + how;
+                    write_file(dir + "/one.json", sparse_config("libsvm", dir + "/interleaved.svm",
+                                                                dir + "/split.svm", one, common));
+                    write_file(dir + "/two.json", sparse_config("libsvm", dir + "/split.svm", dir + "/split.svm",
+                                                                two, common));
+                    const std::string keys = " --set data.num_features=64 --set optimizer.l1=" +
+                                             std::string(opt == "ftrl" ? "0.01" : "0");
+                    auto r = run_command(binary() + " train --config " + dir + "/one.json --set train.batch_size=" +
+                                         std::to_string(2 * kBatch) + keys);
+                    INFO(r.output);
+                    REQUIRE(r.exit_code == 0);
+                    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/two.json --set train.batch_size=" +
+                                    std::to_string(kBatch) + keys);
+                    INFO(r.output);
+                    REQUIRE(r.exit_code == 0);
+                    const json s = read_json(two + "/summary.json");
+                    CHECK(s["parameters_identical"] == true);
+                    CHECK(s["steps"] == kSteps);
+                    CHECK(s["sync"][how + "_steps"] == kSteps);
+                    CHECK(s["sync"]["bytes_" + how].get<uint64_t>() > 0);
+                    // Table and bias; the AUC over all ranks' test rows is the single rank's too.
+                    require_close(checkpoint_parameters(ckpt(one, kSteps), 2), checkpoint_parameters(ckpt(two, kSteps), 2),
+                                  2e-6f);
+                    const json s1 = read_json(one + "/summary.json");
+                    CHECK(s["test_auc"].get<double>() == Approx(s1["test_auc"].get<double>()).margin(1e-6));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-resume");
+    write_svm(dir + "/train.svm", svm_rows(160, 50, 3));
+    write_svm(dir + "/test.svm", svm_rows(40, 50, 4));
+    const std::string common = R"(, "optimizer": {"name": "ftrl", "lr": 0.3, "l1": 0.1, "l2": 0.1},
+        "checkpoint": {"every_epochs": 1})";
+    const std::string whole = dir + "/whole", parts = dir + "/parts";
+    write_file(dir + "/w.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", whole, common));
+    write_file(dir + "/p.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", parts, common));
+    // 2 ranks x 80 rows, batch 8: 10 steps an epoch; stop inside the second epoch (and once inside the first).
+    const std::string run = mpirun(2) + binary() + " train --set train.batch_size=8 --set train.epochs=3 "
+                            "--set data.shuffle_buffer=16 --config ";
+    auto r = run_command(run + dir + "/w.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + dir + "/p.json --set train.max_steps=4");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + dir + "/p.json --set train.max_steps=13 --set checkpoint.resume=auto");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + dir + "/p.json --set checkpoint.resume=auto");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(parts + "/summary.json");
+    CHECK(s["steps"] == 30);
+    CHECK(s["steps_this_run"] == 17);
+    CHECK(s["resumed"] == true);
+    // Bit for bit: the same batches in the same order, the same sums.
+    CHECK(checkpoint_parameters(ckpt(whole, 30), 2) == checkpoint_parameters(ckpt(parts, 30), 2));
+    CHECK(read_json(whole + "/summary.json")["test_logloss"] == s["test_logloss"]);
+}
+
+TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-local");
+    write_svm(dir + "/train.svm", svm_rows(96, 50, 8));
+    write_svm(dir + "/test.svm", svm_rows(40, 50, 9));
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"mode": "local_sgd", "local_sgd_period": 4})"));
+    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.batch_size=6");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(out + "/summary.json");
+    CHECK(s["steps"] == 8);
+    CHECK(s["sync"]["local_sgd_averages"].get<int64_t>() >= 2);
+    CHECK(s["sync"]["allgather_steps"] == 0);
+    CHECK(s["sync"]["dense_steps"] == 0);
+    CHECK(s["parameters_identical"] == true);
+}
+
+TEST_CASE("sparse: a make-clicklog file (.gz, 2 ranks, ftrl) is learned well past the constant predictor",
+          "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-generated");
+    // The generator's model has a weight on every hashed feature, more than 10,000 rows can pin down, so the bar
+    // is the constant predictor (the base rate) rather than the true model's loss (reached with far more rows).
+    const std::string gen = binary() + " make-clicklog --format criteo --hash-bits 10 --model-seed 3 ";
+    auto r = run_command(gen + "--rows 10000 --seed 1 --out " + dir + "/train.txt.gz");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(gen + "--rows 3000 --seed 2 --out " + dir + "/test.txt --truth " + dir + "/truth.json");
+    REQUIRE(r.exit_code == 0);
+    const json truth = read_json(dir + "/truth.json");
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("criteo", dir + "/train.txt.gz", dir + "/test.txt", out, R"(,
+        "optimizer": {"name": "ftrl", "lr": 0.1, "l2": 1.0, "lr_scaling": "none"}, "checkpoint": {"every_epochs": 0})"));
+    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set data.hash_bits=10 "
+                    "--set train.batch_size=25 --set train.epochs=3");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(out + "/summary.json");
+    INFO(s.dump(1) << "\ntruth: " << truth.dump());
+    CHECK(s["test_logloss"].get<double>() < truth["constant_logloss"].get<double>() - 0.02);
+    CHECK(s["test_logloss"].get<double>() < truth["true_logloss"].get<double>() + 0.08);
+    CHECK(s["test_auc"].get<double>() > 0.65);
+    CHECK(s["num_features"] == 1024);
+    CHECK(s["parameters_identical"] == true);
+    CHECK(s["sync"]["allgather_steps"].get<int64_t>() + s["sync"]["dense_steps"].get<int64_t>() == s["steps"]);
+}
+
+TEST_CASE("sparse: K classes with softmax; the ranks' agreement; a rank with no rows", "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-misc");
+    // Three classes: the label is the class of the row's first feature (index mod 3).
+    std::vector<SvmRow> rows = svm_rows(300, 30, 5);
+    for (SvmRow& r : rows) r.label = r.features.empty() ? 0 : r.features[0].first % 3;
+    write_svm(dir + "/k3.svm", rows);
+    write_file(dir + "/k3.json", R"({"name": "k3", "layers": [{"type": "sparse_linear", "out_features": 3}],
+                                      "loss": "softmax_cross_entropy"})");
+    std::string cfg = sparse_config("libsvm", dir + "/k3.svm", dir + "/k3.svm", dir + "/k3", R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.5})");
+    cfg.replace(cfg.find(source_dir() + "/models/sparse_logreg.json"),
+                (source_dir() + "/models/sparse_logreg.json").size(), dir + "/k3.json");
+    write_file(dir + "/k3c.json", cfg);
+    auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/k3c.json --set train.batch_size=10 "
+                         "--set train.epochs=4");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(dir + "/k3/summary.json");
+    CHECK(s["out_features"] == 3);
+    CHECK(s["test_auc"].is_null());  // defined for one output only
+    CHECK(s["test_accuracy"].get<double>() > 0.8);
+
+    // Ranks started on different training files: exit 2 on every rank, naming the key and both values.
+    write_svm(dir + "/other.svm", svm_rows(300, 30, 6));
+    const std::string base = binary() + " train --config " + dir + "/k3c.json --set output.dir=" + dir + "/dis";
+    r = run_command(mpirun(1) + base + " : -np 1 " + base + " --set data.train_file=" + dir + "/other.svm");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("data.train_file"));
+    CHECK_THAT(r.output, Catch::Contains("other.svm"));
+
+    // A training file with one row at 2 ranks: rank 1's share is empty, so no epoch can run: exit 2, no hang.
+    write_svm(dir + "/one.svm", svm_rows(1, 30, 7));
+    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/k3c.json --set data.train_file=" + dir +
+                    "/one.svm --set output.dir=" + dir + "/one");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("one.svm: a rank's share of the file holds no rows"));
+}
