@@ -145,6 +145,8 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "write a Chrome trace (chrome://tracing, Perfetto) of every rank's steps to this file"}},
         {"output.progress", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ProgressMode>(),
           .doc = "progress on stderr: live bar on a terminal, lines in a pipe"}},
+        {"output.tensorboard", {.kind = Kind::Bool, .fallback = false,
+          .doc = "rank 0 writes TensorBoard event files (scalars per logged step and epoch) into output.dir/tensorboard"}},
     };
     return s;
 }

@@ -79,6 +79,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("output.dir", p.output.dir);
     visit("output.timeline", p.output.timeline);
     visit("output.progress", p.output.progress);
+    visit("output.tensorboard", p.output.tensorboard);
 }
 
 // ---- parsing: one overload per field type ----

@@ -147,6 +147,8 @@ void TrainingRun::open_outputs() {
     fs::create_directories(dir);
     remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
     metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
+    // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
+    if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
 }
 
 // Every rank takes rank 0's decision: its position, every rank's dropout RNG state, its parameters and optimizer
@@ -288,6 +290,7 @@ void TrainingRun::log_step(float lr) {
     const double loss = window_.loss_sum / std::max(window_.samples, 1.0);
     metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
                     {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+    tensorboard_.scalars(pos_.global_step, {{"train/loss", loss}, {"train/lr", lr}, {"train/samples_per_s", sps}});
     progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_, loss, sps);
     window_ = {now, 0, 0.0, 0.0};
 }
@@ -324,6 +327,7 @@ void TrainingRun::end_epoch() {
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
     metrics_.write(rec);
+    if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
     std::ostringstream os;
     os.precision(4);
     os << "epoch " << pos_.epoch + 1 << "/" << plan_.train.epochs << ": train loss " << train_loss_ << ", test loss "
@@ -367,6 +371,23 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->parameters(), p.opt.get(), full);
     publish_checkpoint(dir, name, plan_.checkpoint.keep);
+}
+
+std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {
+    std::vector<telemetry::Scalar> v = {{"epoch/train_loss", train_loss_}};
+    // test_accuracy -> test/accuracy, and test_auc, test_logloss where the evaluation gives them.
+    for (const auto& [key, value] : last_eval_.items())
+        if (key.rfind("test_", 0) == 0 && key != "test_samples" && value.is_number())
+            v.push_back({"test/" + key.substr(5), value.get<double>()});
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        v.push_back({std::string("time/") + telemetry::phase_name(static_cast<Phase>(p)) + "_s",
+                     phases_.get(static_cast<Phase>(p))});
+    v.push_back({"time/train_s", train_seconds_});
+    v.push_back({"time/eval_s", eval_seconds_});
+    const TrainerParts& p = parts_;
+    v.push_back({"comm/bytes_sent", double(p.comm.bytes_sent() + p.gsync->communicator().bytes_sent())});
+    v.push_back({"comm/bytes_received", double(p.comm.bytes_received() + p.gsync->communicator().bytes_received())});
+    return v;
 }
 
 // local_sgd: ranks drift apart between averagings; average before anything that must see one model.

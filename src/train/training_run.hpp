@@ -14,6 +14,7 @@
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
 #include "ringtrain/telemetry/straggler.hpp"
+#include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/stop_request.hpp"
 #include "trainer_parts.hpp"
@@ -72,6 +73,8 @@ private:
     void write_checkpoint(const LoopState& at);
     void average_parameters_now();
     void evaluate_now();
+    // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split so far, bytes so far.
+    std::vector<telemetry::Scalar> epoch_scalars() const;
     // At the end of a step: do the ranks agree that a stop signal came? Free on the host gradient paths (the vote
     // rode in the last bucket); a one-value allreduce per step on the device path, and per averaging in local SGD.
     void agree_on_stop();
@@ -110,6 +113,7 @@ private:
     Tensor dlogits_;
 
     telemetry::MetricsWriter metrics_;  // rank 0 only
+    telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     telemetry::Progress progress_;
     telemetry::PhaseTimes phases_;
     // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.

@@ -168,6 +168,9 @@ struct OutputPlan {
     std::string dir;
     std::string timeline;  // "" = none
     ProgressMode progress = ProgressMode::Auto;
+    bool tensorboard = false;  // rank 0 writes TensorBoard event files into dir/tensorboard
+
+    std::string tensorboard_dir() const { return dir + "/tensorboard"; }
 
     std::string checkpoint_dir() const { return dir + "/checkpoints"; }
 };
