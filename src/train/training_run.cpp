@@ -229,9 +229,12 @@ void TrainingRun::agree_on_stop() {
         any = stop_.requested();
     } else if (!local_sgd_ && p.gsync->carries_vote()) {
         any = p.gsync->vote_any();
-    } else if (!local_sgd_ || last_average_step_ == pos_.global_step) {
-        // The device path and local SGD's averaging steps: a collective of its own (local SGD has none per step; a
-        // stop there waits for the next averaging, up to local_sgd_period steps).
+    } else if (local_sgd_ ? last_average_step_ == pos_.global_step
+                          : pos_.global_step % plan_.train.log_every_steps == 0) {
+        // No vote rides in a gradient allreduce here: a one-value collective of its own, where it costs little.
+        // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
+        // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
+        // at logged steps, where the host reads the loss from the GPU anyway (a stop waits up to log_every_steps).
         double vote = stop_.requested() ? 1.0 : 0.0;
         p.comm.allreduce(std::span<double>(&vote, 1), comm::ReduceOp::Max);
         any = vote > 0;

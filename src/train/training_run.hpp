@@ -76,7 +76,8 @@ private:
     // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split so far, bytes so far.
     std::vector<telemetry::Scalar> epoch_scalars() const;
     // At the end of a step: do the ranks agree that a stop signal came? Free on the host gradient paths (the vote
-    // rode in the last bucket); a one-value allreduce per step on the device path, and per averaging in local SGD.
+    // rode in the last bucket); a one-value allreduce at logged steps on the device path, and per averaging in local
+    // SGD.
     void agree_on_stop();
 
     TrainerParts& parts_;
