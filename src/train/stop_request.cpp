@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <span>
 
 #include "ringtrain/core/error.hpp"
 
@@ -162,6 +163,18 @@ void StopRequest::watch(double grace_s, int rank) {
                  rank, signal_name(g.signal.load()).c_str(), grace_s, kHardStopExitCode);
     std::fflush(stderr);
     _exit(kHardStopExitCode);
+}
+
+bool any_rank_requested(comm::Communicator& comm, const StopRequest& stop) {
+    double vote = stop.requested() ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.allreduce(std::span<double>(&vote, 1), comm::ReduceOp::Max);
+    return vote > 0;
+}
+
+int agreed_signal(comm::Communicator& comm, const StopRequest& stop) {
+    double signo = static_cast<double>(stop.signal());
+    if (comm.size() > 1) comm.allreduce(std::span<double>(&signo, 1), comm::ReduceOp::Max);
+    return static_cast<int>(signo);
 }
 
 }  // namespace ringtrain::train

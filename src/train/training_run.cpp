@@ -236,16 +236,11 @@ void TrainingRun::agree_on_stop() {
         // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
         // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
         // at logged steps, where the host reads the loss from the GPU anyway (a stop waits up to log_every_steps).
-        double vote = stop_.requested() ? 1.0 : 0.0;
-        p.comm.allreduce(std::span<double>(&vote, 1), comm::ReduceOp::Max);
-        any = vote > 0;
+        any = any_rank_requested(p.comm, stop_);
     }
     if (!any) return;
     stop_.agreed();
-    // Which signal, for the summary: once per run, so its collective costs nothing per step.
-    double signo = static_cast<double>(stop_.signal());
-    if (p.world > 1) p.comm.allreduce(std::span<double>(&signo, 1), comm::ReduceOp::Max);
-    stop_signal_ = static_cast<int>(signo);
+    stop_signal_ = agreed_signal(p.comm, stop_);  // for the summary
 }
 
 double TrainingRun::forward_backward(int64_t pass) {

@@ -8,7 +8,10 @@
 // The handlers are process-wide, so one StopRequest may be live at a time (RAII: the constructor installs them with
 // sigaction, the destructor restores the previous ones). Usable by any training loop:
 //     StopRequest stop(parse_stop_signal(plan.train.stop_signal).value(), plan.train.stop_grace_s, rank);
-//     options.vote = &stop.flag();  ...  if (agreed) { stop.agreed(); checkpoint; return kStoppedExitCode; }
+//     gradient_sync.set_vote(&stop.flag());                 // free: rides in the gradient allreduce
+//     ... after each step, on every rank:
+//     bool stop_now = gradient_sync.carries_vote() ? gradient_sync.vote_any() : any_rank_requested(comm, stop);
+//     if (stop_now) { stop.agreed(); int signo = agreed_signal(comm, stop); checkpoint; exit kStoppedExitCode; }
 #pragma once
 
 #include <atomic>
@@ -17,6 +20,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "ringtrain/comm/communicator.hpp"
 
 namespace ringtrain::train {
 
@@ -55,5 +60,12 @@ private:
     std::vector<int> signals_;
     std::thread watchdog_;
 };
+
+// The agreement where no vote rides in a collective the loop already runs: a one-value max-allreduce of the flag.
+// Collective: every rank at the same step. True on every rank when any rank got a signal.
+bool any_rank_requested(comm::Communicator& comm, const StopRequest& stop);
+// Once the ranks agreed to stop: the signal to report, the highest number any rank got (a rank that got none gives
+// 0). Collective, once per run, so it costs nothing per step.
+int agreed_signal(comm::Communicator& comm, const StopRequest& stop);
 
 }  // namespace ringtrain::train
