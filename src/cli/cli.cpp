@@ -215,7 +215,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
         if (world_rank == 0)
-            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval or info (see --help)\n",
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info or make-clicklog (see --help)\n",
                      args.command.c_str());
         return 2;
     }

@@ -105,7 +105,6 @@ public:
     SparseReaderStats stats() const override {
         std::lock_guard<std::mutex> lock(mu_);
         SparseReaderStats s = stats_;
-        s.peak_raw_bytes = source_->peak_raw_bytes();
         s.peak_shuffle_rows = peak_shuffle_rows_;
         s.cached_rows = cached_rows_;
         return s;
@@ -130,6 +129,7 @@ private:
                 stats_.parse_seconds += secs;
                 stats_.rows_parsed += rows;
                 stats_.bytes_parsed += static_cast<int64_t>(chunk.text.size());
+                stats_.peak_raw_bytes = source_->peak_raw_bytes();  // copied here: the source is this thread's
                 if (rows == 0) continue;
                 space_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < kSparseQueueBlocks; });
                 if (stop_) return;

@@ -65,6 +65,7 @@ bool GzipShareSource::next(TextChunk& chunk) {
     text.clear();
     chunk.first_line = -1;
     chunk.line_stride = world_;
+    text.reserve(static_cast<size_t>(chunk_bytes_));  // exactly one chunk: the bound peak_raw_bytes states
     for (;;) {
         if (head_ == tail_ && !fill()) break;
         const char* start = buf_.data() + head_;
