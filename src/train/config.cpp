@@ -108,7 +108,7 @@ const std::map<std::string, KeySpec>& schema() {
         {"optimizer.beta1", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999, .doc = "Adam"}},
         {"optimizer.beta2", {.kind = Kind::Number, .fallback = 0.999, .min = 0.0, .max = 0.999999999, .doc = "Adam"}},
         {"optimizer.eps", {.kind = Kind::Number, .min = 1e-20, .max = 1.0, .nullable = true,
-          .doc = "Adam (default 1e-8) / Adadelta (default 1e-6)"}},
+          .doc = "Adam (default 1e-8) / Adadelta (default 1e-6) / AdaGrad (default 1e-10)"}},
         {"optimizer.rho", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999,
           .doc = "Adadelta decay"}},
         {"optimizer.l1", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6,

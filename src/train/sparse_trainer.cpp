@@ -9,15 +9,24 @@
 namespace ringtrain::train {
 
 bool uses_sparse_path(const Config& config, comm::Communicator& comm) {
-    if (config.plan().data.is_sparse()) return true;
+    const bool sparse = config.plan().data.is_sparse();
     sync::run_then_agree(comm, [&] {
+        if (sparse) return;  // the sparse path reads its model file itself, naming what does not fit
         const std::string path = config.model_path();
         if (detail::model_file_has_sparse_layer(path))
             throw InputError(path + ": layers: a sparse_linear layer needs data.format libsvm or criteo (with "
                              "data.train_file and data.test_file); data.format is '" +
                              to_string(config.plan().data.format) + "'");
     });
-    return false;
+    // Ranks on different paths would issue different collectives from here on: agree first (the start-up
+    // agreement on every key comes later, on each path).
+    const std::vector<uint64_t> all = comm.allgather(static_cast<uint64_t>(sparse));
+    for (size_t r = 0; r < all.size(); ++r)
+        if (all[r] != all[0])
+            throw CollectiveInputError("ranks disagree on data.format: rank 0 takes the " +
+                                       std::string(all[0] ? "sparse" : "dense") + " path, rank " + std::to_string(r) +
+                                       " the " + (all[r] ? "sparse" : "dense") + " one; start every rank with one config");
+    return sparse;
 }
 
 SparseTrainer::SparseTrainer(const Config& config, comm::Communicator& comm)

@@ -250,6 +250,14 @@ TEST_CASE("sparse: K classes with softmax; the ranks' agreement; a rank with no 
     CHECK_THAT(r.output, Catch::Contains("data.train_file"));
     CHECK_THAT(r.output, Catch::Contains("other.svm"));
 
+    // One rank on the sparse path, the other on the dense one: exit 2 before either path's collectives.
+    r = run_command(mpirun(1) + base + " : -np 1 " + base + " --set model=" + source_dir() +
+                    "/models/logreg.json --set data.format=synthetic --set data.synthetic_shape=[784] "
+                    "--set optimizer.name=sgd");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("ranks disagree on data.format: rank 0 takes the sparse path, rank 1 the dense one"));
+
     // A training file with one row at 2 ranks: rank 1's share is empty, so no epoch can run: exit 2, no hang.
     write_svm(dir + "/one.svm", svm_rows(1, 30, 7));
     r = run_command(mpirun(2) + binary() + " train --config " + dir + "/k3c.json --set data.train_file=" + dir +
