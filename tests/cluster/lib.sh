@@ -46,10 +46,12 @@ wait_job() {
     sleep 0.2
   done
 }
-# wait_steps FILE N SECONDS: until metrics.jsonl FILE logs a global_step >= N
+# wait_steps FILE N SECONDS [PID]: until metrics.jsonl FILE logs a global_step >= N (1 at the timeout, or once
+# process PID has ended)
 wait_steps() {
-  local f=$1 n=$2 end=$(( $(date +%s) + $3 ))
+  local f=$1 n=$2 end=$(( $(date +%s) + $3 )) pid=${4:-}
   while [ "$(date +%s)" -lt "$end" ]; do
+    [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || return 1
     [ -f "$f" ] && [ "$(sed -n 's/.*"global_step": *\([0-9]*\).*/\1/p' "$f" | sort -n | tail -n1)" -ge "$n" ] 2>/dev/null && return 0
     sleep 0.05
   done
