@@ -2,8 +2,10 @@
 # Installs ringtrain's build and test dependencies from Debian's packages (idempotent: quick when present).
 set -euo pipefail
 
+# python3-protobuf: the independent decoder of the TensorBoard event files (tests/telemetry/test_tensorboard.py);
+# python3-matplotlib: scripts/plot_run.py and its test. Both for Debian's /usr/bin/python3.
 packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
-          dataset-fashion-mnist)
+          dataset-fashion-mnist python3-protobuf python3-matplotlib)
 
 missing=()
 for p in "${packages[@]}"; do

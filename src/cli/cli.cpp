@@ -20,6 +20,7 @@
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/device_choice.hpp"
+#include "ringtrain/train/stop_request.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 
@@ -45,7 +46,9 @@ Examples:
 
 train.batch_size is per rank: N ranks train with a global batch of N x batch_size, and the learning rate is
 scaled by optimizer.lr_scaling (linear by default: lr x N, with optional warmup).
-Exit codes: 0 success, 2 bad input (config, data, arguments), 1 any other failure.
+Exit codes: 0 success, 2 bad input (config, data, arguments), 1 any other failure,
+3 stopped early by SIGTERM, SIGINT or train.stop_signal with a checkpoint written (resume with
+checkpoint.resume=auto), 4 ended at once by a second signal or after train.stop_grace_s (no new checkpoint).
 )";
 
 struct Args {
@@ -121,6 +124,16 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
     const train::Config& cfg = *config;
     train::Trainer trainer(cfg, comm);
     const auto summary = trainer.train();
+    if (!summary["stopped"].is_null()) {
+        // Stopped early by a signal, with a checkpoint: the one line says what happened and how to go on.
+        if (comm.rank() == 0)
+            std::fprintf(stderr,
+                         "ringtrain: stopped by %s; checkpoint in %s; continue with --set checkpoint.resume=auto "
+                         "(exit %d)\n",
+                         summary["stopped"].get<std::string>().c_str(), cfg.plan().output.checkpoint_dir().c_str(),
+                         train::kStoppedExitCode);
+        return train::kStoppedExitCode;
+    }
     if (comm.rank() == 0) {
         std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
                      static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),

@@ -18,7 +18,7 @@ public:
         for (size_t b = 0; b < ctx_.layout.size(); ++b) {
             fill(b, step);
             const double t0 = mono_s();
-            allreduce_.run(b, step, bucket_data(b));
+            allreduce_.run(b, step, bucket_data(b), reduce_count(b));
             blocked += mono_s() - t0;
             unpack(b);
         }

@@ -48,7 +48,7 @@ SyncStats SharedSyncStats::snapshot() const {
 ArenaReducer::ArenaReducer(const ReducerContext& ctx, Device arena_device)
     : ctx_(ctx),
       device_(arena_device),
-      arena_(allocate_floats(std::max<size_t>(ctx.layout.total_floats(), 1), arena_device)),
+      arena_(allocate_floats(ctx.layout.total_floats() + 1, arena_device)),
       arrived_(ctx.params.size(), 0),
       remaining_(ctx.layout.tensors_per_bucket()) {}
 
@@ -65,7 +65,7 @@ void ArenaReducer::gradient_ready(size_t param, int64_t step) {
         copy_floats(arena_.get() + slot.offset, device_, p.grad.data(), p.grad.device(), slot.count);
     }
     arrived_[param] = 1;
-    if (--remaining_[b] == 0) bucket_filled(b, step);
+    if (--remaining_[b] == 0) hand_over(b, step);
 }
 
 void ArenaReducer::fill(size_t b, int64_t step) {
@@ -81,7 +81,20 @@ void ArenaReducer::fill(size_t b, int64_t step) {
         }
     }
     remaining_[b] = 0;
+    hand_over(b, step);
+}
+
+// The vote is read as late as possible: when the last bucket goes, before any thread may reduce it.
+void ArenaReducer::hand_over(size_t b, int64_t step) {
+    if (carries_vote() && b + 1 == ctx_.layout.size())
+        arena_.get()[ctx_.layout.total_floats()] = ctx_.options.vote->load(std::memory_order_relaxed) != 0 ? 1.0f : 0.0f;
     bucket_filled(b, step);
+}
+
+size_t ArenaReducer::reduce_count(size_t b) const {
+    const Bucket& bucket = ctx_.layout.bucket(b);
+    // Buckets are packed in order, so the slot after the last bucket is the arena's last float.
+    return bucket.count + (carries_vote() && b + 1 == ctx_.layout.size() ? 1 : 0);
 }
 
 void ArenaReducer::unpack(size_t b) {
@@ -91,6 +104,8 @@ void ArenaReducer::unpack(size_t b) {
         Tensor& g = ctx_.params[s.param]->grad;
         copy_floats(g.data(), g.device(), arena_.get() + s.offset, device_, s.count);
     }
+    // The average of 0/1 votes is > 0 exactly when some rank voted (1/N survives 16-bit wire formats too).
+    if (carries_vote() && b + 1 == ctx_.layout.size()) vote_any_ = arena_.get()[ctx_.layout.total_floats()] > 0.0f;
 }
 
 void ArenaReducer::end_step() {
@@ -103,7 +118,7 @@ void ArenaReducer::end_step() {
 HostBucketAllreduce::HostBucketAllreduce(const ReducerContext& ctx)
     : ctx_(ctx), watchdog_(StallInspector(ctx.comm, ctx.options.stall_warning_s, ctx.options.stall_abort_s)) {}
 
-void HostBucketAllreduce::run(size_t b, int64_t step, float* data) {
+void HostBucketAllreduce::run(size_t b, int64_t step, float* data, size_t count) {
     const Bucket& bucket = ctx_.layout.bucket(b);
     const double t0 = mono_s();
     watchdog_.started({b, bucket.count, step}, t0);
@@ -115,7 +130,7 @@ void HostBucketAllreduce::run(size_t b, int64_t step, float* data) {
                            {"tensors", bucket.slots.size()},
                            {"step", step},
                            {"wire", comm::wire_format_name(ctx_.options.wire)}});
-        ctx_.comm.allreduce(std::span<float>(data, bucket.count), comm::ReduceOp::Average, ctx_.options.wire);
+        ctx_.comm.allreduce(std::span<float>(data, count), comm::ReduceOp::Average, ctx_.options.wire);
     } catch (...) {
         watchdog_.finished();
         throw;

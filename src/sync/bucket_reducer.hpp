@@ -60,6 +60,10 @@ public:
     virtual bool overlapping() const = 0;
     // True when the gradients never leave the GPU.
     virtual bool on_device() const = 0;
+    // True when SyncOptions::vote rides in this path's last bucket; then vote_any() is the outcome of the last
+    // reduce_step (any rank's vote nonzero).
+    virtual bool carries_vote() const { return false; }
+    virtual bool vote_any() const { return false; }
 };
 
 // The shared copy-in / copy-out of fusion buckets (Horovod's MemcpyInFusionBuffer / MemcpyOutFusionBuffer): each
@@ -68,6 +72,8 @@ public:
 class ArenaReducer : public BucketReducer {
 public:
     void gradient_ready(size_t param, int64_t step) final;
+    bool carries_vote() const final { return ctx_.options.vote != nullptr && device_ == Device::CPU; }
+    bool vote_any() const final { return vote_any_; }
 
 protected:
     ArenaReducer(const ReducerContext& ctx, Device arena_device);
@@ -80,11 +86,17 @@ protected:
     // Ready for the next step.
     void end_step();
     float* bucket_data(size_t b) { return arena_.get() + ctx_.layout.bucket(b).offset; }
+    // Floats to reduce for bucket b: its gradients, and for the last bucket the vote slot behind them when carried.
+    size_t reduce_count(size_t b) const;
 
     ReducerContext ctx_;
 
 private:
+    void hand_over(size_t b, int64_t step);  // the vote into its slot (last bucket), then bucket_filled
+
     Device device_;
+    // SyncOptions::vote rides in one float after the last bucket (host arenas: the device path does not carry it).
+    bool vote_any_ = false;
     std::shared_ptr<float> arena_;
     std::vector<uint8_t> arrived_;   // per parameter, this step
     std::vector<size_t> remaining_;  // per bucket: gradients still to arrive this step
@@ -95,7 +107,8 @@ private:
 class HostBucketAllreduce {
 public:
     explicit HostBucketAllreduce(const ReducerContext& ctx);
-    void run(size_t b, int64_t step, float* data);
+    // Averages `count` floats at `data`: bucket b's gradients (and the vote slot, ArenaReducer::reduce_count).
+    void run(size_t b, int64_t step, float* data, size_t count);
 
 private:
     ReducerContext ctx_;

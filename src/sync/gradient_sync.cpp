@@ -117,5 +117,7 @@ void GradientSync::synchronize() {
 SyncStats GradientSync::stats() const { return stats_->snapshot(); }
 bool GradientSync::overlapping() const { return reducer_ && reducer_->overlapping(); }
 bool GradientSync::on_device() const { return reducer_ && reducer_->on_device(); }
+bool GradientSync::carries_vote() const { return reducer_ && reducer_->carries_vote(); }
+bool GradientSync::vote_any() const { return reducer_ && reducer_->vote_any(); }
 
 }  // namespace ringtrain::sync

@@ -102,7 +102,7 @@ private:
                 buckets_[b].state = State::Running;
             }
             try {
-                allreduce_.run(b, step, bucket_data(b));
+                allreduce_.run(b, step, bucket_data(b), reduce_count(b));
             } catch (...) {
                 {
                     std::lock_guard<std::mutex> lock(mutex_);

@@ -9,6 +9,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
+#include "ringtrain/train/stop_request.hpp"
 
 namespace ringtrain::train {
 
@@ -70,6 +71,12 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "steps between metrics lines and progress lines"}},
         {"train.profile_layers", {.kind = Kind::Bool, .fallback = false,
           .doc = "time each layer (adds per-layer times to the summary)"}},
+        {"train.stop_signal", {.kind = Kind::String, .fallback = "SIGUSR1", .choices = stop_signal_spellings(),
+          .doc = "besides SIGTERM and SIGINT, this signal stops the run at the next step with a checkpoint (exit 3; "
+                  "pair with sbatch --signal=B:USR1@120); none = only those two"}},
+        {"train.stop_grace_s", {.kind = Kind::Number, .fallback = 60.0, .min = 0.0,
+          .doc = "after a stop signal, end at once (exit 4, no checkpoint) if the ranks have not agreed to stop "
+                  "within this many seconds (0 = wait for ever)"}},
         {"optimizer.name", {.kind = Kind::String, .fallback = "sgd", .choices = spellings<OptimizerName>(),
           .doc = "update rule"}},
         {"optimizer.lr", {.kind = Kind::Number, .fallback = 0.01, .min = 1e-12, .max = 1e6,
@@ -138,6 +145,8 @@ const std::map<std::string, KeySpec>& schema() {
           .doc = "write a Chrome trace (chrome://tracing, Perfetto) of every rank's steps to this file"}},
         {"output.progress", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ProgressMode>(),
           .doc = "progress on stderr: live bar on a terminal, lines in a pipe"}},
+        {"output.tensorboard", {.kind = Kind::Bool, .fallback = false,
+          .doc = "rank 0 writes TensorBoard event files (scalars per logged step and epoch) into output.dir/tensorboard"}},
     };
     return s;
 }

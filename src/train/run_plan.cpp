@@ -38,6 +38,8 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("train.eval_batch_size", p.train.eval_batch_size);
     visit("train.log_every_steps", p.train.log_every_steps);
     visit("train.profile_layers", p.train.profile_layers);
+    visit("train.stop_signal", p.train.stop_signal);
+    visit("train.stop_grace_s", p.train.stop_grace_s);
 
     visit("optimizer.name", p.optimizer.name);
     visit("optimizer.lr", p.optimizer.lr);
@@ -77,6 +79,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("output.dir", p.output.dir);
     visit("output.timeline", p.output.timeline);
     visit("output.progress", p.output.progress);
+    visit("output.tensorboard", p.output.tensorboard);
 }
 
 // ---- parsing: one overload per field type ----

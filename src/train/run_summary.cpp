@@ -139,6 +139,10 @@ json TrainingRun::write_summary() {
         {"steps", pos_.global_step},
         {"steps_this_run", steps_this_run_},
         {"stopped_by_max_steps", stopped_by_max_steps_},
+        // null unless a stop signal ended the run early (exit 3, a checkpoint at that step)
+        {"stopped", stopped_by_signal() ? json("signal " + signal_name(stop_signal_) + " at step " +
+                                               std::to_string(pos_.global_step))
+                                        : json(nullptr)},
         {"test_accuracy", last_eval_["test_accuracy"]},
         {"test_loss", last_eval_["test_loss"]},
         {"train_loss", std::isfinite(train_loss_) ? json(train_loss_) : json(nullptr)},

@@ -174,6 +174,8 @@ Trainer::Trainer(const Config& config, comm::Communicator& comm)
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_step_callback(std::function<void(int64_t)> callback) { step_callback_ = std::move(callback); }
+
 uint64_t Trainer::parameter_hash() const { return sync::parameter_value_hash(parts_->model->parameters()); }
 
 std::vector<float> Trainer::parameters_flat() const {
@@ -189,12 +191,13 @@ json Trainer::train() {
     run.resume();
     if (parts_->gpu_monitor) parts_->gpu_monitor->start(0.1);
     const LoopState& pos = run.position();
-    while (pos.epoch < plan.train.epochs && !run.stopped_by_max_steps()) {
+    while (pos.epoch < plan.train.epochs && !run.stopped_by_max_steps() && !run.stopped_by_signal()) {
         run.begin_epoch();
-        while (pos.step_in_epoch < run.steps_per_epoch() && !run.stop_at_max_steps()) {
-            const float lr = run.run_step();
-            const bool log_now =
-                pos.step_in_epoch % plan.train.log_every_steps == 0 || pos.step_in_epoch == run.steps_per_epoch();
+        while (pos.step_in_epoch < run.steps_per_epoch() && !run.stop_at_max_steps() && !run.stopped_by_signal()) {
+            const float lr = run.run_step();  // ends with the ranks' agreement on a stop signal
+            // A stopped run logs its last step, so metrics.jsonl ends where the checkpoint is.
+            const bool log_now = pos.step_in_epoch % plan.train.log_every_steps == 0 ||
+                                 pos.step_in_epoch == run.steps_per_epoch() || run.stopped_by_signal();
             const bool checkpoint_now =
                 plan.checkpoint.every_steps > 0 && pos.global_step % plan.checkpoint.every_steps == 0;
             // The step's losses stay on the device until the host needs them: every step on the CPU (free
@@ -203,6 +206,7 @@ json Trainer::train() {
             if (parts_->device == Device::CPU || log_now || checkpoint_now) run.read_loss();
             if (log_now) run.log_step(lr);
             if (checkpoint_now) run.write_step_checkpoint();
+            if (step_callback_) step_callback_(pos.global_step);
         }
         run.end_epoch();
     }

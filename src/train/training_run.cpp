@@ -37,6 +37,12 @@ struct ResumePoint {
     double epoch_loss_sum, epoch_samples;
 };
 
+int stop_signal_number(const std::string& spelling) {
+    const std::optional<int> n = parse_stop_signal(spelling);
+    if (!n) throw InputError("train.stop_signal: '" + spelling + "' is not a signal name; use SIGUSR1, USR1, ... or none");
+    return *n;
+}
+
 }  // namespace
 
 TrainingRun::TrainingRun(TrainerParts& parts)
@@ -48,8 +54,10 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       steps_per_epoch_(loader_.steps_per_epoch() / passes_),
       loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
+      stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
       train_loss_(std::nan("")) {
+    parts_.gsync->set_vote(&stop_.flag());
     if (steps_per_epoch_ == 0)
         throw InputError("train.batch_size: " + std::to_string(plan_.train.batch_size) + " per rank x " +
                          std::to_string(parts_.world) + " ranks is more than the " +
@@ -57,6 +65,8 @@ TrainingRun::TrainingRun(TrainerParts& parts)
                          " training samples (with sync.backward_passes_per_step " + std::to_string(passes_) +
                          "); use a smaller batch or fewer ranks");
 }
+
+TrainingRun::~TrainingRun() { parts_.gsync->set_vote(nullptr); }
 
 // ---- resume ----
 
@@ -137,6 +147,8 @@ void TrainingRun::open_outputs() {
     fs::create_directories(dir);
     remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
     metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
+    // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
+    if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
 }
 
 // Every rank takes rank 0's decision: its position, every rank's dropout RNG state, its parameters and optimizer
@@ -205,7 +217,34 @@ float TrainingRun::run_step() {
     ++steps_this_run_;
     ++window_.steps;
     if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
+    agree_on_stop();
     return lr;
+}
+
+void TrainingRun::agree_on_stop() {
+    TrainerParts& p = parts_;
+    if (stop_signal_ != 0) return;
+    bool any = false;
+    if (p.world == 1) {
+        any = stop_.requested();
+    } else if (!local_sgd_ && p.gsync->carries_vote()) {
+        any = p.gsync->vote_any();
+    } else if (local_sgd_ ? last_average_step_ == pos_.global_step
+                          : pos_.global_step % plan_.train.log_every_steps == 0) {
+        // No vote rides in a gradient allreduce here: a one-value collective of its own, where it costs little.
+        // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
+        // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
+        // at logged steps, where the host reads the loss from the GPU anyway (a stop waits up to log_every_steps).
+        double vote = stop_.requested() ? 1.0 : 0.0;
+        p.comm.allreduce(std::span<double>(&vote, 1), comm::ReduceOp::Max);
+        any = vote > 0;
+    }
+    if (!any) return;
+    stop_.agreed();
+    // Which signal, for the summary: once per run, so its collective costs nothing per step.
+    double signo = static_cast<double>(stop_.signal());
+    if (p.world > 1) p.comm.allreduce(std::span<double>(&signo, 1), comm::ReduceOp::Max);
+    stop_signal_ = static_cast<int>(signo);
 }
 
 double TrainingRun::forward_backward(int64_t pass) {
@@ -254,6 +293,7 @@ void TrainingRun::log_step(float lr) {
     const double loss = window_.loss_sum / std::max(window_.samples, 1.0);
     metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
                     {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+    tensorboard_.scalars(pos_.global_step, {{"train/loss", loss}, {"train/lr", lr}, {"train/samples_per_s", sps}});
     progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_, loss, sps);
     window_ = {now, 0, 0.0, 0.0};
 }
@@ -279,7 +319,8 @@ void TrainingRun::end_epoch() {
     pos_.epoch_loss_sum += all.loss;
     pos_.epoch_samples += all.samples;
     train_seconds_ += telemetry::now_seconds() - epoch_t0_;
-    if (stopped_by_max_steps_) {  // the position stays inside the epoch, for the final checkpoint
+    if ((stopped_by_max_steps_ || stopped_by_signal()) && pos_.step_in_epoch < steps_per_epoch_) {
+        // the position stays inside the epoch, for the final checkpoint
         if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
         return;
     }
@@ -289,6 +330,7 @@ void TrainingRun::end_epoch() {
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
     metrics_.write(rec);
+    if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
     std::ostringstream os;
     os.precision(4);
     os << "epoch " << pos_.epoch + 1 << "/" << plan_.train.epochs << ": train loss " << train_loss_ << ", test loss "
@@ -305,11 +347,15 @@ void TrainingRun::end_epoch() {
 void TrainingRun::finish() {
     progress_.finish();
     average_parameters_now();  // local_sgd: the run ends with one model on every rank
-    // The final position is always saved, so a run stopped by max_steps resumes where it stopped.
+    // The final position is always saved, so a run stopped by max_steps resumes where it stopped; a run stopped by a
+    // signal saves it even with checkpoints off (what the stop is for), unless that position was just written.
     const int64_t every = plan_.checkpoint.every_epochs;
-    if (plan_.checkpoint.enabled() && steps_this_run_ > 0 &&
-        (stopped_by_max_steps_ || every == 0 || pos_.epoch % every != 0))
+    if (stopped_by_signal()) {
+        if (last_checkpoint_step_ != pos_.global_step) write_checkpoint(pos_);
+    } else if (plan_.checkpoint.enabled() && steps_this_run_ > 0 &&
+               (stopped_by_max_steps_ || every == 0 || pos_.epoch % every != 0)) {
         write_checkpoint(pos_);
+    }
     if (stopped_by_max_steps_ && last_eval_["test_accuracy"].is_null()) evaluate_now();
 }
 
@@ -317,6 +363,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     TrainerParts& p = parts_;
     // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
     std::vector<Rng::State> states = p.comm.allgather_object(p.dropout_rng.state());
+    last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
     LoopState full = at;
     full.rng_states = std::move(states);
@@ -327,6 +374,23 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->parameters(), p.opt.get(), full);
     publish_checkpoint(dir, name, plan_.checkpoint.keep);
+}
+
+std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {
+    std::vector<telemetry::Scalar> v = {{"epoch/train_loss", train_loss_}};
+    // test_accuracy -> test/accuracy, and test_auc, test_logloss where the evaluation gives them.
+    for (const auto& [key, value] : last_eval_.items())
+        if (key.rfind("test_", 0) == 0 && key != "test_samples" && value.is_number())
+            v.push_back({"test/" + key.substr(5), value.get<double>()});
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        v.push_back({std::string("time/") + telemetry::phase_name(static_cast<Phase>(p)) + "_s",
+                     phases_.get(static_cast<Phase>(p))});
+    v.push_back({"time/train_s", train_seconds_});
+    v.push_back({"time/eval_s", eval_seconds_});
+    const TrainerParts& p = parts_;
+    v.push_back({"comm/bytes_sent", double(p.comm.bytes_sent() + p.gsync->communicator().bytes_sent())});
+    v.push_back({"comm/bytes_received", double(p.comm.bytes_received() + p.gsync->communicator().bytes_received())});
+    return v;
 }
 
 // local_sgd: ranks drift apart between averagings; average before anything that must see one model.

@@ -14,14 +14,21 @@
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
 #include "ringtrain/telemetry/straggler.hpp"
+#include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/stop_request.hpp"
 #include "trainer_parts.hpp"
 
 namespace ringtrain::train::detail {
 
 class TrainingRun {
 public:
+    // Installs the stop signals' handlers (StopRequest) for the run's lifetime; its flag is this rank's vote in the
+    // gradient allreduce.
     explicit TrainingRun(TrainerParts& parts);
+    ~TrainingRun();
+    TrainingRun(const TrainingRun&) = delete;
+    TrainingRun& operator=(const TrainingRun&) = delete;
 
     // Rank 0 loads the checkpoint the plan names (resume=auto: the newest that verifies) and opens its outputs (a
     // failure ends the job on all ranks), then every rank takes rank 0's position, a fresh start included.
@@ -32,6 +39,8 @@ public:
     // True (from then on) once train.max_steps steps have run.
     bool stop_at_max_steps();
     bool stopped_by_max_steps() const { return stopped_by_max_steps_; }
+    // True (from then on) once the ranks agreed, at the end of a step, that a stop signal came (StopRequest).
+    bool stopped_by_signal() const { return stop_signal_ != 0; }
 
     void begin_epoch();
     // One optimizer step: backward_passes_per_step forward/backward passes, the gradient allreduce (or, in
@@ -45,7 +54,8 @@ public:
     void write_step_checkpoint();
     // The epoch's loss over all ranks; unless max_steps stopped it: evaluation, epoch line, epoch checkpoint.
     void end_epoch();
-    // After the loop: one model on every rank, the final checkpoint, an evaluation if none ran.
+    // After the loop: one model on every rank, the final checkpoint (always after a stop signal), an evaluation if
+    // none ran (not after a stop signal: the grace time is short).
     void finish();
     // Gathers every rank's totals, rank 0 writes summary.json (run_summary.cpp). Collective.
     nlohmann::json write_summary();
@@ -63,6 +73,12 @@ private:
     void write_checkpoint(const LoopState& at);
     void average_parameters_now();
     void evaluate_now();
+    // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split so far, bytes so far.
+    std::vector<telemetry::Scalar> epoch_scalars() const;
+    // At the end of a step: do the ranks agree that a stop signal came? Free on the host gradient paths (the vote
+    // rode in the last bucket); a one-value allreduce at logged steps on the device path, and per averaging in local
+    // SGD.
+    void agree_on_stop();
 
     TrainerParts& parts_;
     const RunPlan& plan_;
@@ -87,6 +103,9 @@ private:
     } window_;
     int64_t steps_this_run_ = 0;
     bool stopped_by_max_steps_ = false;
+    StopRequest stop_;
+    int stop_signal_ = 0;  // the agreed stop's signal (the highest number any rank got), 0 = none
+    int64_t last_checkpoint_step_ = -1;
     int64_t last_average_step_ = 0;  // local_sgd: the global step of the last parameter average
     std::string resumed_from_;
 
@@ -95,6 +114,7 @@ private:
     Tensor dlogits_;
 
     telemetry::MetricsWriter metrics_;  // rank 0 only
+    telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     telemetry::Progress progress_;
     telemetry::PhaseTimes phases_;
     // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.

@@ -20,7 +20,7 @@ json changed(const std::string& pointer, const json& v) {
     if (v.is_number_float()) return v.get<double>() == 0.0 ? 0.25 : v.get<double>() * 0.5;
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
-    for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines"}) {
+    for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "none"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;

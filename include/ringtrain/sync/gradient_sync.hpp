@@ -58,6 +58,13 @@ public:
     bool overlapping() const;
     // True when the device path (NCCL stream, device arena) is in use.
     bool on_device() const;
+    // SyncOptions::vote: carried when a host path reduces (more than one rank, something to reduce); then
+    // vote_any() says whether any rank's vote was nonzero in the last synchronize(). Otherwise the caller agrees
+    // some other way (one rank: its own flag; the device path: a collective of its own).
+    bool carries_vote() const;
+    bool vote_any() const;
+    // Sets (or, with null, clears) SyncOptions::vote. Between steps only, on every rank at the same step.
+    void set_vote(const std::atomic<int>* vote) { options_.vote = vote; }
     // The communicator the collectives run on (for its byte counters: bytes_sent()/bytes_received()).
     comm::Communicator& communicator() { return *comm_; }
     const comm::Communicator& communicator() const { return *comm_; }

@@ -1,6 +1,7 @@
 // What GradientSync is configured with (SyncOptions) and what it reports (SyncStats).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -19,6 +20,11 @@ struct SyncOptions {
                                       // times (BucketLayout::by_time)
     size_t min_bucket_bytes = 1u << 20;  // a time gap closes a bucket only once it holds this much
     bool reduce_single_rank = false;  // run the collectives even on one rank: for tests and for measuring the overhead
+    // A per-step vote (the trainer's stop request): when set, its value (nonzero = yes) rides as one extra float in
+    // the last bucket's allreduce, so the ranks learn whether any of them voted without a collective of its own.
+    // Read when the last bucket is packed; GradientSync::vote_any() gives the outcome after synchronize(). Host
+    // paths only (GradientSync::carries_vote()). Must outlive its use (GradientSync::set_vote).
+    const std::atomic<int>* vote = nullptr;
 };
 
 struct BucketStat {

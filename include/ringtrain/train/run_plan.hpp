@@ -115,6 +115,8 @@ struct TrainPlan {
     int64_t eval_batch_size = 0;
     int64_t log_every_steps = 0;
     bool profile_layers = false;
+    std::string stop_signal = "SIGUSR1";  // besides SIGTERM/SIGINT: a spelling of stop_signal_spellings(), or "none"
+    double stop_grace_s = 60;             // after a stop signal, how long the ranks may take to agree (0 = no limit)
 };
 
 struct OptimizerPlan {
@@ -166,6 +168,9 @@ struct OutputPlan {
     std::string dir;
     std::string timeline;  // "" = none
     ProgressMode progress = ProgressMode::Auto;
+    bool tensorboard = false;  // rank 0 writes TensorBoard event files into dir/tensorboard
+
+    std::string tensorboard_dir() const { return dir + "/tensorboard"; }
 
     std::string checkpoint_dir() const { return dir + "/checkpoints"; }
 };

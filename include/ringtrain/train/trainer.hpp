@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ public:
     // Loads `checkpoint` and evaluates on the test set; returns {test_accuracy, test_loss, samples}. Collective.
     nlohmann::json evaluate_checkpoint(const std::string& checkpoint);
 
+    // Called on this rank after each training step (its work around the step done), with the global step: a hook for
+    // tests (a signal at a chosen step) and for embedding programs.
+    void set_step_callback(std::function<void(int64_t global_step)> callback);
+
     // FNV hash of this rank's current parameter values.
     uint64_t parameter_hash() const;
     // Flat copy of this rank's parameter values.
@@ -39,6 +44,7 @@ public:
 
 private:
     std::unique_ptr<detail::TrainerParts> parts_;
+    std::function<void(int64_t)> step_callback_;
 };
 
 }  // namespace ringtrain::train

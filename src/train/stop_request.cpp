@@ -1,0 +1,167 @@
+// StopRequest: the signal handlers, the flag they set and the grace-period watchdog (see the header).
+#include "ringtrain/train/stop_request.hpp"
+
+#include <semaphore.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::train {
+
+namespace {
+
+// What the handler touches. A signal handler can only reach process-wide state, so this is the one place such state
+// lives; StopRequest's constructor and destructor own it (one live StopRequest at a time).
+struct HandlerState {
+    std::atomic<int> signal{0};      // the first handled signal's number, 0 until then
+    std::atomic<bool> live{false};   // a StopRequest exists
+    std::atomic<bool> closing{false};
+    sem_t woken;  // posted by the first signal (sem_post is async-signal-safe) and by the destructor
+    sem_t done;   // posted by agreed() and by the destructor
+    char second_signal_message[256];
+    size_t second_signal_length = 0;
+    static constexpr int kMaxSignals = 3;
+    int handled[kMaxSignals];
+    struct sigaction previous[kMaxSignals];
+    int count = 0;
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
+
+HandlerState g_state;
+
+// Async-signal-safe: an atomic exchange, sem_post, write and _exit only.
+extern "C" void on_stop_signal(int signo) {
+    int none = 0;
+    if (g_state.signal.compare_exchange_strong(none, signo)) {
+        sem_post(&g_state.woken);
+        return;
+    }
+    const ssize_t w = write(STDERR_FILENO, g_state.second_signal_message, g_state.second_signal_length);
+    (void)w;
+    _exit(kHardStopExitCode);
+}
+
+struct SignalSpelling {
+    const char* name;  // without "SIG"
+    int number;
+};
+
+// Signals a scheduler sends ahead of a stop (Slurm's --signal, a batch system's warning); SIGTERM and SIGINT are
+// always handled and may be named too.
+constexpr SignalSpelling kSignals[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
+                                       {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"ALRM", SIGALRM}, {"XCPU", SIGXCPU}};
+
+}  // namespace
+
+const std::vector<std::string>& stop_signal_spellings() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const SignalSpelling& s : kSignals) {
+            v.push_back(std::string("SIG") + s.name);
+            v.push_back(s.name);
+        }
+        v.push_back("none");
+        return v;
+    }();
+    return names;
+}
+
+std::optional<int> parse_stop_signal(std::string_view name) {
+    if (name == "none") return 0;
+    const std::string_view bare = name.substr(0, 3) == "SIG" ? name.substr(3) : name;
+    for (const SignalSpelling& s : kSignals)
+        if (bare == s.name) return s.number;
+    return std::nullopt;
+}
+
+std::string signal_name(int signo) {
+    for (const SignalSpelling& s : kSignals)
+        if (s.number == signo) return std::string("SIG") + s.name;
+    return "signal " + std::to_string(signo);
+}
+
+StopRequest::StopRequest(int extra_signal, double grace_s, int rank) {
+    bool idle = false;
+    if (!g_state.live.compare_exchange_strong(idle, true))
+        throw Error("internal: a second StopRequest while one is live (signal handlers are process-wide)");
+    HandlerState& g = g_state;
+    g.signal.store(0);
+    g.closing.store(false);
+    sem_init(&g.woken, 0, 0);
+    sem_init(&g.done, 0, 0);
+    const int n = std::snprintf(g.second_signal_message, sizeof g.second_signal_message,
+                                "ringtrain: rank %d: a second stop signal: exiting at once without a checkpoint "
+                                "(exit %d); checkpoint.resume=auto continues from the last checkpoint\n",
+                                rank, kHardStopExitCode);
+    g.second_signal_length = static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof g.second_signal_message) - 1));
+    signals_ = {SIGTERM, SIGINT};
+    if (extra_signal != 0 && extra_signal != SIGTERM && extra_signal != SIGINT) signals_.push_back(extra_signal);
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // MPI's and the loader's system calls go on rather than fail with EINTR
+    g.count = 0;
+    for (int s : signals_) {
+        g.handled[g.count] = s;
+        sigaction(s, &sa, &g.previous[g.count]);
+        ++g.count;
+    }
+    if (grace_s > 0) watchdog_ = std::thread([this, grace_s, rank] { watch(grace_s, rank); });
+}
+
+StopRequest::~StopRequest() {
+    HandlerState& g = g_state;
+    for (int i = 0; i < g.count; ++i) sigaction(g.handled[i], &g.previous[i], nullptr);
+    g.count = 0;
+    g.closing.store(true);
+    sem_post(&g.woken);
+    sem_post(&g.done);
+    if (watchdog_.joinable()) watchdog_.join();
+    sem_destroy(&g.woken);
+    sem_destroy(&g.done);
+    g.live.store(false);
+}
+
+const std::atomic<int>& StopRequest::flag() const { return g_state.signal; }
+
+void StopRequest::agreed() { sem_post(&g_state.done); }
+
+// Waits for the first signal, then for agreed() for up to grace_s; past that, ends the process (a rank that never
+// reaches the next step boundary would otherwise hold the job until the scheduler kills it, checkpoint-less anyway).
+void StopRequest::watch(double grace_s, int rank) {
+    HandlerState& g = g_state;
+    while (sem_wait(&g.woken) != 0 && errno == EINTR) {
+    }
+    if (g.closing.load()) return;
+    timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    const double whole = std::floor(grace_s);
+    deadline.tv_sec += static_cast<time_t>(whole);
+    deadline.tv_nsec += static_cast<long>((grace_s - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int r;
+    while ((r = sem_clockwait(&g.done, CLOCK_MONOTONIC, &deadline)) != 0 && errno == EINTR) {
+    }
+    if (r == 0 || g.closing.load()) return;
+    std::fprintf(stderr,
+                 "ringtrain: rank %d: %s came %g s ago and the ranks did not agree to stop within train.stop_grace_s "
+                 "(a rank is stuck or gone): exiting now without a checkpoint (exit %d); checkpoint.resume=auto "
+                 "continues from the last checkpoint\n",
+                 rank, signal_name(g.signal.load()).c_str(), grace_s, kHardStopExitCode);
+    std::fflush(stderr);
+    _exit(kHardStopExitCode);
+}
+
+}  // namespace ringtrain::train

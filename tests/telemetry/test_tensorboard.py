@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Decodes ringtrain's TensorBoard event files with an independent reader: Debian's python3-protobuf, with the Event
+and Summary messages declared here from TensorFlow's field numbers (event.proto, summary.proto), and CRC-32C written
+here too. A 2-rank run stopped by train.max_steps and then resumed must leave two files (rank 0 only) whose records
+have both CRCs right, whose first event is file_version "brain.Event:2", whose scalars carry the expected tags at
+the expected steps (continuing across the resume) and whose losses are metrics.jsonl's. Exit 77 (SKIPPED in ctest)
+with the reason when python3-protobuf is missing."""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError as e:
+    print(f"SKIPPED: python3-protobuf is not installed ({e}); apt-get install python3-protobuf "
+          "(scripts/setup.sh installs it)")
+    sys.exit(77)
+
+
+def crc32c(data: bytes) -> int:
+    table = crc32c.table
+    if table is None:
+        table = []
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            table.append(c)
+        crc32c.table = table
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+crc32c.table = None
+
+
+def masked(data: bytes) -> int:
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def event_class():
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="rt_test_event.proto", package="rt_test", syntax="proto2")
+    summary = fdp.message_type.add(name="Summary")
+    value = summary.nested_type.add(name="Value")
+    value.field.add(name="tag", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    value.field.add(name="simple_value", number=2, type=F.TYPE_FLOAT, label=F.LABEL_OPTIONAL)
+    summary.field.add(name="value", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                      type_name=".rt_test.Summary.Value")
+    event = fdp.message_type.add(name="Event")
+    event.field.add(name="wall_time", number=1, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    event.field.add(name="step", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    event.field.add(name="file_version", number=3, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    event.field.add(name="summary", number=5, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=".rt_test.Summary")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    desc = pool.FindMessageTypeByName("rt_test.Event")
+    if hasattr(message_factory, "GetMessageClass"):
+        return message_factory.GetMessageClass(desc)
+    return message_factory.MessageFactory(pool).GetPrototype(desc)
+
+
+def read_records(path):
+    data = open(path, "rb").read()
+    at, records = 0, []
+    while at < len(data):
+        assert at + 12 <= len(data), f"{path}: a record header cut short at byte {at}"
+        length_bytes = data[at:at + 8]
+        (length,) = struct.unpack("<Q", length_bytes)
+        (length_crc,) = struct.unpack("<I", data[at + 8:at + 12])
+        assert length_crc == masked(length_bytes), f"{path}: length CRC wrong at byte {at}"
+        body = data[at + 12:at + 12 + length]
+        assert len(body) == length, f"{path}: record cut short at byte {at}"
+        (body_crc,) = struct.unpack("<I", data[at + 12 + length:at + 16 + length])
+        assert body_crc == masked(body), f"{path}: data CRC wrong at byte {at}"
+        records.append(body)
+        at += 16 + length
+    return records
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        print(r.stdout)
+        raise SystemExit(f"FAILED: {' '.join(cmd)} exited {r.returncode}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args()
+    Event = event_class()
+    work = tempfile.mkdtemp(prefix="ringtrain-tensorboard-")
+    try:
+        out = os.path.join(work, "out")
+        cfg = os.path.join(work, "cfg.json")
+        # 256 samples, 8 per rank x 2 ranks: 16 steps an epoch; logged every 4.
+        json.dump({"model": os.path.join(args.source, "models/logreg.json"),
+                   "data": {"format": "synthetic", "synthetic_shape": [784], "synthetic_train_size": 256,
+                            "synthetic_test_size": 64},
+                   "train": {"batch_size": 8, "epochs": 2, "log_every_steps": 4},
+                   "output": {"dir": out, "progress": "none", "tensorboard": True}}, open(cfg, "w"))
+        env_mpirun = [shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
+                      "none", "--mca", "btl", "self,vader,tcp", "-np", "2", args.binary, "train", "--config", cfg]
+        run(env_mpirun + ["--set", "train.max_steps=20"])
+        run(env_mpirun + ["--set", "checkpoint.resume=auto"])
+
+        tb = os.path.join(out, "tensorboard")
+        files = sorted(os.listdir(tb), key=lambda n: os.stat(os.path.join(tb, n)).st_mtime_ns)
+        assert len(files) == 2, f"expected one file per run (rank 0 only), found {files}"
+        losses = {r["global_step"]: r["loss"] for r in map(json.loads, open(os.path.join(out, "metrics.jsonl")))
+                  if r["type"] == "step"}
+        expected = [([4, 8, 12, 16, 20], [16]), ([24, 28, 32], [32])]
+        last_step = 0
+        for name, (loss_steps, epoch_steps) in zip(files, expected):
+            assert name.startswith("events.out.tfevents."), name
+            records = read_records(os.path.join(tb, name))
+            events = []
+            for body in records:
+                ev = Event.FromString(body)
+                # Every byte understood: the message re-encodes to the record (proto2 keeps explicit zeros).
+                assert ev.SerializeToString() == body, f"{name}: a record holds fields this reader does not know"
+                events.append(ev)
+            first = events[0]
+            assert first.file_version == "brain.Event:2", f"{name}: first event's file_version {first.file_version!r}"
+            assert not first.HasField("summary")
+            tags = {}
+            for ev in events[1:]:
+                assert not ev.HasField("file_version")
+                assert ev.wall_time > 1.6e9, f"{name}: wall_time {ev.wall_time} is not a unix time"
+                assert ev.step > last_step or ev.step == max(ev.step, last_step), "steps go back"
+                for v in ev.summary.value:
+                    tags.setdefault(v.tag, []).append((ev.step, v.simple_value))
+            got = [s for s, _ in tags["train/loss"]]
+            assert got == loss_steps, f"{name}: train/loss at steps {got}, expected {loss_steps}"
+            for s, v in tags["train/loss"]:
+                assert v == f32(losses[s]), f"{name}: train/loss {v} at step {s}, metrics.jsonl has {losses[s]}"
+            for tag in ["train/lr", "train/samples_per_s"]:
+                assert [s for s, _ in tags[tag]] == loss_steps, f"{name}: {tag} steps"
+            for tag in ["epoch/train_loss", "test/accuracy", "test/loss", "time/data_s", "time/forward_s",
+                        "time/backward_s", "time/sync_wait_s", "time/optimizer_s", "time/train_s", "time/eval_s",
+                        "comm/bytes_sent", "comm/bytes_received"]:
+                assert [s for s, _ in tags.get(tag, [])] == epoch_steps, f"{name}: {tag} at {tags.get(tag)}"
+            assert 0.0 <= tags["test/accuracy"][0][1] <= 1.0
+            assert tags["comm/bytes_sent"][0][1] > 0
+            assert min(s for s, _ in tags["train/loss"]) > last_step, f"{name}: steps do not continue"
+            last_step = max(s for s, _ in tags["train/loss"])
+        print(f"ok: {len(files)} event files decoded, CRCs and steps right")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+// The graceful stop through the binary under mpirun -np 2: SIGUSR1 sent to one rank's process mid-run, and to mpirun
+// (which forwards SIGUSR1 to every rank). Each ends with exit 3, the one stop line, "stopped" in summary.json and a
+// checkpoint (checkpoints are off in the config); checkpoint.resume=auto then finishes with the parameters of an
+// uninterrupted run (parameter_hash_per_rank).
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "fixtures.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+
+using namespace rt_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 28x28 inputs, 60 epochs of 30 steps at 2 ranks: about 2 s of training, time enough to signal it mid-run.
+std::string config(const std::string& dir, const std::string& out) {
+    std::string model = kTinyCnn;
+    model.replace(model.find("[1, 8, 8]"), 9, "[1, 28, 28]");
+    write_file(dir + "/tiny28.json", model);
+    const std::string path = dir + "/" + out + ".json";
+    write_file(path, R"({"model": ")" + dir + R"(/tiny28.json",
+  "data": {"format": "synthetic", "synthetic_shape": [1, 28, 28], "synthetic_classes": 4,
+           "synthetic_train_size": 480, "synthetic_test_size": 96},
+  "train": {"batch_size": 8, "epochs": 60, "seed": 7, "log_every_steps": 10},
+  "checkpoint": {"every_epochs": 0},
+  "output": {"dir": ")" + dir + "/" + out + R"(", "progress": "none"}})");
+    return path;
+}
+
+size_t lines_in(const std::string& path) {
+    std::ifstream in(path);
+    size_t n = 0;
+    std::string line;
+    while (std::getline(in, line)) ++n;
+    return n;
+}
+
+pid_t read_pid(const std::string& path) {
+    std::ifstream in(path);
+    pid_t p = 0;
+    in >> p;
+    return p;
+}
+
+// Waits (up to 60 s) until rank 0 has logged a few steps and `pid_file` names a process, then signals it.
+bool signal_mid_run(const std::string& metrics, const std::string& pid_file) {
+    for (int i = 0; i < 12000; ++i) {
+        if (lines_in(metrics) >= 2 && read_pid(pid_file) > 0) return kill(read_pid(pid_file), SIGUSR1) == 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+}
+
+int64_t stopped_step(const nlohmann::json& summary) {
+    std::smatch m;
+    const std::string s = summary["stopped"].is_string() ? summary["stopped"].get<std::string>() : "";
+    if (!std::regex_match(s, m, std::regex("signal SIGUSR1 at step ([0-9]+)"))) return -1;
+    return std::stoll(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: SIGUSR1 to one rank or to mpirun stops the job with exit 3 and a checkpoint; resume=auto "
+          "ends with an uninterrupted run's parameters",
+          "[train][mpi][stop]") {
+    const std::string dir = temp_dir("stop-process");
+    const int64_t total = 60 * 480 / 16;
+    const auto whole = run_command(mpirun(2) + binary() + " train --config " + config(dir, "whole"));
+    REQUIRE(whole.exit_code == 0);
+    const auto reference = read_json(dir + "/whole/summary.json")["parameter_hash_per_rank"];
+
+    SECTION("to one rank's process") {
+        // Each rank's shell writes its pid, then becomes ringtrain.
+        const std::string cfg = config(dir, "parts");
+        const std::string launch = mpirun(2) + "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
+                                   binary() + " train --config " + cfg + "'";
+        CommandResult stopped;
+        std::thread job([&] { stopped = run_command(launch); });
+        const bool sent = signal_mid_run(dir + "/parts/metrics.jsonl", dir + "/pid.1");
+        job.join();
+        REQUIRE(sent);
+        INFO(stopped.output);
+        CHECK(stopped.exit_code == 3);
+        CHECK(stopped.output.find("ringtrain: stopped by signal SIGUSR1 at step ") != std::string::npos);
+        CHECK(stopped.output.find("continue with --set checkpoint.resume=auto (exit 3)") != std::string::npos);
+        const auto summary = read_json(dir + "/parts/summary.json");
+        const int64_t step = stopped_step(summary);
+        CHECK(step > 0);
+        CHECK(step < total);
+        CHECK(summary["steps"] == step);
+        CHECK(fs::exists(dir + "/parts/checkpoints/" + ringtrain::train::checkpoint_file_name(step)));
+        CHECK(read_jsonl(dir + "/parts/metrics.jsonl").back()["global_step"] == step);
+
+        const auto resumed =
+            run_command(mpirun(2) + binary() + " train --config " + cfg + " --set checkpoint.resume=auto");
+        INFO(resumed.output);
+        CHECK(resumed.exit_code == 0);
+        const auto after = read_json(dir + "/parts/summary.json");
+        CHECK(after["stopped"].is_null());
+        CHECK(after["steps"] == total);
+        CHECK(after["parameter_hash_per_rank"] == reference);
+    }
+    SECTION("to mpirun, which forwards SIGUSR1 to every rank") {
+        const std::string cfg = config(dir, "all");
+        const std::string launch =
+            "echo $$ > " + dir + "/mpirun.pid; exec " + mpirun(2) + binary() + " train --config " + cfg;
+        CommandResult stopped;
+        std::thread job([&] { stopped = run_command(launch); });
+        const bool sent = signal_mid_run(dir + "/all/metrics.jsonl", dir + "/mpirun.pid");
+        job.join();
+        REQUIRE(sent);
+        INFO(stopped.output);
+        CHECK(stopped.exit_code == 3);
+        const auto summary = read_json(dir + "/all/summary.json");
+        const int64_t step = stopped_step(summary);
+        CHECK(step > 0);
+        CHECK(fs::exists(dir + "/all/checkpoints/" + ringtrain::train::checkpoint_file_name(step)));
+    }
+}

@@ -1,0 +1,137 @@
+// The graceful stop driven in-process on every rank (mpirun -np 1 and -np 2): a signal raised on the last rank only
+// at step 7 stops every rank at the same step boundary, with a checkpoint and "stopped" in the summary, and
+// checkpoint.resume=auto then ends bit for bit where an uninterrupted run does. One variant per way the ranks agree:
+// the vote in the blocking path's single bucket, in the overlapped path's last bucket (16-bit wire too), and local
+// SGD's averaging steps.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "fixtures.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/config.hpp"
+#include "ringtrain/train/trainer.hpp"
+
+using namespace rt_test;
+using nlohmann::json;
+using ringtrain::train::Config;
+using ringtrain::train::Trainer;
+namespace fs = std::filesystem;
+
+namespace {
+
+int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+int world_size() {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+// Rank 0 makes the folder (with the tiny model) and tells the others its name.
+std::string job_dir(const std::string& name) {
+    std::string dir;
+    if (world_rank() == 0) {
+        dir = temp_dir("stop-" + name + "-np" + std::to_string(world_size()));
+        write_file(dir + "/tiny.json", kTinyCnn);
+    }
+    uint64_t n = dir.size();
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    dir.resize(n);
+    MPI_Bcast(dir.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+    return dir;
+}
+
+Config tiny(const std::string& dir, const std::string& extra, const std::vector<std::string>& overrides = {}) {
+    return Config::from_json(json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", overrides);
+}
+
+struct Variant {
+    const char* name;
+    const char* extra;
+    bool local_sgd;
+};
+
+}  // namespace
+
+TEST_CASE("a signal on one rank stops every rank at the next step boundary; resume=auto ends bit for bit",
+          "[train][mpi][stop]") {
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    // Checkpoints off: the stop writes one anyway.
+    const Variant variants[] = {
+        {"one-bucket", R"(, "checkpoint": {"every_epochs": 0})", false},
+        {"overlapped-fp16",
+         R"(, "checkpoint": {"every_epochs": 0}, "sync": {"fusion_bytes": 256, "cycle_time_ms": 0, "compression": "fp16"})",
+         false},
+        {"local-sgd", R"(, "sync": {"mode": "local_sgd", "local_sgd_period": 3})", true},
+    };
+    for (const Variant& v : variants) {
+        INFO("variant " << v.name);
+        const std::string whole_dir = job_dir(std::string(v.name) + "-whole");
+        const std::string parts_dir = job_dir(std::string(v.name) + "-parts");
+        std::vector<float> whole;
+        {
+            Trainer t(tiny(whole_dir, v.extra), *comm);
+            const json s = t.train();
+            CHECK(s["stopped"].is_null());
+            whole = t.parameters_flat();
+        }
+        // The last rank alone gets SIGUSR1 after step 7; the ranks agree at the end of step 8 (one rank: its own
+        // flag; local SGD with 2 ranks: at the next averaging, step 9).
+        const int64_t stop_step = world > 1 && v.local_sgd ? 9 : 8;
+        {
+            Trainer t(tiny(parts_dir, v.extra), *comm);
+            t.set_step_callback([&](int64_t step) {
+                if (step == 7 && rank == world - 1) std::raise(SIGUSR1);
+            });
+            const json s = t.train();
+            CHECK(s["stopped"] == "signal SIGUSR1 at step " + std::to_string(stop_step));
+            CHECK(s["steps"] == stop_step);
+            CHECK(s["parameters_identical"] == true);
+            if (rank == 0) {
+                CHECK(fs::exists(parts_dir + "/out/checkpoints/" + ringtrain::train::checkpoint_file_name(stop_step)));
+                CHECK(read_json(parts_dir + "/out/summary.json") == s);
+                // metrics.jsonl ends with the stopped step.
+                const auto lines = read_jsonl(parts_dir + "/out/metrics.jsonl");
+                REQUIRE(!lines.empty());
+                CHECK(lines.back()["type"] == "step");
+                CHECK(lines.back()["global_step"] == stop_step);
+            }
+        }
+        // The handlers are restored after the run: the next run starts without a pending stop.
+        Trainer t(tiny(parts_dir, v.extra, {"checkpoint.resume=auto"}), *comm);
+        const json s = t.train();
+        CHECK(s["stopped"].is_null());
+        CHECK(s["steps"] == 2 * 480 / (8 * world));
+        CHECK(s["steps_this_run"] == 2 * 480 / (8 * world) - stop_step);
+        CHECK(t.parameters_flat() == whole);
+        comm->barrier();
+    }
+}
+
+TEST_CASE("SIGTERM stops the run too, also with train.stop_signal none", "[train][mpi][stop]") {
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const std::string dir = job_dir("sigterm");
+    Trainer t(tiny(dir, "", {"train.stop_signal=none", "train.stop_grace_s=30", "train.log_every_steps=5"}), *comm);
+    // On the last rank, at the last step of the first epoch: the epoch completes (evaluation, epoch line) before the
+    // stop, and the checkpoint is the epoch's.
+    const int64_t per_epoch = 480 / (8 * world);
+    t.set_step_callback([&](int64_t step) {
+        if (step == per_epoch - 1 && rank == world - 1) std::raise(SIGTERM);
+    });
+    const json s = t.train();
+    CHECK(s["stopped"] == "signal SIGTERM at step " + std::to_string(per_epoch));
+    CHECK(s["epochs_completed"] == 1);
+    CHECK(!s["test_accuracy"].is_null());
+    if (rank == 0) CHECK(fs::exists(dir + "/out/checkpoints/" + ringtrain::train::checkpoint_file_name(per_epoch)));
+    comm->barrier();
+}
