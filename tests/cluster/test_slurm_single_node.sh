@@ -67,9 +67,12 @@ else bad "reference run: state $st"; show_log "$(log_of ref "$j")"; fi
 j=$(submit -J pre -n2 -c1 scripts/slurm/cpu.sbatch configs/logreg_fashion.json "${LONG[@]}")
 if wait_steps runs/pre/metrics.jsonl 100 60; then
   scancel --batch --signal=USR1 "$j"
-  # Slurm holds a requeued job for 120 s (its begin time); the test moves that to now
+  # Slurm holds a requeued job for 120 s (its begin time); the test moves that to now, once the first run's
+  # slurmstepds are gone: the new step would reuse their step id (j.0) and its PMIx socket name
+  stepds() { grep -l "^slurmstepd: \[$j\." /proc/[0-9]*/cmdline 2>/dev/null; }
   end=$(( $(date +%s) + 60 ))
-  until [ "$(job_field "$j" Restarts)" = 1 ] && [ "$(job_field "$j" JobState)" = PENDING ] || [ "$(date +%s)" -ge "$end" ]; do sleep 0.2; done
+  until [ "$(job_field "$j" Restarts)" = 1 ] && [ "$(job_field "$j" JobState)" = PENDING ] && [ -z "$(stepds)" ] \
+        || [ "$(date +%s)" -ge "$end" ]; do sleep 0.2; done
   scontrol update JobId="$j" StartTime=now
   st=$(wait_job "$j" 180)
   f=$(log_of pre "$j")

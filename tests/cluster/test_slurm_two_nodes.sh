@@ -44,5 +44,17 @@ else
   tail -n 20 "$f"
 fi
 
+# the docs' 4-rank example: two ranks on each node (shared memory inside a node, TCP between them); from a second
+# folder, as runs/ringtrain-cpu there holds the 2-rank run (which the same job name would resume)
+S=$W/submit4; mkdir -p "$S" && cd "$S" || exit 1
+ln -s "$SRC/scripts" scripts; ln -s "$SRC/configs" configs; ln -s "$SRC/models" models
+j=$($NS exec sbatch --parsable -N2 --ntasks-per-node=2 -c1 -t 00:30:00 scripts/slurm/cpu.sbatch configs/logreg_fashion.json)
+st=$(wait_job "$j" 120)
+f=$S/ringtrain-cpu-$j.out
+if [ "$st" = COMPLETED ] && [ "$(json $sum 's["world_size"]')" = 4 ] && [ "$(json $sum 's["parameters_identical"]')" = True ] \
+   && grep -q "on ${RT_CLUSTER_PREFIX}\[0-1\]: 4 rank(s)" "$f"; then
+  ok "sbatch -N2 --ntasks-per-node=2 -c1 -t 00:30:00 scripts/slurm/cpu.sbatch configs/logreg_fashion.json: $st, 4 ranks on 2 nodes"
+else bad "two-node, 4 ranks: state $st"; tail -n 20 "$f"; fi
+
 echo "test_slurm_two_nodes: $(since "$T0") s"
 finish
