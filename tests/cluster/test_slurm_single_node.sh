@@ -22,16 +22,23 @@ need_fashion
 T0=$(now)
 
 W=$(mktemp -d /tmp/rt-slurm-test.XXXXXX)
-export RT_SLURM_DIR=$W/slurm RT_SLURM_LINK_ETC=0 RT_SLURM_INSTALL=0 RT_SLURM_GPUS=2
+# a fixed Slurm directory: a cluster left behind by a killed run of this test is found by its pid files and stopped
+export RT_SLURM_DIR=${RT_CLUSTER_DIR:-/tmp/ringtrain-cluster}/slurm-ctest RT_SLURM_LINK_ETC=0 RT_SLURM_INSTALL=0 RT_SLURM_GPUS=2
 export SLURMCTLD_PORT=${RT_TEST_SLURMCTLD_PORT:-16917} SLURMD_PORT=${RT_TEST_SLURMD_PORT:-16918}
 export SLURM_CONF=$RT_SLURM_DIR/etc/slurm.conf
 for v in $(compgen -e | grep '^SLURM_' | grep -v '^SLURM_CONF$' || true); do unset "$v"; done
 SL=   # job_field/wait_job run scontrol directly
 cleanup() {
-  "$SRC/scripts/cluster/stop-slurm.sh" >/dev/null 2>&1 || "$SRC/scripts/cluster/stop-slurm.sh"
-  if [ "$fail" = 0 ]; then rm -rf "$W"; else echo "kept $W for inspection"; fi
+  if [ "$fail" = 0 ]; then
+    "$SRC/scripts/cluster/stop-slurm.sh" --purge >/dev/null 2>&1 || "$SRC/scripts/cluster/stop-slurm.sh" --purge
+    rm -rf "$W"
+  else
+    "$SRC/scripts/cluster/stop-slurm.sh" >/dev/null 2>&1 || "$SRC/scripts/cluster/stop-slurm.sh"
+    echo "kept $W and $RT_SLURM_DIR/log for inspection"
+  fi
 }
 trap cleanup EXIT
+"$SRC/scripts/cluster/stop-slurm.sh" >/dev/null 2>&1 || { bad "stop-slurm.sh could not clear a cluster left in $RT_SLURM_DIR"; finish; }
 "$SRC/scripts/cluster/start-slurm.sh" >/dev/null || { bad "start-slurm.sh"; finish; }
 ok "private single-node Slurm up ($(since "$T0") s)"
 
