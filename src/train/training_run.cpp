@@ -230,7 +230,8 @@ void TrainingRun::agree_on_stop() {
     } else if (!local_sgd_ && p.gsync->carries_vote()) {
         any = p.gsync->vote_any();
     } else if (local_sgd_ ? last_average_step_ == pos_.global_step
-                          : pos_.global_step % plan_.train.log_every_steps == 0) {
+                          : pos_.step_in_epoch % plan_.train.log_every_steps == 0 ||
+                                pos_.step_in_epoch == steps_per_epoch_) {
         // No vote rides in a gradient allreduce here: a one-value collective of its own, where it costs little.
         // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
         // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
