@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: SRC, BIN, SL are used by the tests
 # lib.sh - shared by the cluster tests (sourced): results, skips, waiting for Slurm jobs, reading summaries.
 # A test prints "PASS: ..." / "FAIL: ..." per check and ends with finish; a machine that cannot run it (not root,
 # no network namespaces, no Slurm) ends with skip REASON, exit 77 = ctest's SKIP_RETURN_CODE (never a silent pass).

@@ -10,6 +10,7 @@
 # Needs root and network namespaces; else SKIPPED (exit 77). ~30 s on 2 cores.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/cluster/lib.sh
 . "$HERE/lib.sh"
 need_root_netns
 need_fashion

@@ -15,6 +15,7 @@
 # Needs root and Slurm (slurmctld slurmd slurm-client munge); else SKIPPED (exit 77). ~1 min on 2 cores.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/cluster/lib.sh
 . "$HERE/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (the Slurm daemons run as SlurmUser=root)"
 need_slurm
@@ -27,7 +28,7 @@ export RT_SLURM_DIR=${RT_CLUSTER_DIR:-/tmp/ringtrain-cluster}/slurm-ctest RT_SLU
 export SLURMCTLD_PORT=${RT_TEST_SLURMCTLD_PORT:-16917} SLURMD_PORT=${RT_TEST_SLURMD_PORT:-16918}
 export SLURM_CONF=$RT_SLURM_DIR/etc/slurm.conf
 for v in $(compgen -e | grep '^SLURM_' | grep -v '^SLURM_CONF$' || true); do unset "$v"; done
-SL=   # job_field/wait_job run scontrol directly
+export SL=   # job_field/wait_job run scontrol directly (in the two-node test: through slurm-netns.sh exec)
 cleanup() {
   if [ "$fail" = 0 ]; then
     "$SRC/scripts/cluster/stop-slurm.sh" --purge >/dev/null 2>&1 || "$SRC/scripts/cluster/stop-slurm.sh" --purge
@@ -46,7 +47,7 @@ ok "private single-node Slurm up ($(since "$T0") s)"
 # as written and their runs/ and logs land here. The binary comes from PATH (nothing in build/ here).
 S=$W/submit; mkdir -p "$S" && cd "$S" || exit 1
 ln -s "$SRC/scripts" scripts; ln -s "$SRC/configs" configs; ln -s "$SRC/models" models
-export PATH=$(dirname "$BIN"):$PATH
+PATH=$(dirname "$BIN"):$PATH; export PATH
 unset RINGTRAIN_BIN RINGTRAIN_ROOT RINGTRAIN_SWEEP
 submit() { sbatch --parsable "$@" | cut -d';' -f1; }
 log_of() { echo "$S/$1-$2.out"; }     # the scripts' default --output=%x-%j.out
@@ -75,11 +76,14 @@ j=$(submit -J pre -n2 -c1 scripts/slurm/cpu.sbatch configs/logreg_fashion.json "
 if wait_steps runs/pre/metrics.jsonl 100 60; then
   scancel --batch --signal=USR1 "$j"
   # Slurm holds a requeued job for 120 s (its begin time); the test moves that to now, once the first run's
-  # slurmstepds are gone: the new step would reuse their step id (j.0) and its PMIx socket name
+  # slurmstepds are gone (the new step would reuse their step id j.0 and its PMIx socket name) and 2 s after the
+  # requeue (slurmd revokes the job's credentials with a time in whole seconds: a launch within the same second is
+  # refused, "Job credential revoked")
   stepds() { grep -l "^slurmstepd: \[$j\." /proc/[0-9]*/cmdline 2>/dev/null; }
   end=$(( $(date +%s) + 60 ))
   until [ "$(job_field "$j" Restarts)" = 1 ] && [ "$(job_field "$j" JobState)" = PENDING ] && [ -z "$(stepds)" ] \
         || [ "$(date +%s)" -ge "$end" ]; do sleep 0.2; done
+  sleep 2
   scontrol update JobId="$j" StartTime=now
   st=$(wait_job "$j" 180)
   f=$(log_of pre "$j")

@@ -5,6 +5,7 @@
 # the same parameters on both ranks. Needs root, network namespaces and Slurm; else SKIPPED (exit 77). ~15 s.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/cluster/lib.sh
 . "$HERE/lib.sh"
 need_root_netns
 need_slurm
@@ -25,7 +26,7 @@ ok "two-node Slurm up: $($SL sinfo -h -N -o '%N=%T' | tr '\n' ' ')($(since "$T0"
 
 S=$W/submit; mkdir -p "$S" && cd "$S" || exit 1
 ln -s "$SRC/scripts" scripts; ln -s "$SRC/configs" configs; ln -s "$SRC/models" models
-export PATH=$(dirname "$BIN"):$PATH
+PATH=$(dirname "$BIN"):$PATH; export PATH
 unset RINGTRAIN_BIN RINGTRAIN_ROOT RINGTRAIN_SWEEP
 tx() { ip netns exec "$RT_CLUSTER_PREFIX$1" cat /sys/class/net/rtnet0/statistics/tx_bytes; }
 tx0=$(tx 0); tx1=$(tx 1)
