@@ -11,7 +11,7 @@
 #   5. plain scancel (SIGTERM to the ranks): a checkpoint, summary "stopped" by SIGTERM
 #   6. gpu.sbatch on the pretend GPUs (one rank per GPU; --set device=cpu --set sync.backend=ring: no CUDA here)
 #   7. the docs' array sweep (RINGTRAIN_SWEEP, %A_%a): one run per line, each its own folder and learning rate
-#   8. no binary / no config: exit 2 and one line saying what to do
+#   8. no binary / no config: exit 2 and one line saying what to do; a step that ends 0 without a summary: exit 1
 # Needs root and Slurm (slurmctld slurmd slurm-client munge); else SKIPPED (exit 77). ~1 min on 2 cores.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -153,6 +153,12 @@ j=$(submit -J noconf scripts/slurm/cpu.sbatch)
 wait_job "$j" 60 >/dev/null; f=$(log_of noconf "$j")
 [ "$(job_field "$j" ExitCode)" = 2:0 ] && grep -q 'usage: sbatch' "$f" \
   && ok "no config: exit 2, '$(cat "$f")'" || { bad "no config: exit $(job_field "$j" ExitCode)"; show_log "$f"; }
+
+# a step that "succeeds" without ringtrain running (srun answers 0 for tasks that never launched): exit 1, said
+j=$(RINGTRAIN_BIN=/bin/true submit -J notrun scripts/slurm/cpu.sbatch configs/logreg_fashion.json)
+wait_job "$j" 60 >/dev/null; f=$(log_of notrun "$j")
+[ "$(job_field "$j" ExitCode)" = 1:0 ] && grep -q 'ERROR: srun returned 0 but ringtrain wrote no runs/notrun/summary.json' "$f" \
+  && ok "a step that exits 0 without a summary: exit 1, said so" || { bad "no summary: exit $(job_field "$j" ExitCode)"; show_log "$f"; }
 
 echo "test_slurm_single_node: $(since "$T0") s"
 finish
