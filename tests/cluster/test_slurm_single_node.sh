@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_slurm_single_node.sh - a private single-node Slurm (scripts/cluster/start-slurm.sh: munged + slurmctld +
 # slurmd, own directory and ports, 2 pretend GPUs) runs scripts/slurm/*.sbatch UNEDITED, only with sbatch options:
-#   1. the docs' first example completes and writes summary.json (2 ranks)
+#   1. the docs' first example completes and writes summary.json (2 ranks); the same from outside the checkout
 #   2. a reference run of the longer job used below
 #   3. the time-limit warning (scancel --batch --signal=USR1, what --signal=B:USR1@120 sends) mid-run: the batch
 #      shell forwards it, the ranks checkpoint and exit 3, the job requeues itself and the requeued run resumes
@@ -60,6 +60,16 @@ sum=runs/ringtrain-cpu/summary.json
 if [ "$st" = COMPLETED ] && [ "$(json $sum 's["world_size"]')" = 2 ] && [ "$(json $sum 's["parameters_identical"]')" = True ]; then
   ok "sbatch -n2 -c1 scripts/slurm/cpu.sbatch configs/logreg_fashion.json: $st, 2 ranks, $sum"
 else bad "cpu.sbatch -n2 -c1: state $st"; show_log "$(log_of ringtrain-cpu "$j")"; fi
+
+# 1b. submitted from outside any checkout, by the script's real path: the config is found in the script's checkout
+# (Slurm runs a spooled copy; the script reads its own path from scontrol's Command=), the binary there or on PATH
+O=$W/elsewhere; mkdir -p "$O" && cd "$O" || exit 1
+j=$(submit -J outside "$SRC/scripts/slurm/cpu.sbatch" configs/logreg_fashion.json --set train.max_steps=50)
+st=$(wait_job "$j" 120); f=$O/outside-$j.out
+if [ "$st" = COMPLETED ] && [ -f runs/outside/summary.json ] && grep -Eq "($SRC/build/ringtrain|$BIN) " "$f"; then
+  ok "from $O: sbatch \$SRC/scripts/slurm/cpu.sbatch configs/logreg_fashion.json: $st"
+else bad "submitted from outside the checkout: state $st"; show_log "$f"; fi
+cd "$S" || exit 1
 
 # The longer job of checks 2-4: enough steps (~3 s of training) to be caught mid-run; every epoch also checkpoints.
 LONG=(--set train.epochs=20 --set train.max_steps=3000 --set train.log_every_steps=20 --set output.progress=none)
