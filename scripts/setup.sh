@@ -4,8 +4,12 @@ set -euo pipefail
 
 # python3-protobuf: the independent decoder of the TensorBoard event files (tests/telemetry/test_tensorboard.py);
 # python3-matplotlib: scripts/plot_run.py and its test. Both for Debian's /usr/bin/python3.
+# slurmctld slurmd slurm-client munge: the real Slurm of the `slurm` tests (tests/cluster; scripts/cluster/start-slurm.sh,
+# slurm-netns.sh); iproute2 util-linux: the network namespaces of the `netns` tests (ip netns, nsenter, unshare).
+# The daemons are not started by installing them (no systemd here); the tests start private ones.
 packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
-          dataset-fashion-mnist python3-protobuf python3-matplotlib)
+          dataset-fashion-mnist python3-protobuf python3-matplotlib
+          slurmctld slurmd slurm-client munge iproute2 util-linux)
 
 missing=()
 for p in "${packages[@]}"; do

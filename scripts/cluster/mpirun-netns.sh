@@ -15,7 +15,8 @@
 #   OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1; SLURM_* dropped so an enclosing Slurm job does not hijack it.
 # Any of these can be overridden with --mca on the command line. The working directory is kept.
 # Knobs: RT_CLUSTER_TIMEOUT seconds before the whole job is killed [600]; see common.sh for the rest.
-# Exit status: the job's (a rank's non-zero exit propagates); 124 when the timeout hit.
+# Exit status: the job's (a rank's non-zero exit propagates; 137 when a rank was SIGKILLed); 124 only when
+# RT_CLUSTER_TIMEOUT hit.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "mpirun-netns: ERROR: $*" >&2; exit 1; }
@@ -49,9 +50,14 @@ export OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self OMPI_MCA_osc=^ucx
 export OMPI_MCA_btl_tcp_if_include=$SUBNET OMPI_MCA_oob_tcp_if_include=$SUBNET
 export OMPI_MCA_rmaps_base_mapping_policy=${OMPI_MCA_rmaps_base_mapping_policy:-node}
 export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
-rc=0
+rc=0; t0=$(date +%s)
 timeout --kill-after=10 "$T" ip netns exec "${P}0" unshare --uts -- \
   /bin/sh -c 'hostname "$1" && shift && exec mpirun "$@"' mpirun-netns "${P}0" \
   --hostfile "$NS_DIR/hostfile" "${mpi_args[@]}" ${prog[@]+"${prog[@]}"} || rc=$?
-[ "$rc" != 124 ] && [ "$rc" != 137 ] || echo "mpirun-netns: ERROR: job killed after RT_CLUSTER_TIMEOUT=${T}s" >&2
+# timeout(1) answers 124 when it stopped the job (137 when it had to SIGKILL it too), but mpirun itself answers
+# 137 when a rank was SIGKILLed: only a job that ran for the whole limit was stopped by us.
+if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ $(( $(date +%s) - t0 )) -ge "$T" ]; then
+  echo "mpirun-netns: ERROR: job killed after RT_CLUSTER_TIMEOUT=${T}s" >&2
+  exit 124
+fi
 exit "$rc"
