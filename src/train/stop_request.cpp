@@ -143,6 +143,13 @@ void StopRequest::watch(double grace_s, int rank) {
     while (sem_wait(&g.woken) != 0 && errno == EINTR) {
     }
     if (g.closing.load()) return;
+    // Said at once, from this thread (not the handler): when mpirun or Slurm tears a job down after a rank died, it
+    // sends SIGTERM and kills a second later, so this line is the survivors' only word on what happened.
+    std::fprintf(stderr,
+                 "ringtrain: rank %d: %s received: stopping at the next step boundary with a checkpoint (exit %d); "
+                 "a second signal ends at once\n",
+                 rank, signal_name(g.signal.load()).c_str(), kStoppedExitCode);
+    std::fflush(stderr);
     timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     const double whole = std::floor(grace_s);
