@@ -1,6 +1,7 @@
 // The sparse path's graceful stop through the binary under mpirun -np 2: SIGUSR1 sent to one rank's process mid-run
 // ends the job with exit 3, the one stop line, "stopped" in summary.json and a checkpoint (checkpoints are off in the
 // config); checkpoint.resume=auto then finishes with the parameters of an uninterrupted run (parameter_hash_per_rank).
+// And train.stop_grace_s: with rank 0 frozen (SIGSTOP) the signalled rank cannot agree and ends the job (exit 4).
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/types.h>
@@ -109,4 +110,32 @@ TEST_CASE("sparse, mpirun -np 2: SIGUSR1 to one rank stops the job with exit 3 a
     CHECK(after["stopped"].is_null());
     CHECK(after["steps"] == kTotalSteps);
     CHECK(after["parameter_hash_per_rank"] == reference);
+}
+
+TEST_CASE("sparse, mpirun -np 2: a rank that cannot agree (rank 0 stopped with SIGSTOP) ends after "
+          "train.stop_grace_s with exit 4 instead of holding the job",
+          "[train][sparse][mpi][stop]") {
+    const std::string dir = temp_dir("sparse-stop-grace");
+    const std::string cfg = config(dir, "stuck");
+    // `timeout` ends a job the watchdog failed to end (exit 124): the test fails instead of hanging.
+    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
+                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
+                               " --set train.stop_grace_s=1'";
+    CommandResult ended;
+    std::thread job([&] { ended = run_command(launch); });
+    bool stopped_rank0 = false;
+    for (int i = 0; i < 12000 && !stopped_rank0; ++i) {
+        if (lines_in(dir + "/stuck/metrics.jsonl") >= 2 && read_pid(dir + "/pid.0") > 0 && read_pid(dir + "/pid.1") > 0)
+            stopped_rank0 = kill(read_pid(dir + "/pid.0"), SIGSTOP) == 0;
+        else
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const bool sent = stopped_rank0 && kill(read_pid(dir + "/pid.1"), SIGUSR1) == 0;
+    job.join();
+    REQUIRE(sent);
+    INFO(ended.output);
+    CHECK(ended.exit_code == 4);
+    CHECK(ended.output.find("ringtrain: rank 1: SIGUSR1 came 1 s ago and the ranks did not agree to stop within "
+                            "train.stop_grace_s") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/stuck/summary.json"));
 }
