@@ -188,6 +188,8 @@ void SparseRun::load_resume_checkpoint() {
     fs::create_directories(dir);
     remove_stale_temporaries(dir);
     metrics_ = telemetry::MetricsWriter(metrics, resumed_);
+    // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
+    if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
 }
 
 void SparseRun::adopt_root_position() {
@@ -227,7 +229,9 @@ bool SparseRun::stopped_by_max_steps() const {
     return plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps;
 }
 
-bool SparseRun::epochs_left() const { return pos_.epoch < plan_.train.epochs && !stopped_by_max_steps(); }
+bool SparseRun::epochs_left() const {
+    return pos_.epoch < plan_.train.epochs && !stopped_by_max_steps() && !stopped_by_signal();
+}
 
 float SparseRun::learning_rate() const { return schedule_->at(static_cast<double>(pos_.epoch)); }
 
@@ -243,9 +247,11 @@ void SparseRun::begin_epoch() {
                              "resume with the file the run started with");
 }
 
-void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch) {
-    double v[3] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_};
-    comm_.allreduce(std::span<double>(v, 3), comm::ReduceOp::Sum);
+void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping) {
+    // The stop vote rides here for free: this allreduce runs before every step anyway.
+    const bool stop_vote = stop_ != nullptr && stop_->requested();
+    double v[4] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_, stop_vote ? 1.0 : 0.0};
+    comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
     pending_loss_ = pending_rows_ = 0;
     if (!std::isfinite(v[1]))
         throw CollectiveError("training loss is not finite at global step " + std::to_string(pos_.global_step) +
@@ -256,24 +262,42 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch) 
     pos_.epoch_samples += v[2];
     samples_ += v[2];
     if (ranks_with_batch) *ranks_with_batch = static_cast<int64_t>(v[0]);
+    if (ranks_stopping) *ranks_stopping = static_cast<int64_t>(v[3]);
 }
 
 bool SparseRun::next_batch() {
-    if (stopped_by_max_steps()) return false;
+    if (stopped_by_max_steps() || stopped_by_signal()) return false;
     bool have = false;
     {
         ScopedPhase t(phases_, Phase::Data);
         have = train_reader_->next(batch_, plan_.train.batch_size);
     }
-    int64_t ranks_with_batch = 0;
-    reduce_pending_loss(have, &ranks_with_batch);
-    if (ranks_with_batch == world_) return true;
+    int64_t ranks_with_batch = 0, ranks_stopping = 0;
+    reduce_pending_loss(have, &ranks_with_batch, &ranks_stopping);
+    // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
+    // checkpoint's step, so it is read again then.
+    if (ranks_stopping > 0 && may_stop_now()) agree_on_stop();
+    if (ranks_with_batch == world_) return !stopped_by_signal();
     // Some rank's share ran out: the epoch ends on every rank (a batch read by the others is not trained on).
     if (pos_.step_in_epoch == 0)
         throw CollectiveInputError(plan_.data.train_file + ": a rank's share of the file holds no rows; use a larger "
                                    "file or fewer ranks");
     steps_per_epoch_ = pos_.step_in_epoch;
     return false;
+}
+
+// Local SGD stops only where the ranks just averaged: an extra averaging for the checkpoint elsewhere would change
+// the trajectory, and the resumed run would no longer end where an uninterrupted one does (a stop waits up to
+// local_sgd_period steps; the vote is cast again before each step until then).
+bool SparseRun::may_stop_now() const {
+    return plan_.sync.mode != SyncMode::LocalSgd || world_ == 1 || pos_.global_step % plan_.sync.local_sgd_period == 0;
+}
+
+void SparseRun::agree_on_stop() {
+    stop_->agreed();
+    stop_signal_ = agreed_signal(comm_, *stop_);  // once per run, for the summary
+    // metrics.jsonl (and TensorBoard) end where the checkpoint is: the stopped step, its loss now reduced.
+    if (window_steps_ > 0) log_step(learning_rate());
 }
 
 float SparseRun::run_step() {
@@ -315,11 +339,12 @@ float SparseRun::run_step() {
 // Local SGD: the table, the bias and the optimizer state averaged over the ranks (FTRL's weights are a function
 // of its state, so averaging the weights alone would be undone by the next update: they are recomputed).
 void SparseRun::average_all_tensors() {
-    if (world_ == 1) return;
+    if (world_ == 1 || last_average_step_ == pos_.global_step) return;  // already one model: averaging is a no-op
     ScopedPhase t(phases_, Phase::SyncWait);
     for (std::span<float> values : all_values()) comm_.allreduce(values, comm::ReduceOp::Average);
     opt_->recompute_weights(learning_rate());  // FTRL: the weights of the averaged z and n
     ++local_sgd_averages_;
+    last_average_step_ = pos_.global_step;
 }
 
 bool SparseRun::log_now() const { return pos_.global_step % plan_.train.log_every_steps == 0; }
@@ -331,10 +356,14 @@ bool SparseRun::checkpoint_now() const {
 void SparseRun::log_step(float lr) {
     const double now = telemetry::now_seconds();
     const double sps = window_rows_ / std::max(now - window_t0_, 1e-9);
+    const json loss = window_rows_ > 0 ? json(window_loss_ / window_rows_) : json(nullptr);
     metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
-                    {"global_step", pos_.global_step},
-                    {"loss", window_rows_ > 0 ? json(window_loss_ / window_rows_) : json(nullptr)},
-                    {"lr", lr}, {"samples_per_s", sps}});
+                    {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+    if (tensorboard_.enabled()) {
+        std::vector<telemetry::Scalar> v = {{"train/lr", lr}, {"train/samples_per_s", sps}};
+        if (loss.is_number()) v.insert(v.begin(), {"train/loss", loss.get<double>()});
+        tensorboard_.scalars(pos_.global_step, v);
+    }
     window_loss_ = window_rows_ = 0;
     window_steps_ = 0;
     window_t0_ = now;
@@ -369,12 +398,14 @@ void SparseRun::end_epoch() {
     reduce_pending_loss(false, nullptr);
     train_seconds_ += telemetry::now_seconds() - epoch_t0_;
     if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
-    if (stopped_by_max_steps() && pos_.step_in_epoch != steps_per_epoch_) return;  // stays inside the epoch
+    if ((stopped_by_max_steps() || stopped_by_signal()) && pos_.step_in_epoch != steps_per_epoch_)
+        return;  // stays inside the epoch, for the final checkpoint
     last_eval_ = evaluate();
     json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
     metrics_.write(rec);
+    if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
     if (rank_ == 0)
         std::fprintf(stderr, "epoch %lld/%lld: train loss %.4f, test log loss %.4f, test AUC %s, test accuracy %.4f\n",
                      static_cast<long long>(pos_.epoch + 1), static_cast<long long>(plan_.train.epochs), train_loss_,
@@ -387,11 +418,32 @@ void SparseRun::end_epoch() {
         write_checkpoint(checkpoint_position());
 }
 
+std::vector<telemetry::Scalar> SparseRun::epoch_scalars() const {
+    std::vector<telemetry::Scalar> v = {{"epoch/train_loss", train_loss_}};
+    // test_accuracy -> test/accuracy; test_loss, test_logloss, test_auc (null with more than one class: left out).
+    for (const auto& [key, value] : last_eval_.items())
+        if (key.rfind("test_", 0) == 0 && key != "test_samples" && value.is_number())
+            v.push_back({"test/" + key.substr(5), value.get<double>()});
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        v.push_back({std::string("time/") + telemetry::phase_name(static_cast<Phase>(p)) + "_s",
+                     phases_.get(static_cast<Phase>(p))});
+    v.push_back({"time/train_s", train_seconds_});
+    v.push_back({"comm/bytes_sent", static_cast<double>(comm_.bytes_sent())});
+    v.push_back({"comm/bytes_received", static_cast<double>(comm_.bytes_received())});
+    // This rank's gradient bytes each way the sparse sync can take (sync.sparse auto picks per step).
+    const sync::SparseSyncStats& st = gsync_->stats();
+    v.push_back({"sync/bytes_allgather", static_cast<double>(st.bytes_allgather)});
+    v.push_back({"sync/bytes_dense", static_cast<double>(st.bytes_dense)});
+    return v;
+}
+
 void SparseRun::finish() {
     if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
-    if (last_eval_.is_null()) last_eval_ = evaluate();
-    // The run's last position is saved when checkpoints are on and the last write was elsewhere.
-    if (plan_.checkpoint.enabled() && steps_run_ > 0) {
+    const bool stopped = stopped_by_signal();
+    if (last_eval_.is_null() && !stopped) last_eval_ = evaluate();
+    // The run's last position is saved when checkpoints are on and the last write was elsewhere; after a stop
+    // signal, checkpoints off included (what the stop is for).
+    if ((plan_.checkpoint.enabled() && steps_run_ > 0) || stopped) {
         const std::string last = plan_.output.checkpoint_dir() + "/" + checkpoint_file_name(pos_.global_step);
         int32_t have = rank_ == 0 && fs::exists(last) ? 1 : 0;
         comm_.broadcast_object(have, 0);
@@ -477,6 +529,10 @@ json SparseRun::write_summary() {
         {"steps_this_run", steps_run_},
         {"steps_per_epoch", steps_per_epoch_ > 0 ? json(steps_per_epoch_) : json(nullptr)},
         {"stopped_by_max_steps", stopped_by_max_steps()},
+        // null unless a stop signal ended the run early (exit 3, a checkpoint at that step), as on the dense path
+        {"stopped", stopped_by_signal() ? json("signal " + signal_name(stop_signal_) + " at step " +
+                                               std::to_string(pos_.global_step))
+                                        : json(nullptr)},
         {"test_accuracy", last_eval_["test_accuracy"]},
         {"test_loss", last_eval_["test_loss"]},
         {"test_logloss", last_eval_["test_logloss"]},

@@ -21,8 +21,10 @@
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 #include "ringtrain/telemetry/metrics_writer.hpp"
 #include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/stop_request.hpp"
 #include "ringtrain/nn/sparse_linear.hpp"
 #include "ringtrain/optim/sparse_optimizer.hpp"
 #include "sparse_model_file.hpp"
@@ -40,9 +42,18 @@ public:
     void resume();
     bool epochs_left() const;
     void begin_epoch();
-    // Reads this rank's next batch and agrees with the others whether every rank has one (the flag travels with
-    // the previous step's loss in one small allreduce): false ends the epoch on every rank at once. Collective.
+    // This rank's vote on a graceful stop from now on (nullptr: none); the caller owns it (its handlers live as
+    // long as the loop runs).
+    void set_stop_request(StopRequest* stop) { stop_ = stop; }
+    // Reads this rank's next batch and agrees with the others whether every rank has one and whether any rank got a
+    // stop signal (both flags travel with the previous step's loss in one small allreduce): false ends the epoch on
+    // every rank at once, and after a stop (stopped_by_signal()) the loop too. Collective.
     bool next_batch();
+    // True (from then on) once the ranks agreed, at a step boundary, that a stop signal came.
+    bool stopped_by_signal() const { return stop_signal_ != 0; }
+    int64_t global_step() const { return pos_.global_step; }
+    const RunPlan& plan() const { return plan_; }
+    int rank() const { return rank_; }
     // Forward, loss, backward, the ranks' average of the sparse gradient (or, in local SGD, of all tensors every
     // local_sgd_period steps), the optimizer's update. Returns the learning rate used. Collective.
     float run_step();
@@ -54,7 +65,8 @@ public:
     void write_step_checkpoint();
     // The epoch's loss, evaluation, the epoch line and checkpoint (unless max_steps ended the run). Collective.
     void end_epoch();
-    // After the loop: an evaluation if none ran, the final checkpoint. Collective.
+    // After the loop: an evaluation if none ran (not after a stop signal: the scheduler's time is short), the final
+    // checkpoint (after a stop signal always, checkpoints off included). Collective.
     void finish();
     // summary.json (rank 0 writes it); every rank returns it. Collective.
     nlohmann::json write_summary();
@@ -76,7 +88,14 @@ private:
     std::vector<std::span<float>> all_values();
     void average_all_tensors();
     void broadcast_from_root();
-    void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch);
+    // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
+    void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping = nullptr);
+    // Whether the loop may stop at this step boundary (local SGD: only where the ranks just averaged).
+    bool may_stop_now() const;
+    // The ranks agreed to stop: the watchdog stands down, the signal is agreed on, the stopped step is logged.
+    void agree_on_stop();
+    // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split and bytes so far.
+    std::vector<telemetry::Scalar> epoch_scalars() const;
     bool stopped_by_max_steps() const;
     float learning_rate() const;
 
@@ -94,6 +113,9 @@ private:
     std::unique_ptr<optim::LrSchedule> schedule_;
     std::unique_ptr<sync::SparseGradientSync> gsync_;
     telemetry::MetricsWriter metrics_;
+    telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
+    StopRequest* stop_ = nullptr;
+    int stop_signal_ = 0;  // the agreed stop's signal (the highest number any rank got), 0 = none
 
     // The loop: where it is, and how many steps an epoch has once one has ended (0 until then: the shares are
     // read streaming, so the count is known only by running out).
@@ -117,6 +139,7 @@ private:
     double samples_ = 0;  // every rank's rows trained on by this run
     int64_t steps_run_ = 0;
     int64_t local_sgd_averages_ = 0;
+    int64_t last_average_step_ = -1;  // local SGD: the global step the ranks last averaged at
     nlohmann::json last_eval_;
     telemetry::PhaseTimes phases_;
 };

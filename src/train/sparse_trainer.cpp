@@ -3,6 +3,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/train/stop_request.hpp"
 #include "sparse_model_file.hpp"
 #include "sparse_run.hpp"
 
@@ -36,19 +37,32 @@ SparseTrainer::~SparseTrainer() = default;
 
 nlohmann::json SparseTrainer::train() {
     detail::SparseRun& run = *run_;
+    // SIGTERM, SIGINT and train.stop_signal stop the loop gracefully while train() runs (the handlers are restored
+    // when it returns); this rank's vote rides in next_batch's allreduce.
+    const RunPlan& plan = run.plan();
+    StopRequest stop(parse_stop_signal(plan.train.stop_signal).value(), plan.train.stop_grace_s, run.rank());
+    run.set_stop_request(&stop);
+    struct Detach {
+        detail::SparseRun& run;
+        ~Detach() { run.set_stop_request(nullptr); }
+    } detach{run};
     run.resume();
     while (run.epochs_left()) {
         run.begin_epoch();
-        while (run.next_batch()) {  // every rank has a batch (agreed with the last step's loss)
+        // Every rank has a batch and no rank got a stop signal (agreed with the last step's loss).
+        while (run.next_batch()) {
             const float lr = run.run_step();
             if (run.log_now()) run.log_step(lr);
             if (run.checkpoint_now()) run.write_step_checkpoint();
+            if (step_callback_) step_callback_(run.global_step());
         }
-        run.end_epoch();  // epoch loss, evaluation, epoch checkpoint
+        run.end_epoch();  // epoch loss, evaluation, epoch checkpoint (not inside an epoch a stop left)
     }
-    run.finish();
+    run.finish();  // after a stop signal: the checkpoint, always
     return run.write_summary();
 }
+
+void SparseTrainer::set_step_callback(std::function<void(int64_t)> callback) { step_callback_ = std::move(callback); }
 
 nlohmann::json SparseTrainer::evaluate_checkpoint(const std::string& checkpoint) {
     run_->load_for_evaluation(checkpoint);

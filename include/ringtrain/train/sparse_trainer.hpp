@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +36,11 @@ public:
     SparseTrainer& operator=(const SparseTrainer&) = delete;
 
     // Trains as configured (resuming if asked); returns the run summary (rank 0 also writes it). Collective.
+    // SIGTERM, SIGINT and train.stop_signal stop it at the next step boundary on every rank, with a checkpoint and
+    // summary["stopped"] (StopRequest); checkpoint.resume=auto then continues bit for bit.
     nlohmann::json train();
+    // Called on every rank after each step with the global step (tests: a signal at a known step).
+    void set_step_callback(std::function<void(int64_t global_step)> callback);
     // Loads `checkpoint` and evaluates on the test file: {test_accuracy, test_loss, test_logloss, test_auc,
     // samples}. Collective.
     nlohmann::json evaluate_checkpoint(const std::string& checkpoint);
@@ -45,6 +50,7 @@ public:
 
 private:
     std::unique_ptr<detail::SparseRun> run_;
+    std::function<void(int64_t)> step_callback_;
 };
 
 }  // namespace ringtrain::train
