@@ -2,10 +2,15 @@
 // InputError names the file and its true line number), and the Criteo hash and integer transform, pinned.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <bit>
+#include <charconv>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/data/sparse_criteo.hpp"
 #include "ringtrain/data/sparse_libsvm.hpp"
 #include "ringtrain/data/sparse_reader.hpp"
@@ -186,4 +191,32 @@ TEST_CASE("bad options are InputErrors") {
     o.file = "/nonexistent/file.svm";
     o.num_features = 10;
     CHECK_THROWS_WITH(open_sparse_reader(o), Contains("/nonexistent/file.svm: cannot open"));
+}
+
+TEST_CASE("libsvm: the short-decimal fast path gives from_chars' float, bit for bit") {
+    // Every value the fast path takes (at most 7 digits, any point position, signs) and some it hands on.
+    std::vector<std::string> values = {"0", "1", "-1", "+2", "0.5", "0.25", "-3.5", ".5", "5.", "9999999", "0.0000001",
+                                       "1234.567", "0.1", "0.3", "0.7", "3.1415926", "12345678", "0.12345678",
+                                       "1e-3", "2.5E+2", "-0.0", "1.0000001"};
+    uint64_t state = 12345;
+    for (int i = 0; i < 20000; ++i) {  // random 1-7 digit decimals with the point anywhere
+        const uint64_t r = splitmix64_next(state);
+        const int digits = 1 + static_cast<int>(r % 7);
+        std::string d = std::to_string((r >> 8) % 10000000);
+        d = d.substr(0, static_cast<size_t>(std::min<int>(digits, static_cast<int>(d.size()))));
+        const size_t point = static_cast<size_t>((r >> 40) % (d.size() + 1));
+        std::string v = (r >> 50) & 1 ? "-" : "";
+        v.append(d, 0, point).append(".").append(d, point);
+        values.push_back(v);
+    }
+    for (const std::string& text : values) {
+        const CsrBatch b = parse_libsvm("1 1:" + text);
+        std::string_view s = text;
+        if (s[0] == '+') s.remove_prefix(1);
+        float want = 0;
+        std::from_chars(s.data(), s.data() + s.size(), want);
+        REQUIRE(b.values.size() == 1);
+        INFO(text);
+        CHECK(std::bit_cast<uint32_t>(b.values[0]) == std::bit_cast<uint32_t>(want));
+    }
 }
