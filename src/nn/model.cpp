@@ -118,6 +118,7 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
         b.layers[i]->build(b.inputs[i], rng);
         layer_params_.push_back(b.layers[i]->parameters());
         for (Parameter* p : layer_params_.back()) params_.push_back(p);
+        for (Parameter* p : b.layers[i]->buffers()) buffers_.push_back(p);
         layers_.push_back(std::move(b.layers[i]));
     }
     acts_.resize(layers_.size() + 1);
