@@ -159,6 +159,12 @@ void Model::to(Device device) {
     device_ = device;
 }
 
+std::vector<Parameter*> Model::checkpoint_tensors() const {
+    std::vector<Parameter*> t = params_;
+    t.insert(t.end(), buffers_.begin(), buffers_.end());
+    return t;
+}
+
 int64_t Model::parameter_count() const {
     int64_t n = 0;
     for (const Parameter* p : params_) n += p->value.numel();

@@ -50,6 +50,9 @@ public:
     const std::vector<Parameter*>& parameters() const { return params_; }
     // Non-trainable layer state (BatchNorm running stats) in layer order; see Layer::buffers().
     const std::vector<Parameter*>& buffers() const { return buffers_; }
+    // What a checkpoint holds and a resumed run broadcasts: the parameters, then the buffers (a model without
+    // buffers gives exactly parameters(), so its checkpoints are unchanged).
+    std::vector<Parameter*> checkpoint_tensors() const;
     int64_t parameter_count() const;
     // Forward FLOPs per sample (backward costs about twice that).
     double forward_flops_per_sample() const;
