@@ -34,6 +34,24 @@ std::unique_ptr<Layer> make_maxpool2d(LayerSpec& s) {
     return std::make_unique<MaxPool2d>(ops::Pool2dParams{kh, kw, sh, sw, ph, pw});
 }
 
+std::unique_ptr<Layer> make_avgpool2d(LayerSpec& s) {
+    auto [kh, kw] = s.pair("kernel", std::nullopt, 1);
+    auto [sh, sw] = s.pair("stride", kh, 1);  // as maxpool2d: the stride defaults to the window
+    auto [ph, pw] = s.pair("padding", 0, 0);
+    return std::make_unique<AvgPool2d>(ops::Pool2dParams{kh, kw, sh, sw, ph, pw});
+}
+
+std::unique_ptr<Layer> make_global_avgpool(LayerSpec&) { return std::make_unique<GlobalAvgPool>(); }
+
+template <int SpatialDims>
+std::unique_ptr<Layer> make_batchnorm(LayerSpec& s) {
+    const double momentum = s.number("momentum", 0.1);
+    if (!(momentum >= 0.0 && momentum <= 1.0)) s.fail("momentum", "must be in [0, 1] (PyTorch's default is 0.1)");
+    const double eps = s.number("eps", 1e-5);
+    if (!(eps > 0.0 && eps < 1.0)) s.fail("eps", "must be in (0, 1) (PyTorch's default is 1e-5)");
+    return std::make_unique<BatchNorm>(SpatialDims, static_cast<float>(momentum), static_cast<float>(eps));
+}
+
 std::unique_ptr<Layer> make_dropout(LayerSpec& s) {
     const double p = s.number("p", 0.5);
     if (!(p >= 0.0 && p < 1.0)) s.fail("p", "dropout probability must be in [0, 1)");
@@ -59,6 +77,10 @@ const LayerRegistry& LayerRegistry::builtin() {
         r.add({"linear", {"out_features", "bias"}, make_linear});
         r.add({"conv2d", {"out_channels", "kernel", "stride", "padding", "bias"}, make_conv2d});
         r.add({"maxpool2d", {"kernel", "stride", "padding"}, make_maxpool2d});
+        r.add({"avgpool2d", {"kernel", "stride", "padding"}, make_avgpool2d});
+        r.add({"global_avgpool", {}, make_global_avgpool});
+        r.add({"batchnorm1d", {"momentum", "eps"}, make_batchnorm<1>});
+        r.add({"batchnorm2d", {"momentum", "eps"}, make_batchnorm<2>});
         r.add({"relu", {}, make_activation<ops::Activation::ReLU>});
         r.add({"sigmoid", {}, make_activation<ops::Activation::Sigmoid>});
         r.add({"tanh", {}, make_activation<ops::Activation::Tanh>});

@@ -118,6 +118,7 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
         b.layers[i]->build(b.inputs[i], rng);
         layer_params_.push_back(b.layers[i]->parameters());
         for (Parameter* p : layer_params_.back()) params_.push_back(p);
+        for (Parameter* p : b.layers[i]->buffers()) buffers_.push_back(p);
         layers_.push_back(std::move(b.layers[i]));
     }
     acts_.resize(layers_.size() + 1);
@@ -156,6 +157,12 @@ void Model::to(Device device) {
         p->grad = Tensor::zeros(p->value.shape(), device);
     }
     device_ = device;
+}
+
+std::vector<Parameter*> Model::checkpoint_tensors() const {
+    std::vector<Parameter*> t = params_;
+    t.insert(t.end(), buffers_.begin(), buffers_.end());
+    return t;
 }
 
 int64_t Model::parameter_count() const {

@@ -40,3 +40,12 @@ void require(bool cond, const char* op, const std::string& what,
 }
 
 }  // namespace ringtrain::ops::detail
+
+namespace ringtrain::ops::detail {
+
+void require_cpu_only(const char* op, std::initializer_list<const Tensor*> ts) {
+    if (device_of(op, ts) != Device::CPU)
+        throw InputError(std::string("ops::") + op + " has no CUDA implementation yet; set device to cpu");
+}
+
+}  // namespace ringtrain::ops::detail

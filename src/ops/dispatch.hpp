@@ -45,3 +45,9 @@ void require(bool cond, const char* op, const std::string& what,
 #define RT_DISPATCH(dev, fn, ...)                                      \
     if ((dev) == ::ringtrain::Device::CPU) return ::ringtrain::ops::cpu::fn(__VA_ARGS__); \
     return RT_CUDA_CALL(fn, __VA_ARGS__)
+
+namespace ringtrain::ops::detail {
+// For ops with no CUDA implementation yet: InputError (exit 2) unless every tensor is on the CPU, so a GPU run
+// stops with what to do instead of failing to compile in CUDA builds or falling back silently.
+void require_cpu_only(const char* op, std::initializer_list<const Tensor*> ts);
+}  // namespace ringtrain::ops::detail

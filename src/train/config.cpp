@@ -39,7 +39,8 @@ const std::map<std::string, KeySpec>& schema() {
         {"data.format", {.kind = Kind::String, .fallback = "idx", .choices = spellings<DataFormat>(),
           .doc = "data set reader"}},
         {"data.dir", {.kind = Kind::String, .fallback = "/usr/share/datasets/fashion-mnist",
-          .doc = "folder with the four IDX files (train-images-idx3-ubyte[.gz] ...)"}},
+          .doc = "idx: folder with the four IDX files (train-images-idx3-ubyte[.gz] ...); cifar10: folder with "
+                 "data_batch_1..5.bin and test_batch.bin (the binary version)"}},
         {"data.mean", {.kind = Kind::Number, .fallback = 0.0, .doc = "subtracted after scaling pixels to [0,1]"}},
         {"data.std", {.kind = Kind::Number, .fallback = 1.0, .min = 1e-12,
           .doc = "divides after subtracting the mean"}},

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/cifar10.hpp"
 #include "ringtrain/data/idx.hpp"
 #include "ringtrain/data/synthetic.hpp"
 #include "ringtrain/ops/threads.hpp"
@@ -19,6 +20,14 @@ Datasets make_datasets(const RunPlan& plan) {
             norm.stddev = static_cast<float>(p.stddev);
             d.train = data::load_idx_dataset(p.dir, data::Split::Train, norm);
             d.test = data::load_idx_dataset(p.dir, data::Split::Test, norm);
+            break;
+        }
+        case DataFormat::Cifar10: {
+            data::Normalization norm;
+            norm.mean = static_cast<float>(p.mean);
+            norm.stddev = static_cast<float>(p.stddev);
+            d.train = data::load_cifar10_dataset(p.dir, data::Split::Train, norm);
+            d.test = data::load_cifar10_dataset(p.dir, data::Split::Test, norm);
             break;
         }
         case DataFormat::Synthetic: {

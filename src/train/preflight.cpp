@@ -123,9 +123,9 @@ std::vector<MemoryPart> estimate_memory(const RunPlan& plan, const Datasets& dat
                      .at_least = acts * kFloat * 2.0,  // a batch of one
                      .otherwise_key = tallest->where,
                      .otherwise_hint = "make that layer's output smaller"});
-    // The loader's shuffled order holds one index per training sample; IDX splits sit in memory as bytes.
+    // The loader's shuffled order holds one index per training sample; IDX and CIFAR-10 splits sit in memory as bytes.
     double data_bytes = 8.0 * double(data.train->size());
-    if (plan.data.format == DataFormat::Idx)
+    if (plan.data.format == DataFormat::Idx || plan.data.format == DataFormat::Cifar10)
         data_bytes += double(data.train->size()) * double(shape_numel(data.train->sample_shape())) +
                       double(data.test->size()) * double(shape_numel(data.test->sample_shape()));
     const bool synthetic = plan.data.format == DataFormat::Synthetic;

@@ -215,7 +215,7 @@ json Trainer::train() {
 }
 
 json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
-    load_checkpoint(checkpoint, parts_->model->parameters(), nullptr);
+    load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
     json r = parts_->evaluate();
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;

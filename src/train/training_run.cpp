@@ -120,7 +120,7 @@ void TrainingRun::load_resume_checkpoint() {
 // rank reads at each step, the learning-rate scaling and the dropout streams; resuming across a change would skip
 // or repeat samples.
 void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
-    LoopState at = load_checkpoint(path, parts_.model->parameters(), parts_.opt.get());
+    LoopState at = load_checkpoint(path, parts_.model->checkpoint_tensors(), parts_.opt.get());
     if (at.world_size != parts_.world)
         throw InputError(path + ": written by a " + std::to_string(at.world_size) + "-rank run, this run has " +
                          std::to_string(parts_.world) + "; a changed world size would skip or repeat samples and "
@@ -175,7 +175,7 @@ void TrainingRun::adopt_root_position() {
     p.comm.broadcast_bytes(std::as_writable_bytes(std::span<Rng::State>(rngs)), 0);
     p.dropout_rng.set_state(rngs[p.rank]);
     if (resumed_from_.empty()) resumed_from_ = "(rank 0's checkpoint)";
-    sync::broadcast_from_root(p.comm, p.model->parameters(), p.opt->state());
+    sync::broadcast_from_root(p.comm, p.model->checkpoint_tensors(), p.opt->state());
     p.opt->set_steps_taken(root.optimizer_steps);
 }
 
@@ -359,6 +359,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     TrainerParts& p = parts_;
     // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
     std::vector<Rng::State> states = p.comm.allgather_object(p.dropout_rng.state());
+    average_buffers_now();  // a collective: before rank 0 alone writes
     last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
     LoopState full = at;
@@ -368,7 +369,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     full.extra = {{"config", p.config.document()}};
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
-    save_checkpoint(dir + "/" + name, p.model->parameters(), p.opt.get(), full);
+    save_checkpoint(dir + "/" + name, p.model->checkpoint_tensors(), p.opt.get(), full);
     publish_checkpoint(dir, name, plan_.checkpoint.keep);
 }
 
@@ -397,10 +398,17 @@ void TrainingRun::average_parameters_now() {
     last_average_step_ = pos_.global_step;
 }
 
+// BatchNorm's running statistics come from each rank's own batches: averaged (as the issue asks, rather than DDP's
+// broadcast of rank 0's) before evaluation and checkpoints, so every rank evaluates and saves the same model.
+void TrainingRun::average_buffers_now() {
+    for (nn::Parameter* b : parts_.model->buffers()) parts_.comm.allreduce(b->value.span(), comm::ReduceOp::Average);
+}
+
 // Evaluation on one model (local SGD averages first), timed apart from training.
 void TrainingRun::evaluate_now() {
     const double t0 = telemetry::now_seconds();
     average_parameters_now();
+    average_buffers_now();
     last_eval_ = parts_.evaluate();
     eval_seconds_ += telemetry::now_seconds() - t0;
 }

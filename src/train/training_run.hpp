@@ -72,6 +72,7 @@ private:
     LossSums epoch_sums_over_ranks();
     void write_checkpoint(const LoopState& at);
     void average_parameters_now();
+    void average_buffers_now();
     void evaluate_now();
     // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split so far, bytes so far.
     std::vector<telemetry::Scalar> epoch_scalars() const;

@@ -26,7 +26,8 @@ std::string error_of(const LayerRegistry& r, const json& spec) {
 
 TEST_CASE("layer registry: the built-in types, in the order messages list them", "[nn][registry]") {
     const LayerRegistry& r = LayerRegistry::builtin();
-    REQUIRE(r.known_names() == "linear, conv2d, maxpool2d, relu, sigmoid, tanh, dropout, flatten");
+    REQUIRE(r.known_names() == "linear, conv2d, maxpool2d, avgpool2d, global_avgpool, batchnorm1d, batchnorm2d, relu, sigmoid, tanh, "
+                              "dropout, flatten");
     REQUIRE(&r == &LayerRegistry::builtin());
     REQUIRE(r.find("dense") == nullptr);
     const auto msg = error_of(r, {{"type", "dense"}});
@@ -40,6 +41,8 @@ TEST_CASE("layer registry: every registered type builds a layer of that type", "
         {"maxpool2d", {{"kernel", 2}}},    {"relu", json::object()},
         {"sigmoid", json::object()},       {"tanh", json::object()},
         {"dropout", json::object()},       {"flatten", json::object()},
+        {"avgpool2d", {{"kernel", 2}}},    {"global_avgpool", json::object()},
+        {"batchnorm1d", json::object()},   {"batchnorm2d", json::object()},
     };
     const LayerRegistry& r = LayerRegistry::builtin();
     for (const auto& [name, keys] : minimal) {

@@ -43,6 +43,9 @@ public:
     virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) = 0;
 
     virtual std::vector<Parameter*> parameters() { return {}; }
+    // Non-trainable state that evaluation depends on (BatchNorm's running mean/var): never given to an optimizer
+    // or gradient sync; a checkpoint must carry it. Its `grad` is empty.
+    virtual std::vector<Parameter*> buffers() { return {}; }
     // How many parameter values build() allocates for this input sample shape, before it runs (for memory
     // estimates; a double so that absurd sizes cannot overflow).
     virtual double parameter_values(const Shape& input) const { return 0.0; }

@@ -1,4 +1,5 @@
-// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, Sigmoid, Tanh, Dropout, Flatten.
+// The concrete layers: Linear, Conv2d, MaxPool2d, AvgPool2d, GlobalAvgPool, BatchNorm, ReLU, Sigmoid, Tanh,
+// Dropout, Flatten.
 // Weights use PyTorch's default initialisation (uniform in +-1/sqrt(fan_in)), so accuracies compare with it.
 #pragma once
 
@@ -62,6 +63,58 @@ public:
 
 private:
     ops::Pool2dParams p_;
+};
+
+// Average pooling (CPU only so far). Padded positions count in the divisor, as PyTorch's default.
+class AvgPool2d : public Layer {
+public:
+    explicit AvgPool2d(ops::Pool2dParams p) : p_(p) {}
+    std::string type() const override { return "avgpool2d"; }
+    Shape output_shape(const Shape& input) const override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+
+private:
+    ops::Pool2dParams p_;
+};
+
+// The mean of each channel plane: [C, H, W] -> [C] (as Keras' GlobalAveragePooling2D; no flatten needed after it).
+class GlobalAvgPool : public Layer {
+public:
+    std::string type() const override { return "global_avgpool"; }
+    Shape output_shape(const Shape& input) const override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+};
+
+// Batch normalisation as torch.nn.BatchNorm1d/2d (CPU only so far): training normalises with this rank's batch
+// statistics (as DDP without SyncBatchNorm) and updates the running mean/var; evaluation uses the running stats.
+// batchnorm1d takes [C] or [C, L] samples, batchnorm2d [C, H, W]. gamma/beta are parameters ("<name>.weight",
+// "<name>.bias"); running_mean/running_var are buffers().
+class BatchNorm : public Layer {
+public:
+    // spatial_dims: 1 for batchnorm1d, 2 for batchnorm2d.
+    BatchNorm(int spatial_dims, float momentum, float eps);
+    std::string type() const override { return spatial_dims_ == 2 ? "batchnorm2d" : "batchnorm1d"; }
+    Shape output_shape(const Shape& input) const override;
+    double parameter_values(const Shape& input) const override { return 2.0 * double(input.at(0)); }
+    void build(const Shape& input, Rng& rng) override;
+    void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+    void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+    std::vector<Parameter*> parameters() override { return {&gamma_, &beta_}; }
+    std::vector<Parameter*> buffers() override { return {&running_mean_, &running_var_}; }
+    float momentum() const { return p_.momentum; }
+    float eps() const { return p_.eps; }
+
+private:
+    // x as [N, C, S]: 4-D for the ops whatever the sample rank.
+    Tensor as_channels(const Tensor& t) const;
+
+    int spatial_dims_;
+    ops::BatchNormParams p_;
+    Parameter gamma_, beta_, running_mean_, running_var_;
+    Tensor mean_, inv_std_;    // of the last forward, for backward
+    bool last_training_ = true;
 };
 
 class ActivationLayer : public Layer {

@@ -48,6 +48,11 @@ public:
 
     // All parameters in a fixed order: layer order, weight before bias.
     const std::vector<Parameter*>& parameters() const { return params_; }
+    // Non-trainable layer state (BatchNorm running stats) in layer order; see Layer::buffers().
+    const std::vector<Parameter*>& buffers() const { return buffers_; }
+    // What a checkpoint holds and a resumed run broadcasts: the parameters, then the buffers (a model without
+    // buffers gives exactly parameters(), so its checkpoints are unchanged).
+    std::vector<Parameter*> checkpoint_tensors() const;
     int64_t parameter_count() const;
     // Forward FLOPs per sample (backward costs about twice that).
     double forward_flops_per_sample() const;
@@ -82,6 +87,7 @@ private:
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<std::vector<Parameter*>> layer_params_;
     std::vector<Parameter*> params_;
+    std::vector<Parameter*> buffers_;
     std::unique_ptr<Loss> loss_;
     // acts_[0] aliases the input; acts_[i+1] is layer i's output. grads_ likewise for gradients.
     std::vector<Tensor> acts_;

@@ -49,6 +49,31 @@ void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 // Routes dy to the first position (in row-major window order) that holds the max, as cuDNN and PyTorch do.
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
 
+// Average pooling over the same windows as max pooling. Padded positions count as zeros in the divisor
+// (kernel_h * kernel_w, PyTorch's default count_include_pad=True). CPU only so far: a CUDA tensor is an InputError.
+void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+// Global average pooling: x [N, C, H, W] -> y [N, C] (the mean of each plane). CPU only so far.
+void global_avgpool_forward(const Tensor& x, Tensor& y);
+void global_avgpool_backward(const Tensor& dy, Tensor& dx);
+
+// ---- batch normalisation (CPU only so far: a CUDA tensor is an InputError) --------------------------
+// x is [N, C] or [N, C, spatial...]; statistics are per channel C over N and the spatial positions (M values).
+struct BatchNormParams {
+    float momentum = 0.1f, eps = 1e-5f;
+    bool training = true;  // batch statistics (and running-stat update) vs the running statistics
+};
+// y = gamma * (x - mean) * inv_std + beta. Training: mean and inv_std = 1/sqrt(var + eps) from the batch (biased
+// variance), written to `mean`/`inv_std` [C] for backward, and running = (1 - momentum) * running + momentum * stat
+// with the unbiased variance (PyTorch); needs M >= 2. Evaluation: mean/inv_std are set from the running stats.
+void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p);
+// dgamma (+)= sum dy * xhat, dbeta (+)= sum dy; dx (skipped when empty) is overwritten. batch_stats says whether
+// mean/inv_std came from this batch (training: they depend on x) or from the running stats (evaluation).
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
+                        bool accumulate = false);
+
 // ---- elementwise activations ---------------------------------------------------------------------
 enum class Activation { ReLU, Sigmoid, Tanh };
 void activation_forward(Activation a, const Tensor& x, Tensor& y);

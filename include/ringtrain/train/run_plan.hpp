@@ -17,7 +17,7 @@ namespace ringtrain::train {
 class Config;
 
 enum class DeviceChoice { Auto, Cpu, Cuda };
-enum class DataFormat { Idx, Synthetic, Libsvm, Criteo };
+enum class DataFormat { Idx, Synthetic, Libsvm, Criteo, Cifar10 };
 enum class CriteoIntegerTransform { Log2, Hash };
 enum class OptimizerName { Sgd, Adam, Adadelta, Adagrad, Ftrl };
 enum class LrScaling { Linear, Sqrt, None };
@@ -41,7 +41,8 @@ struct Spelling<DataFormat> {
     static constexpr std::pair<DataFormat, const char*> names[] = {{DataFormat::Idx, "idx"},
                                                                    {DataFormat::Synthetic, "synthetic"},
                                                                    {DataFormat::Libsvm, "libsvm"},
-                                                                   {DataFormat::Criteo, "criteo"}};
+                                                                   {DataFormat::Criteo, "criteo"},
+                                                                   {DataFormat::Cifar10, "cifar10"}};
 };
 template <>
 struct Spelling<OptimizerName> {

@@ -40,6 +40,16 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
 void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
 
+void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+void global_avgpool_forward(const Tensor& x, Tensor& y);
+void global_avgpool_backward(const Tensor& dy, Tensor& dx);
+void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p);
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
+                        bool accumulate);
+
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
 void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, Rng& rng);

@@ -1,0 +1,95 @@
+// CPU batch normalisation. Channel statistics are summed in double: a channel of a large batch holds N*H*W
+// values, and a float running sum would lose the small variances that matter.
+#include <cmath>
+
+#include "cpu_ops.hpp"
+#include "parallel.hpp"
+
+namespace ringtrain::ops::cpu {
+
+namespace {
+// x viewed as [N, C, S].
+struct BnGeom {
+    int64_t N, C, S;
+    explicit BnGeom(const Tensor& x) : N(x.dim(0)), C(x.dim(1)), S(x.numel() / (x.dim(0) * x.dim(1))) {}
+    int64_t count() const { return N * S; }
+};
+}  // namespace
+
+void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p) {
+    const BnGeom g(x);
+    const float* px = x.data();
+    float* py = y.data();
+    parallel_for(g.C, [&](int64_t c) {
+        double mu, inv;
+        if (p.training) {
+            double s = 0.0;
+            for (int64_t n = 0; n < g.N; ++n) {
+                const float* xc = px + (n * g.C + c) * g.S;
+                for (int64_t k = 0; k < g.S; ++k) s += xc[k];
+            }
+            mu = s / double(g.count());
+            double ss = 0.0;  // two passes: the centred sum does not cancel catastrophically
+            for (int64_t n = 0; n < g.N; ++n) {
+                const float* xc = px + (n * g.C + c) * g.S;
+                for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
+            }
+            const double var = ss / double(g.count());
+            inv = 1.0 / std::sqrt(var + double(p.eps));
+            const double unbiased = ss / double(g.count() - 1);
+            const double m = p.momentum;
+            running_mean.data()[c] = static_cast<float>((1.0 - m) * running_mean.data()[c] + m * mu);
+            running_var.data()[c] = static_cast<float>((1.0 - m) * running_var.data()[c] + m * unbiased);
+        } else {
+            mu = running_mean.data()[c];
+            inv = 1.0 / std::sqrt(double(running_var.data()[c]) + double(p.eps));
+        }
+        mean.data()[c] = static_cast<float>(mu);
+        inv_std.data()[c] = static_cast<float>(inv);
+        const float scale = static_cast<float>(gamma.data()[c] * inv);
+        const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            float* yc = py + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
+        }
+    });
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
+                        bool accumulate) {
+    const BnGeom g(x);
+    const float* px = x.data();
+    const float* pdy = dy.data();
+    float* pdx = dx.empty() ? nullptr : dx.data();
+    parallel_for(g.C, [&](int64_t c) {
+        const double mu = mean.data()[c], inv = inv_std.data()[c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            const float* dyc = pdy + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) {
+                sum_dy += dyc[k];
+                sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
+            }
+        }
+        dgamma.data()[c] = static_cast<float>(sum_dy_xhat + (accumulate ? dgamma.data()[c] : 0.0));
+        dbeta.data()[c] = static_cast<float>(sum_dy + (accumulate ? dbeta.data()[c] : 0.0));
+        if (!pdx) return;
+        const double gi = gamma.data()[c] * inv;
+        // Batch statistics: dx = gamma*inv/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)); running stats are constants.
+        const double mean_dy = batch_stats ? sum_dy / double(g.count()) : 0.0;
+        const double mean_dy_xhat = batch_stats ? sum_dy_xhat / double(g.count()) : 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            const float* dyc = pdy + (n * g.C + c) * g.S;
+            float* dxc = pdx + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k)
+                dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
+        }
+    });
+}
+
+}  // namespace ringtrain::ops::cpu

@@ -1,0 +1,43 @@
+// BatchNorm through the binary at 2 ranks: the running statistics are averaged across ranks before evaluation and
+// checkpoints, and a checkpoint carries them (eval of the checkpoint on one rank gives the run's test loss).
+#include <catch2/catch.hpp>
+
+#include "fixtures.hpp"
+
+using namespace rt_test;
+
+namespace {
+// conv -> batchnorm2d -> relu -> avgpool2d -> flatten -> linear -> batchnorm1d -> relu -> linear on 1x8x8 inputs.
+const char* kTinyBn = R"({
+  "name": "tiny_bn",
+  "layers": [
+    {"type": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+    {"type": "batchnorm2d"}, {"type": "relu"},
+    {"type": "avgpool2d", "kernel": 2},
+    {"type": "flatten"},
+    {"type": "linear", "out_features": 8},
+    {"type": "batchnorm1d", "momentum": 0.3}, {"type": "relu"},
+    {"type": "linear", "out_features": 4}
+  ]
+})";
+}  // namespace
+
+TEST_CASE("batchnorm running stats: one model on every rank, saved in checkpoints", "[train][batchnorm][mpi]") {
+    const std::string dir = temp_dir("batchnorm_run");
+    write_file(dir + "/bn.json", kTinyBn);
+    write_file(dir + "/c.json", tiny_config(dir + "/bn.json", dir + "/out",
+                                            R"(, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9})"));
+    auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.max_steps=20");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = read_json(dir + "/out/summary.json");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                    "/out/checkpoints/ckpt-000000020.bin");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    // The 2-rank evaluation (each rank half the test set, with the averaged stats) and the 1-rank evaluation of the
+    // checkpoint agree: without the averaging or without the stats in the checkpoint they would not.
+    CHECK(line["test_loss"].get<double>() == Approx(summary["test_loss"].get<double>()).epsilon(1e-6));
+    CHECK(line["test_accuracy"] == summary["test_accuracy"]);
+}
