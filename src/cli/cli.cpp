@@ -22,6 +22,7 @@
 #include "ringtrain/train/device_choice.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
+#include "predict_command.hpp"
 
 namespace ringtrain::cli {
 
@@ -33,6 +34,7 @@ Usage:
   ringtrain train --config FILE [--set key=value]... [--timeline TRACE.json]
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
+  ringtrain predict --config FILE [--ranks 2,4,..] (--link 10gbit,5us | --measure) [--json FILE] [--straggler 0.05]
   ringtrain --help | --help-config | --version
 
 Examples:
@@ -186,6 +188,7 @@ int exit_code_for(const std::exception& e) {
 }  // namespace
 
 int run(int argc, char** argv, int world_rank, int world_size) {
+    if (argc > 1 && std::string(argv[1]) == "predict") return run_predict(argc, argv, world_rank, world_size);
     Args args;
     try {
         args = parse(argc, argv);
