@@ -142,11 +142,13 @@ def main():
                     print(" ".join(cmd))
                     continue
                 t0 = time.time()
+                load_before = os.getloadavg()[0]  # other tenants' load: the model cannot see it, the report shows it
                 run(cmd, d + ".log", spec["timeout_s"])
                 summ = read_summary(d)
                 row = {"config": cfg, "sync": sync["name"], "batch": b, "ranks": n, "repeat": rep,
                        "batch_per_rank": summ["batch_size_per_rank"], "global_batch": summ["global_batch_size"],
-                       "summary": os.path.relpath(os.path.join(d, "summary.json"), out)}
+                       "summary": os.path.relpath(os.path.join(d, "summary.json"), out),
+                       "load_before": load_before}
                 row.update(point_row(summ, n))
                 print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b} N={n} rep {rep}: "
                       f"{row['samples_per_s']:.0f} samples/s", flush=True)
@@ -186,6 +188,7 @@ def aggregate(raw, spec):
         p = {"config": key[0], "sync": key[1], "batch": key[2], "ranks": key[3], "scaling": spec["scaling"],
              "repeats": len(rs), "batch_per_rank": rs[0]["batch_per_rank"], "global_batch": rs[0]["global_batch"],
              "samples_per_s": med(lambda r: r["samples_per_s"]), "step_s": med(lambda r: r["step_s"]),
+             "load_before": med(lambda r: r["load_before"]),
              "bytes_sent_per_step_per_rank": med(lambda r: r["bytes_sent_per_step_per_rank"]),
              "phase_s": {k: med(lambda r: r["phase_s"][k]) for k in rs[0]["phase_s"]}}
         acc = [r["test_accuracy"] for r in rs if r["test_accuracy"] is not None]
@@ -206,13 +209,9 @@ def aggregate(raw, spec):
 def add_predictions(points, spec, groups, binary, out):
     """`ringtrain predict` once per (config, sync, per-rank batch): the link given, or fitted with --measure."""
     link = spec["predict"].get("link", "measure")
-    ranks = sorted({p["ranks"] for p in points if p["ranks"] > 1})
-    if not ranks:
-        return
+    ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
     cache = {}
     for p in points:
-        if p["ranks"] == 1:
-            continue
         sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
         key = (p["config"], p["sync"], p["batch_per_rank"])
         if key not in cache:
@@ -315,13 +314,14 @@ def write_report(doc, pngs, out):
              "",
              "Weak scaling: per-rank batch fixed; strong: global batch fixed. Efficiency = samples/s at N / "
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
-             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time.", ""]
+             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Load avg: the "
+             "1-minute load average before the point (other tenants; the model assumes none).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     head = ["config", "sync", "ranks", "batch/rank", "global batch", "samples/s", "step ms", "efficiency"]
     head += ["ceiling"] if has_ceil else []
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
-    head += ["sync_wait ms", "MB sent/step/rank", "test acc"]
+    head += ["sync_wait ms", "MB sent/step/rank", "test acc", "load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
         cells = [os.path.basename(p["config"]), p["sync"], p["ranks"], p["batch_per_rank"], p["global_batch"],
@@ -332,7 +332,7 @@ def write_report(doc, pngs, out):
             cells += ([f"{1e3 * p['predicted_step_s']:.2f}", f"{100 * p['prediction_error']:+.1f}%",
                        p["predicted_dominant"]] if "predicted_step_s" in p else ["-", "-", "-"])
         cells += [f"{1e3 * p['phase_s'].get('sync_wait', 0):.2f}", f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
-                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}"]
+                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append("")
     lines += [f"![{n}]({n})" for n in pngs]
