@@ -106,10 +106,11 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
     const train::StepProfile profile = train::profile_steps(config, 2, a.steps);
-    const predict::StepTimings timings = predict::timings_from(profile);
+    const predict::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
     const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
     const predict::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);
-    const auto rows = predict::predict_rows(timings, layout, link, setting, ranks, profile.batch_size);
+    const auto rows = predict::predict_rows(timings, layout, link, setting, ranks,
+                                            profile.batch_size * plan.sync.backward_passes_per_step);
     std::printf("one rank (%s, batch %lld): input %.3f ms, forward %.3f ms, backward %.3f ms, optimizer %.3f ms; "
                 "%zu gradients in %zu bucket(s)\n",
                 profile.device.c_str(), static_cast<long long>(profile.batch_size), profile.input_s * 1e3,

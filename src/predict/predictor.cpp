@@ -1,6 +1,7 @@
 // Predictor: see the header.
 #include "ringtrain/predict/predictor.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -8,10 +9,13 @@
 
 namespace ringtrain::predict {
 
-StepTimings timings_from(const train::StepProfile& profile) {
+StepTimings timings_from(const train::StepProfile& profile, int64_t passes) {
     StepTimings t;
-    t.input_s = profile.input_s;
-    t.forward_s = profile.forward_s;
+    const double p = static_cast<double>(std::max<int64_t>(passes, 1));
+    // Gradient accumulation: only the last pass's backward reports gradients, so the earlier passes' backward
+    // counts as work before it (kept under forward, where it sits in time).
+    t.input_s = p * profile.input_s;
+    t.forward_s = p * profile.forward_s + (p - 1) * profile.backward_s;
     t.backward_s = profile.backward_s;
     t.optimizer_s = profile.optimizer_s;
     for (const auto& g : profile.gradients) {

@@ -157,3 +157,22 @@ TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") 
     CHECK(parse_algorithm("halving_doubling") == Algorithm::HalvingDoubling);
     CHECK_THROWS_AS(parse_algorithm("tree"), InputError);
 }
+
+TEST_CASE("timings_from: accumulation passes put the earlier backward passes before the last one", "[predict]") {
+    train::StepProfile prof;
+    prof.input_s = 1e-3;
+    prof.forward_s = 4e-3;
+    prof.backward_s = 10e-3;
+    prof.optimizer_s = 1e-3;
+    prof.gradients = {{"w", 100, 9e-3}, {"b", 10, 8e-3}};
+    const StepTimings one = timings_from(prof);
+    CHECK(one.compute_s() == Approx(16e-3));
+    // Three passes: input 3 ms, forward 3·4 + 2·10 = 32 ms, then the last backward 10 ms, optimizer 1 ms.
+    const StepTimings three = timings_from(prof, 3);
+    CHECK(three.input_s == Approx(3e-3));
+    CHECK(three.forward_s == Approx(32e-3));
+    CHECK(three.backward_s == Approx(10e-3));
+    CHECK(three.compute_s() == Approx(46e-3));
+    CHECK(three.ready_s == std::vector<double>{9e-3, 8e-3});
+    CHECK(three.grad_floats == std::vector<size_t>{100, 10});
+}

@@ -13,7 +13,8 @@
 
 namespace ringtrain::predict {
 
-StepTimings timings_from(const train::StepProfile& profile);
+// One step of `passes` forward/backward passes (sync.backward_passes_per_step) from one measured pass.
+StepTimings timings_from(const train::StepProfile& profile, int64_t passes = 1);
 
 // The layout GradientSync would settle on: by ready time with sync.cycle_time_ms > 0 and overlap (host paths), else
 // by size (sync.fusion_bytes).
