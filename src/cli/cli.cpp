@@ -35,6 +35,7 @@ Usage:
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
   ringtrain predict --config FILE [--ranks 2,4,..] (--link 10gbit,5us | --measure) [--json FILE] [--straggler 0.05]
+                    [--algorithm ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json]
   ringtrain --help | --help-config | --version
 
 Examples:

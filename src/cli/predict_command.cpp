@@ -12,6 +12,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/json_file.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
 #include "ringtrain/predict/predictor.hpp"
 #include "ringtrain/train/config.hpp"
@@ -22,7 +23,7 @@ namespace ringtrain::cli {
 namespace {
 
 struct PredictArgs {
-    std::string config, ranks, link, json, algorithm = "ring";
+    std::string config, ranks, link, json, profile, algorithm = "ring";
     std::vector<std::string> overrides;
     bool measure = false;
     double straggler = 0;
@@ -59,7 +60,7 @@ PredictArgs parse_predict(int argc, char** argv) {
             continue;
         }
         static const char* with_value[] = {"--config", "--set", "--ranks", "--link", "--json", "--straggler",
-                                           "--algorithm", "--steps"};
+                                           "--algorithm", "--steps", "--profile"};
         if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
             throw InputError("predict: unknown argument '" + v[i] + "'; try `ringtrain --help`");
         if (!value) {
@@ -72,6 +73,7 @@ PredictArgs parse_predict(int argc, char** argv) {
         else if (flag == "--link") a.link = *value;
         else if (flag == "--json") a.json = *value;
         else if (flag == "--algorithm") a.algorithm = *value;
+        else if (flag == "--profile") a.profile = *value;
         else if (flag == "--straggler") a.straggler = parse_number(flag, *value, 0, 10);
         else a.steps = static_cast<int>(parse_number(flag, *value, 1, 10000));
     }
@@ -105,7 +107,10 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
         link = predict::parse_link(a.link);
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
-    const train::StepProfile profile = train::profile_steps(config, 2, a.steps);
+    const train::StepProfile profile =
+        a.profile.empty() ? train::profile_steps(config, 2, a.steps)
+                          : predict::profile_from_json(
+                              read_json_file(a.profile, "--profile", "pass a file written by predict --json"), a.profile);
     const predict::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
     const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
     const predict::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);

@@ -166,4 +166,30 @@ nlohmann::json profile_json(const train::StepProfile& profile, const sync::Bucke
             {"buckets", buckets}};
 }
 
+train::StepProfile profile_from_json(const nlohmann::json& doc, const std::string& source) {
+    const std::string where = source + ": .profile";
+    try {
+        const nlohmann::json& p = doc.at("profile");
+        train::StepProfile out;
+        out.batch_size = p.at("batch_size_per_rank").get<int64_t>();
+        out.steps = p.at("steps").get<int>();
+        out.device = p.at("device").get<std::string>();
+        out.input_s = p.at("input_s").get<double>();
+        out.forward_s = p.at("forward_s").get<double>();
+        out.backward_s = p.at("backward_s").get<double>();
+        out.optimizer_s = p.at("optimizer_s").get<double>();
+        for (const auto& g : p.at("gradients"))
+            out.gradients.push_back({g.at("name").get<std::string>(), g.at("floats").get<size_t>(),
+                                     g.at("ready_s").get<double>()});
+        for (const auto& l : p.at("layers"))
+            out.layers.push_back({l.at("layer").get<std::string>(), l.at("forward_s").get<double>(),
+                                  l.at("backward_s").get<double>()});
+        if (out.batch_size < 1 || out.gradients.empty()) throw InputError("empty");
+        return out;
+    } catch (const std::exception& e) {
+        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" + e.what() +
+                         "); write one with --json first");
+    }
+}
+
 }  // namespace ringtrain::predict

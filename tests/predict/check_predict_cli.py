@@ -28,8 +28,15 @@ with tempfile.TemporaryDirectory() as tmp:
     assert rows[1]["terms_s"]["straggler"] > 0
     assert abs(doc["link"]["gbit_per_s"] - 1.0) < 1e-9 and abs(doc["link"]["alpha_s"] - 50e-6) < 1e-12
     assert len(doc["profile"]["gradients"]) == 2 and all(g["ready_s"] >= 0 for g in doc["profile"]["gradients"])
+    # --profile: the saved profile again, no measurement: the same link gives the same rows exactly.
+    js2 = os.path.join(tmp, "p2.json")
+    p = subprocess.run(base + ["--ranks", "1,2,8", "--link", "1gbit,50us", "--straggler", "0.05", "--profile", js,
+                               "--json", js2], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    assert [r["step_s"] for r in json.load(open(js2))["rows"]] == [r["step_s"] for r in rows]
     for bad, want in ((["--link", "1gbps"], "unknown unit 'gbps'"), (["--ranks", "0", "--link", "1gbit"], "--ranks"),
-                      ([], "exactly one of --link"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
+                      ([], "exactly one of --link"),
+                      (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
         p = subprocess.run(base + bad, capture_output=True, text=True, cwd=tmp)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert want in p.stderr and p.stderr.count("\n") == 1, (bad, p.stderr)

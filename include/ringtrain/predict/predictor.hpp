@@ -39,5 +39,8 @@ Algorithm parse_algorithm(const std::string& text);
 std::string format_table(const std::vector<Row>& rows, const Link& link);
 nlohmann::json rows_json(const std::vector<Row>& rows);
 nlohmann::json profile_json(const train::StepProfile& profile, const sync::BucketLayout& layout);
+// The profile back from a `predict --json` file's "profile" (to predict again without measuring, e.g. other links
+// or a profile taken on another machine). Throws InputError naming the file and the missing or wrong key.
+train::StepProfile profile_from_json(const nlohmann::json& doc, const std::string& source);
 
 }  // namespace ringtrain::predict
