@@ -108,7 +108,7 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
     const train::StepProfile profile =
-        a.profile.empty() ? train::profile_steps(config, 2, a.steps)
+        a.profile.empty() ? train::profile_steps(config, 2, a.steps, 1.0)
                           : predict::profile_from_json(
                               read_json_file(a.profile, "--profile", "pass a file written by predict --json"), a.profile);
     const predict::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);

@@ -19,6 +19,8 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+constexpr int kMaxSteps = 5000;
+
 double median(std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
@@ -28,7 +30,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-StepProfile profile_steps(const Config& config, int warmup, int steps) {
+StepProfile profile_steps(const Config& config, int warmup, int steps, double min_seconds) {
     if (steps < 1 || warmup < 0) throw InputError("profile: needs at least one measured step");
     comm::MpiCommunicator self(MPI_COMM_SELF);
     detail::TrainerParts p(config, self);
@@ -55,7 +57,9 @@ StepProfile profile_steps(const Config& config, int warmup, int steps) {
     std::vector<std::vector<double>> layer_fwd, layer_bwd;
     std::vector<double> ready_now(params.size());
     int64_t in_epoch = 0, epoch = 0;
-    for (int s = 0; s < warmup + steps; ++s) {
+    double measured_s = 0;
+    // At least `steps` measured steps and `min_seconds` of them: a 0.3 ms step needs thousands for a stable median.
+    for (int s = 0; s < warmup + steps || (measured_s < min_seconds && s < warmup + kMaxSteps); ++s) {
         if (in_epoch == per_epoch) {
             loader.start_epoch(++epoch);
             in_epoch = 0;
@@ -84,6 +88,7 @@ StepProfile profile_steps(const Config& config, int warmup, int steps) {
         const double t4 = now_s();
         ++in_epoch;
         if (s < warmup) continue;
+        measured_s += t4 - t0;
         input.push_back(t1 - t0);
         forward.push_back(t2 - t1);
         backward.push_back(t3 - t2);
@@ -101,7 +106,7 @@ StepProfile profile_steps(const Config& config, int warmup, int steps) {
 
     StepProfile out;
     out.batch_size = p.plan.train.batch_size;
-    out.steps = steps;
+    out.steps = static_cast<int>(input.size());
     out.device = p.device_name;
     out.input_s = median(input);
     out.forward_s = median(forward);

@@ -31,8 +31,9 @@ struct StepProfile {
     std::vector<Layer> layers;
 };
 
-// Runs `warmup` + `steps` training steps of `config` on this process alone (no collectives; any other ranks of the
+// Runs `warmup` + at least `steps` training steps of `config` (more, up to 5000, until the measured ones took
+// `min_seconds`) on this process alone (no collectives; any other ranks of the
 // job are not involved) and times them. Throws InputError as the Trainer would for a bad config or data.
-StepProfile profile_steps(const Config& config, int warmup, int steps);
+StepProfile profile_steps(const Config& config, int warmup, int steps, double min_seconds = 0);
 
 }  // namespace ringtrain::train
