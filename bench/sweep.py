@@ -152,7 +152,7 @@ def main():
                 row.update(point_row(summ, n))
                 print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b} N={n} rep {rep}: "
                       f"{row['samples_per_s']:.0f} samples/s", flush=True)
-                if spec["ceiling"] and n > 1 and per_rank is not None:
+                if spec["ceiling"] and n > 1 and per_rank is not None and spec["scaling"] == "weak":
                     procs = []
                     for i in range(n):  # N independent single-rank copies at once: no communication at all
                         di = f"{d}-alone{i}"
