@@ -119,6 +119,8 @@ def main():
     out = os.path.abspath(a.out or os.path.join(ROOT, "runs/sweeps", spec["name"]))
     if not a.dry_run and not os.access(a.bin, os.X_OK):
         fail(f"{a.bin}: no ringtrain binary; build it (scripts/build.sh) or pass --bin")
+    if not a.dry_run and os.path.isdir(os.path.join(out, "points")) and os.listdir(os.path.join(out, "points")):
+        fail(f"{out} holds an earlier sweep's points; remove it or pass another --out")
     os.makedirs(os.path.join(out, "points"), exist_ok=True)
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -152,7 +154,7 @@ def main():
                 row.update(point_row(summ, n))
                 print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b} N={n} rep {rep}: "
                       f"{row['samples_per_s']:.0f} samples/s", flush=True)
-                if spec["ceiling"] and n > 1 and per_rank is not None and spec["scaling"] == "weak":
+                if spec["ceiling"] and n > 1 and spec["scaling"] == "weak":
                     procs = []
                     for i in range(n):  # N independent single-rank copies at once: no communication at all
                         di = f"{d}-alone{i}"
@@ -231,6 +233,10 @@ def add_predictions(points, spec, groups, binary, out):
             p["predicted_step_s"] = pred["step_s"]
             p["predicted_dominant"] = pred["dominant"]
             p["prediction_error"] = (pred["step_s"] - p["step_s"]) / p["step_s"]
+            if p.get("ceiling"):  # the model's compute slowed as much as N independent copies were (shared cores)
+                exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
+                p["predicted_step_ceiling_s"] = (pred["step_s"] - exposed) / p["ceiling"] + exposed
+                p["prediction_ceiling_error"] = (p["predicted_step_ceiling_s"] - p["step_s"]) / p["step_s"]
 
 
 def label(p):
@@ -314,13 +320,14 @@ def write_report(doc, pngs, out):
              "",
              "Weak scaling: per-rank batch fixed; strong: global batch fixed. Efficiency = samples/s at N / "
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
-             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Load avg: the "
+             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Predicted/ceiling: the prediction with its compute divided by the ceiling (ranks sharing cores). Load avg: the "
              "1-minute load average before the point (other tenants; the model assumes none).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     head = ["config", "sync", "ranks", "batch/rank", "global batch", "samples/s", "step ms", "efficiency"]
     head += ["ceiling"] if has_ceil else []
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
+    head += ["predicted/ceiling ms", "error"] if has_pred and has_ceil else []
     head += ["sync_wait ms", "MB sent/step/rank", "test acc", "load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
@@ -331,6 +338,9 @@ def write_report(doc, pngs, out):
         if has_pred:
             cells += ([f"{1e3 * p['predicted_step_s']:.2f}", f"{100 * p['prediction_error']:+.1f}%",
                        p["predicted_dominant"]] if "predicted_step_s" in p else ["-", "-", "-"])
+        if has_pred and has_ceil:
+            cells += ([f"{1e3 * p['predicted_step_ceiling_s']:.2f}", f"{100 * p['prediction_ceiling_error']:+.1f}%"]
+                      if "predicted_step_ceiling_s" in p else ["-", "-"])
         cells += [f"{1e3 * p['phase_s'].get('sync_wait', 0):.2f}", f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
                   "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
