@@ -233,10 +233,18 @@ def add_predictions(points, spec, groups, binary, out):
             p["predicted_step_s"] = pred["step_s"]
             p["predicted_dominant"] = pred["dominant"]
             p["prediction_error"] = (pred["step_s"] - p["step_s"]) / p["step_s"]
-            if p.get("ceiling"):  # the model's compute slowed as much as N independent copies were (shared cores)
-                exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
-                p["predicted_step_ceiling_s"] = (pred["step_s"] - exposed) / p["ceiling"] + exposed
-                p["prediction_ceiling_error"] = (p["predicted_step_ceiling_s"] - p["step_s"]) / p["step_s"]
+            exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
+            one = cache[key].get(1)
+            base = next((q for q in points if (q["config"], q["sync"], q["batch"], q["ranks"]) ==
+                         (p["config"], p["sync"], p["batch"], 1)), None)
+            # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one
+            # (same interleaved runs), i.e. only the communication model is being tested.
+            calib = base["step_s"] / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
+            if p.get("ceiling"):  # and slowed as much as N independent copies were (ranks sharing cores)
+                calib /= p["ceiling"]
+            if p["ranks"] > 1:
+                p["predicted_step_calibrated_s"] = (pred["step_s"] - exposed) * calib + exposed
+                p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - p["step_s"]) / p["step_s"]
 
 
 def label(p):
@@ -320,14 +328,15 @@ def write_report(doc, pngs, out):
              "",
              "Weak scaling: per-rank batch fixed; strong: global batch fixed. Efficiency = samples/s at N / "
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
-             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Predicted/ceiling: the prediction with its compute divided by the ceiling (ranks sharing cores). Load avg: the "
+             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
+             "ceiling where there is one: ranks sharing cores), so only the communication model is tested. Load avg: the "
              "1-minute load average before the point (other tenants; the model assumes none).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     head = ["config", "sync", "ranks", "batch/rank", "global batch", "samples/s", "step ms", "efficiency"]
     head += ["ceiling"] if has_ceil else []
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
-    head += ["predicted/ceiling ms", "error"] if has_pred and has_ceil else []
+    head += ["calibrated ms", "error"] if has_pred else []
     head += ["sync_wait ms", "MB sent/step/rank", "test acc", "load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
@@ -338,9 +347,9 @@ def write_report(doc, pngs, out):
         if has_pred:
             cells += ([f"{1e3 * p['predicted_step_s']:.2f}", f"{100 * p['prediction_error']:+.1f}%",
                        p["predicted_dominant"]] if "predicted_step_s" in p else ["-", "-", "-"])
-        if has_pred and has_ceil:
-            cells += ([f"{1e3 * p['predicted_step_ceiling_s']:.2f}", f"{100 * p['prediction_ceiling_error']:+.1f}%"]
-                      if "predicted_step_ceiling_s" in p else ["-", "-"])
+        if has_pred:
+            cells += ([f"{1e3 * p['predicted_step_calibrated_s']:.2f}", f"{100 * p['prediction_calibrated_error']:+.1f}%"]
+                      if "predicted_step_calibrated_s" in p else ["-", "-"])
         cells += [f"{1e3 * p['phase_s'].get('sync_wait', 0):.2f}", f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
                   "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
         lines.append("| " + " | ".join(map(str, cells)) + " |")

@@ -30,7 +30,7 @@ with tempfile.TemporaryDirectory() as out:
     assert 0 < points[2]["efficiency"] < 2
     assert points[2]["bytes_sent_per_step_per_rank"] > 0, "two ranks must send gradients"
     assert points[2]["predicted_step_s"] > 0 and "prediction_error" in points[2], points[2]
-    assert points[2]["ceiling"] > 0 and points[2]["predicted_step_ceiling_s"] > 0, points[2]  # N copies ran
+    assert points[2]["ceiling"] > 0 and points[2]["predicted_step_calibrated_s"] > 0, points[2]  # N copies ran
     for png in ("throughput_efficiency.png", "time_split.png", "bytes_vs_batch.png", "accuracy_vs_global_batch.png"):
         path = os.path.join(out, png)
         assert os.path.getsize(path) > 1000, path
