@@ -56,19 +56,22 @@ Link parse_link(const std::string& text) {
     return link;
 }
 
-LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds) {
+LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds, std::span<const double> weights) {
     if (bytes.size() != seconds.size() || bytes.size() < 2) throw Error("fit_line: needs two or more points");
-    const double n = static_cast<double>(bytes.size());
-    double sx = 0, sy = 0;
+    if (!weights.empty() && weights.size() != bytes.size()) throw Error("fit_line: one weight per point");
+    auto w = [&](size_t i) { return weights.empty() ? 1.0 : weights[i]; };
+    double sw = 0, sx = 0, sy = 0;
     for (size_t i = 0; i < bytes.size(); ++i) {
-        sx += bytes[i];
-        sy += seconds[i];
+        sw += w(i);
+        sx += w(i) * bytes[i];
+        sy += w(i) * seconds[i];
     }
-    const double mx = sx / n, my = sy / n;
+    if (!(sw > 0)) throw Error("fit_line: the weights add up to nothing");
+    const double mx = sx / sw, my = sy / sw;
     double sxx = 0, sxy = 0;
     for (size_t i = 0; i < bytes.size(); ++i) {
-        sxx += (bytes[i] - mx) * (bytes[i] - mx);
-        sxy += (bytes[i] - mx) * (seconds[i] - my);
+        sxx += w(i) * (bytes[i] - mx) * (bytes[i] - mx);
+        sxy += w(i) * (bytes[i] - mx) * (seconds[i] - my);
     }
     if (!(sxx > 0)) throw Error("fit_line: every point has the same size");
     LineFit f;

@@ -147,6 +147,11 @@ TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") 
     const LineFit f = fit_line(x, y);
     CHECK(f.intercept == Approx(3e-6));
     CHECK(f.slope == Approx(1e-9));
+    // Weighted: an outlier at the large size barely moves the intercept when small sizes weigh more.
+    const double yo[] = {3e-6 + 1000e-9, 3e-6 + 2000e-9, 2 * (3e-6 + 4000e-9)};
+    const double heavy[] = {1e6, 1e6, 1};
+    CHECK(fit_line(x, yo, heavy).intercept == Approx(3e-6).epsilon(1e-3));
+    CHECK(fit_line(x, yo).intercept < 0);  // unweighted, the outlier drags it below zero
     const double same[] = {5, 5};
     CHECK_THROWS_AS(fit_line(same, std::span<const double>(y, 2)), Error);
 

@@ -24,6 +24,7 @@ Link parse_link(const std::string& text);
 struct LineFit {
     double intercept = 0, slope = 0;
 };
-LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds);
+// `weights` (optional, one per point): weighted least squares, e.g. 1/t² for relative errors.
+LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds, std::span<const double> weights = {});
 
 }  // namespace ringtrain::predict

@@ -18,7 +18,7 @@ struct LinkMeasurement {
 };
 
 // Allreduces of `sizes_bytes` (float32) over `comm`, `repeats` times each after one warm-up, and the ring model
-// 2(N−1)α + 2(N−1)/N·n·β fitted to their medians (so predictions at N = comm.size() reproduce the measurement).
+// 2(N−1)α + 2(N−1)/N·n·β fitted (relative errors) to the fastest repeat of each size (so predictions at N = comm.size() reproduce the measurement).
 // Collective: every rank calls it with the same arguments. A negative fitted α or β is clamped to 0.
 LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats);
 
