@@ -25,6 +25,7 @@
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 #include "make_clicklog.hpp"
+#include "predict_command.hpp"
 
 namespace ringtrain::cli {
 
@@ -37,6 +38,8 @@ Usage:
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
   ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
+  ringtrain predict --config FILE [--ranks 2,4,..] (--link 10gbit,5us | --measure) [--json FILE] [--straggler 0.05]
+                    [--algorithm ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json]
   ringtrain --help | --help-config | --version
 
 Examples:
@@ -206,6 +209,7 @@ int exit_code_for(const std::exception& e) {
 
 int run(int argc, char** argv, int world_rank, int world_size) {
     if (argc > 1 && std::string(argv[1]) == "make-clicklog") return run_make_clicklog(argc, argv, world_size);
+    if (argc > 1 && std::string(argv[1]) == "predict") return run_predict(argc, argv, world_rank, world_size);
     Args args;
     try {
         args = parse(argc, argv);
@@ -228,7 +232,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
         if (world_rank == 0)
-            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info or make-clicklog (see --help)\n",
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info, predict or make-clicklog (see --help)\n",
                      args.command.c_str());
         return 2;
     }

@@ -1,0 +1,25 @@
+// Fitting the link: timed allreduces at several sizes over a real communicator, α and β by least squares.
+#pragma once
+
+#include <vector>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/predict/link.hpp"
+
+namespace ringtrain::predict {
+
+struct LinkSample {
+    double bytes = 0, seconds = 0;  // median allreduce time at this size
+};
+
+struct LinkMeasurement {
+    Link link;
+    std::vector<LinkSample> samples;
+};
+
+// Allreduces of `sizes_bytes` (float32) over `comm`, `repeats` times each after one warm-up, and the ring model
+// 2(N−1)α + 2(N−1)/N·n·β fitted (relative errors) to the fastest repeat of each size (so predictions at N = comm.size() reproduce the measurement).
+// Collective: every rank calls it with the same arguments. A negative fitted α or β is clamped to 0.
+LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats);
+
+}  // namespace ringtrain::predict

@@ -1,0 +1,195 @@
+// Predictor: see the header.
+#include "ringtrain/predict/predictor.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::predict {
+
+StepTimings timings_from(const train::StepProfile& profile, int64_t passes) {
+    StepTimings t;
+    const double p = static_cast<double>(std::max<int64_t>(passes, 1));
+    // Gradient accumulation: only the last pass's backward reports gradients, so the earlier passes' backward
+    // counts as work before it (kept under forward, where it sits in time).
+    t.input_s = p * profile.input_s;
+    t.forward_s = p * profile.forward_s + (p - 1) * profile.backward_s;
+    t.backward_s = profile.backward_s;
+    t.optimizer_s = profile.optimizer_s;
+    for (const auto& g : profile.gradients) {
+        t.grad_floats.push_back(g.floats);
+        t.ready_s.push_back(g.ready_s);
+    }
+    return t;
+}
+
+sync::BucketLayout layout_for(const train::SyncPlan& sync, const StepTimings& t) {
+    const size_t fusion = static_cast<size_t>(sync.fusion_bytes);
+    if (sync.cycle_time_ms > 0 && sync.overlap && fusion > 0) {
+        std::vector<double> ready = t.ready_s;
+        for (double& r : ready)
+            if (r < 0) r = t.backward_s;  // not reported: packed by synchronize after backward
+        return sync::BucketLayout::by_time(t.grad_floats, fusion, static_cast<size_t>(sync.min_bucket_bytes),
+                                           sync.cycle_time_ms, ready);
+    }
+    return sync::BucketLayout::by_size(t.grad_floats, fusion);
+}
+
+Setting setting_for(const train::SyncPlan& sync, Algorithm algorithm, double straggler) {
+    Setting s;
+    s.algorithm = algorithm;
+    s.wire_bytes_per_float = sync.compression == train::Compression::None ? 4.0 : 2.0;
+    s.overlap = sync.overlap;
+    s.straggler = straggler;
+    s.local_sgd_period = sync.mode == train::SyncMode::LocalSgd ? static_cast<int>(sync.local_sgd_period) : 0;
+    return s;
+}
+
+std::vector<Row> predict_rows(const StepTimings& t, const sync::BucketLayout& layout, const Link& link,
+                              const Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank) {
+    std::vector<Row> rows;
+    for (int n : ranks) {
+        Row r;
+        r.configured = predict_step(t, layout, link, configured, n, batch_per_rank);
+        r.best = r.configured;
+        for (Algorithm a : kAlgorithms)
+            for (double wire : {4.0, 2.0}) {
+                Setting s = configured;
+                s.algorithm = a;
+                s.wire_bytes_per_float = wire;
+                const Prediction p = predict_step(t, layout, link, s, n, batch_per_rank);
+                if (p.step_s < r.best.step_s) r.best = p;
+            }
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+std::vector<int> parse_ranks(const std::string& text) {
+    std::vector<int> out;
+    if (text.empty()) {
+        for (int n = 2; n <= 512; n *= 2) out.push_back(n);
+        return out;
+    }
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        size_t used = 0;
+        int v = 0;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != item.size() || item.empty() || v < 1 || v > 1000000)
+            throw InputError("--ranks: '" + item + "' is not a rank count; give a list like 2,4,8 (1 to 1000000)");
+        out.push_back(v);
+    }
+    if (out.empty()) throw InputError("--ranks: empty list; give a list like 2,4,8");
+    return out;
+}
+
+Algorithm parse_algorithm(const std::string& text) {
+    for (Algorithm a : kAlgorithms)
+        if (text == to_string(a)) return a;
+    throw InputError("--algorithm: unknown '" + text + "'; use ring, recursive_doubling or halving_doubling");
+}
+
+std::string format_table(const std::vector<Row>& rows, const Link& link) {
+    std::ostringstream os;
+    char line[320];
+    std::snprintf(line, sizeof line, "link: alpha %.2f us, %.3f Gbit/s (%s)\n", link.alpha_s * 1e6,
+                  link.bytes_per_s() * 8e-9, link.source.c_str());
+    os << line;
+    std::snprintf(line, sizeof line, "%6s %10s %12s %6s  %-13s %-32s %6s\n", "ranks", "step_ms", "samples/s", "eff",
+                  "dominant", "best setting", "eff");
+    os << line;
+    for (const Row& r : rows) {
+        const Prediction& c = r.configured;
+        std::snprintf(line, sizeof line, "%6d %10.3f %12.1f %5.1f%%  %-13s %-32s %5.1f%%\n", c.ranks, c.step_s * 1e3,
+                      c.samples_per_s, 100 * c.efficiency, c.dominant.c_str(), r.best.setting.describe().c_str(),
+                      100 * r.best.efficiency);
+        os << line;
+    }
+    return os.str();
+}
+
+namespace {
+
+nlohmann::json prediction_json(const Prediction& p) {
+    return {{"ranks", p.ranks},
+            {"step_s", p.step_s},
+            {"samples_per_s", p.samples_per_s},
+            {"efficiency", p.efficiency},
+            {"dominant", p.dominant},
+            {"setting", p.setting.describe()},
+            {"algorithm", to_string(p.setting.algorithm)},
+            {"terms_s",
+             {{"input", p.terms.input},
+              {"compute", p.terms.compute},
+              {"optimizer", p.terms.optimizer},
+              {"straggler", p.terms.straggler},
+              {"communication", p.terms.communication},
+              {"latency", p.terms.latency}}}};
+}
+
+}  // namespace
+
+nlohmann::json rows_json(const std::vector<Row>& rows) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Row& r : rows) {
+        nlohmann::json j = prediction_json(r.configured);
+        j["best"] = prediction_json(r.best);
+        out.push_back(j);
+    }
+    return out;
+}
+
+nlohmann::json profile_json(const train::StepProfile& profile, const sync::BucketLayout& layout) {
+    nlohmann::json grads = nlohmann::json::array(), layers = nlohmann::json::array(), buckets = nlohmann::json::array();
+    for (const auto& g : profile.gradients)
+        grads.push_back({{"name", g.name}, {"floats", g.floats}, {"ready_s", g.ready_s}});
+    for (const auto& l : profile.layers)
+        layers.push_back({{"layer", l.name}, {"forward_s", l.forward_s}, {"backward_s", l.backward_s}});
+    for (const auto& b : layout.buckets()) buckets.push_back({{"floats", b.count}, {"tensors", b.slots.size()}});
+    return {{"batch_size_per_rank", profile.batch_size},
+            {"steps", profile.steps},
+            {"device", profile.device},
+            {"input_s", profile.input_s},
+            {"forward_s", profile.forward_s},
+            {"backward_s", profile.backward_s},
+            {"optimizer_s", profile.optimizer_s},
+            {"gradients", grads},
+            {"layers", layers},
+            {"buckets", buckets}};
+}
+
+train::StepProfile profile_from_json(const nlohmann::json& doc, const std::string& source) {
+    const std::string where = source + ": .profile";
+    try {
+        const nlohmann::json& p = doc.at("profile");
+        train::StepProfile out;
+        out.batch_size = p.at("batch_size_per_rank").get<int64_t>();
+        out.steps = p.at("steps").get<int>();
+        out.device = p.at("device").get<std::string>();
+        out.input_s = p.at("input_s").get<double>();
+        out.forward_s = p.at("forward_s").get<double>();
+        out.backward_s = p.at("backward_s").get<double>();
+        out.optimizer_s = p.at("optimizer_s").get<double>();
+        for (const auto& g : p.at("gradients"))
+            out.gradients.push_back({g.at("name").get<std::string>(), g.at("floats").get<size_t>(),
+                                     g.at("ready_s").get<double>()});
+        for (const auto& l : p.at("layers"))
+            out.layers.push_back({l.at("layer").get<std::string>(), l.at("forward_s").get<double>(),
+                                  l.at("backward_s").get<double>()});
+        if (out.batch_size < 1 || out.gradients.empty()) throw InputError("empty");
+        return out;
+    } catch (const std::exception& e) {
+        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" + e.what() +
+                         "); write one with --json first");
+    }
+}
+
+}  // namespace ringtrain::predict

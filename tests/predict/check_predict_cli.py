@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""ctest: `ringtrain predict` end to end on a synthetic logistic regression: the table, the JSON rows (ranks, step_s,
+samples_per_s, efficiency, dominant, best), and exit 2 with one line for bad flags."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+root, binary = sys.argv[1], sys.argv[2]
+base = [binary, "predict", "--config", os.path.join(root, "configs/logreg_fashion.json"), "--set", "data.format=synthetic",
+        "--steps", "5"]
+with tempfile.TemporaryDirectory() as tmp:
+    js = os.path.join(tmp, "p.json")
+    p = subprocess.run(base + ["--ranks", "1,2,8", "--link", "1gbit,50us", "--straggler", "0.05", "--json", js],
+                       capture_output=True, text=True, cwd=tmp)
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0, p.returncode
+    assert "dominant" in p.stdout and "best setting" in p.stdout
+    doc = json.load(open(js))
+    rows = doc["rows"]
+    assert [r["ranks"] for r in rows] == [1, 2, 8]
+    for r in rows:
+        for k in ("step_s", "samples_per_s", "efficiency", "dominant", "best", "terms_s"):
+            assert k in r, k
+    assert rows[0]["efficiency"] == 1.0
+    assert rows[2]["efficiency"] < rows[1]["efficiency"] < 1.0  # more ranks, more latency and the straggler
+    assert rows[1]["terms_s"]["straggler"] > 0
+    assert abs(doc["link"]["gbit_per_s"] - 1.0) < 1e-9 and abs(doc["link"]["alpha_s"] - 50e-6) < 1e-12
+    assert len(doc["profile"]["gradients"]) == 2 and all(g["ready_s"] >= 0 for g in doc["profile"]["gradients"])
+    # --profile: the saved profile again, no measurement: the same link gives the same rows exactly.
+    js2 = os.path.join(tmp, "p2.json")
+    p = subprocess.run(base + ["--ranks", "1,2,8", "--link", "1gbit,50us", "--straggler", "0.05", "--profile", js,
+                               "--json", js2], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    assert [r["step_s"] for r in json.load(open(js2))["rows"]] == [r["step_s"] for r in rows]
+    for bad, want in ((["--link", "1gbps"], "unknown unit 'gbps'"), (["--ranks", "0", "--link", "1gbit"], "--ranks"),
+                      ([], "exactly one of --link"),
+                      (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
+        p = subprocess.run(base + bad, capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 2, (bad, p.returncode, p.stderr)
+        assert want in p.stderr and p.stderr.count("\n") == 1, (bad, p.stderr)
+print("ok")

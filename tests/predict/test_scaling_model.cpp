@@ -1,0 +1,183 @@
+// ScalingModel on hand-made inputs: every expected number below is worked out by hand in the comments.
+#include <catch2/catch.hpp>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/predict/link.hpp"
+#include "ringtrain/predict/predictor.hpp"
+#include "ringtrain/predict/scaling_model.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::predict;
+
+namespace {
+
+// Three parameters; backward reports p2 at 2 ms, p1 at 6 ms, p0 at 10 ms after backward began.
+// One rank: input 1 + forward 4 + backward 10 + optimizer 1 = 16 ms.
+StepTimings hand_timings(size_t p2_floats) {
+    StepTimings t;
+    t.input_s = 1e-3;
+    t.forward_s = 4e-3;
+    t.backward_s = 10e-3;
+    t.optimizer_s = 1e-3;
+    t.grad_floats = {125000, 125000, p2_floats};  // p0, p1: 0.5 MB each
+    t.ready_s = {10e-3, 6e-3, 2e-3};
+    return t;
+}
+
+// Bucket 0 = {p2}, bucket 1 = {p1, p0} (backward order).
+sync::BucketLayout two_buckets(const StepTimings& t) {
+    const size_t per_bucket[] = {1, 2};
+    return sync::BucketLayout(t.grad_floats, per_bucket);
+}
+
+Link hand_link() {  // 10 us, 1 GB/s
+    Link l;
+    l.alpha_s = 10e-6;
+    l.beta_s_per_byte = 1e-9;
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("allreduce_time: ring, recursive doubling and halving-doubling by the alpha-beta formulas", "[predict]") {
+    const Link l = hand_link();
+    // Ring, N=4, 1 MB: 2·3·10 us = 60 us; 2·3/4·1e6·1e-9 = 1.5 ms.
+    auto r = allreduce_time(Algorithm::Ring, 4, 1e6, l);
+    CHECK(r.latency_s == Approx(60e-6));
+    CHECK(r.bandwidth_s == Approx(1.5e-3));
+    // Recursive doubling, N=4: 2 rounds: 20 us + 2·1 ms.
+    r = allreduce_time(Algorithm::RecursiveDoubling, 4, 1e6, l);
+    CHECK(r.latency_s == Approx(20e-6));
+    CHECK(r.bandwidth_s == Approx(2e-3));
+    // Halving-doubling, N=4: 2·2·10 us = 40 us; 1.5 ms.
+    r = allreduce_time(Algorithm::HalvingDoubling, 4, 1e6, l);
+    CHECK(r.latency_s == Approx(40e-6));
+    CHECK(r.bandwidth_s == Approx(1.5e-3));
+    // N=3 is not a power of two: ceil(log2 3) = 2 rounds.
+    CHECK(allreduce_time(Algorithm::RecursiveDoubling, 3, 1e6, l).latency_s == Approx(20e-6));
+    // One rank: nothing to send.
+    CHECK(allreduce_time(Algorithm::Ring, 1, 1e6, l).total() == 0.0);
+}
+
+TEST_CASE("predict_step: buckets overlap backward; the step ends after the last bucket and the optimizer", "[predict]") {
+    const StepTimings t = hand_timings(250000);  // bucket 0: 1 MB, bucket 1: 1 MB
+    const auto layout = two_buckets(t);
+    Setting s;  // ring, fp32, overlap
+    const Prediction one = predict_step(t, layout, hand_link(), s, 1, 64);
+    CHECK(one.step_s == Approx(16e-3));
+    CHECK(one.efficiency == Approx(1.0));
+    CHECK(one.samples_per_s == Approx(64 / 16e-3));
+
+    // N=4: each bucket 1.56 ms. Backward begins at 5 ms. Bucket 0 ready at 7 ms -> ends 8.56 ms. Bucket 1 ready
+    // at 15 ms (p0, the last) -> ends 16.56 ms. Backward ends at 15 ms, so 1.56 ms is exposed; + optimizer 1 ms.
+    const Prediction p = predict_step(t, layout, hand_link(), s, 4, 64);
+    REQUIRE(p.bucket_end_s.size() == 2);
+    CHECK(p.bucket_end_s[0] == Approx(8.56e-3));
+    CHECK(p.bucket_end_s[1] == Approx(16.56e-3));
+    CHECK(p.step_s == Approx(17.56e-3));
+    CHECK(p.efficiency == Approx(16.0 / 17.56));
+    CHECK(p.samples_per_s == Approx(4 * 64 / 17.56e-3));
+    // The exposed 1.56 ms: latency 120/3120 of it (0.06 ms), bandwidth the rest.
+    CHECK(p.terms.latency == Approx(0.06e-3));
+    CHECK(p.terms.communication == Approx(1.5e-3));
+    CHECK(p.terms.input + p.terms.compute + p.terms.optimizer + p.terms.straggler + p.terms.communication +
+              p.terms.latency == Approx(p.step_s));
+    CHECK(p.dominant == "compute");
+}
+
+TEST_CASE("predict_step: a bucket waits for the previous bucket's allreduce", "[predict]") {
+    // Bucket 0 = 20 MB: 2·3/4·2e7·1e-9 = 30 ms + 60 us. Ready at 7 ms -> ends 37.06 ms. Bucket 1 is ready at 15 ms
+    // but starts only at 37.06 -> ends 38.62 ms. Step 38.62 + 1 = 39.62 ms; exposed 23.62 ms.
+    const StepTimings t = hand_timings(5000000);
+    const Prediction p = predict_step(t, two_buckets(t), hand_link(), Setting{}, 4, 64);
+    CHECK(p.bucket_end_s[0] == Approx(37.06e-3));
+    CHECK(p.bucket_end_s[1] == Approx(38.62e-3));
+    CHECK(p.step_s == Approx(39.62e-3));
+    CHECK(p.dominant == "communication");
+    CHECK(p.terms.communication + p.terms.latency == Approx(23.62e-3));
+}
+
+TEST_CASE("predict_step: no overlap, 16-bit wire, straggler, local SGD", "[predict]") {
+    const StepTimings t = hand_timings(250000);
+    const auto layout = two_buckets(t);
+    Setting s;
+    s.overlap = false;  // both buckets after backward: 15 + 2·1.56 + 1 = 19.12 ms
+    CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(19.12e-3));
+
+    s = Setting{};
+    s.wire_bytes_per_float = 2;  // half the bytes: bucket 1 takes 0.06 + 0.75 ms: 15 + 0.81 + 1 = 16.81 ms
+    CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(16.81e-3));
+
+    s = Setting{};
+    s.straggler = 0.1;  // all compute 1.1x: backward 5.5..16.5 ms; bucket 1 ends 18.06; + 1.1 = 19.16 ms
+    const Prediction p = predict_step(t, layout, hand_link(), s, 4, 64);
+    CHECK(p.step_s == Approx(19.16e-3));
+    CHECK(p.terms.straggler == Approx(1.6e-3));
+    CHECK(p.efficiency == Approx(16.0 / 19.16));
+
+    s = Setting{};
+    s.local_sgd_period = 4;  // 16 ms of compute, then 2·1.56 ms of blocking averages every 4th step: 16.78 ms
+    CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(16.78e-3));
+}
+
+TEST_CASE("predict_rows: the best setting is the fastest algorithm and wire format", "[predict]") {
+    const StepTimings t = hand_timings(5000000);
+    Setting s;
+    const auto rows = predict_rows(t, two_buckets(t), hand_link(), s, {4}, 64);
+    REQUIRE(rows.size() == 1);
+    // Bandwidth-bound: ring or halving-doubling with a 16-bit wire; both beat the configured fp32 ring.
+    CHECK(rows[0].best.setting.wire_bytes_per_float == 2.0);
+    CHECK(rows[0].best.step_s < rows[0].configured.step_s);
+    CHECK(rows[0].best.setting.algorithm != Algorithm::RecursiveDoubling);
+}
+
+TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") {
+    Link l = parse_link("10gbit,5us");
+    CHECK(l.alpha_s == Approx(5e-6));
+    CHECK(l.beta_s_per_byte == Approx(8e-10));
+    l = parse_link("100mbit");  // latency defaults to 5 us
+    CHECK(l.alpha_s == Approx(5e-6));
+    CHECK(l.beta_s_per_byte == Approx(8e-8));
+    CHECK(parse_link("1GBit,2ms").alpha_s == Approx(2e-3));
+    CHECK_THROWS_AS(parse_link("10gbps"), InputError);
+    CHECK_THROWS_AS(parse_link("fast"), InputError);
+    CHECK_THROWS_AS(parse_link("10gbit,5ns"), InputError);
+
+    const double x[] = {1000, 2000, 4000}, y[] = {3e-6 + 1000e-9, 3e-6 + 2000e-9, 3e-6 + 4000e-9};
+    const LineFit f = fit_line(x, y);
+    CHECK(f.intercept == Approx(3e-6));
+    CHECK(f.slope == Approx(1e-9));
+    // Weighted: an outlier at the large size barely moves the intercept when small sizes weigh more.
+    const double yo[] = {3e-6 + 1000e-9, 3e-6 + 2000e-9, 2 * (3e-6 + 4000e-9)};
+    const double heavy[] = {1e6, 1e6, 1};
+    CHECK(fit_line(x, yo, heavy).intercept == Approx(3e-6).epsilon(1e-3));
+    CHECK(fit_line(x, yo).intercept < 0);  // unweighted, the outlier drags it below zero
+    const double same[] = {5, 5};
+    CHECK_THROWS_AS(fit_line(same, std::span<const double>(y, 2)), Error);
+
+    CHECK(parse_ranks("2,3,8") == std::vector<int>{2, 3, 8});
+    CHECK(parse_ranks("").size() == 9);  // 2 .. 512
+    CHECK_THROWS_AS(parse_ranks("2,x"), InputError);
+    CHECK_THROWS_AS(parse_ranks("0"), InputError);
+    CHECK(parse_algorithm("halving_doubling") == Algorithm::HalvingDoubling);
+    CHECK_THROWS_AS(parse_algorithm("tree"), InputError);
+}
+
+TEST_CASE("timings_from: accumulation passes put the earlier backward passes before the last one", "[predict]") {
+    train::StepProfile prof;
+    prof.input_s = 1e-3;
+    prof.forward_s = 4e-3;
+    prof.backward_s = 10e-3;
+    prof.optimizer_s = 1e-3;
+    prof.gradients = {{"w", 100, 9e-3}, {"b", 10, 8e-3}};
+    const StepTimings one = timings_from(prof);
+    CHECK(one.compute_s() == Approx(16e-3));
+    // Three passes: input 3 ms, forward 3·4 + 2·10 = 32 ms, then the last backward 10 ms, optimizer 1 ms.
+    const StepTimings three = timings_from(prof, 3);
+    CHECK(three.input_s == Approx(3e-3));
+    CHECK(three.forward_s == Approx(32e-3));
+    CHECK(three.backward_s == Approx(10e-3));
+    CHECK(three.compute_s() == Approx(46e-3));
+    CHECK(three.ready_s == std::vector<double>{9e-3, 8e-3});
+    CHECK(three.grad_floats == std::vector<size_t>{100, 10});
+}
