@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +37,37 @@ uint64_t ring_bytes(int64_t world, uint64_t floats) {
 float id_as_float(uint32_t id) { return std::bit_cast<float>(id); }  // ids travel bit for bit in the float gather
 uint32_t float_as_id(float f) { return std::bit_cast<uint32_t>(f); }
 
+// Merges sorted row lists a (the earlier ranks' sum) and b (the next rank's rows) into out, summing a row found in
+// both as a + b; returns the number of rows written (out has room for na + nb). Branch-free: the ids are random, so
+// an if/else per row mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values
+// as they are. W = 1 (logistic regression's one output) is compiled on its own: the general loop over the width
+// cost ~47 instructions a row, most of a step's sync time (bench/RESULTS.md, "Sparse logistic regression").
+template <size_t W>
+size_t merge_sorted_rows(const uint32_t* ra, const float* va, size_t na, const float* ids_b, const float* vb, size_t nb,
+                         size_t runtime_w, uint32_t* out_rows, float* out) {
+    const size_t w = W > 0 ? W : runtime_w;
+    size_t a = 0, b = 0, m = 0;
+    while (a < na && b < nb) {
+        const uint32_t ida = ra[a], idb = std::bit_cast<uint32_t>(ids_b[b]);
+        const bool take_a = ida <= idb, take_b = idb <= ida;
+        out_rows[m] = take_a ? ida : idb;
+        for (size_t k = 0; k < w; ++k)
+            out[m * w + k] = (take_a ? va[a * w + k] : 0.0f) + (take_b ? vb[b * w + k] : 0.0f);
+        a += take_a;
+        b += take_b;
+        ++m;
+    }
+    for (; a < na; ++a, ++m) {
+        out_rows[m] = ra[a];
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = va[a * w + k];
+    }
+    for (; b < nb; ++b, ++m) {
+        out_rows[m] = std::bit_cast<uint32_t>(ids_b[b]);
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = vb[b * w + k];
+    }
+    return m;
+}
+
 }  // namespace
 
 struct SparseGradientSync::State {
@@ -50,8 +80,8 @@ struct SparseGradientSync::State {
     // allgather path
     std::vector<float> send;                      // ids (bit-cast) | rows | dense part
     std::vector<size_t> block;                    // start of each rank's block in the gathered vector
-    std::vector<std::pair<uint32_t, int>> heap;   // (next id, rank): the k-way merge, ids ascending, ranks in order
-    std::vector<int64_t> next;                    // per rank: index of its next row
+    std::vector<uint32_t> merged_rows;            // the merge's output, swapped with the gradient's
+    std::vector<float> merged_values;
     // dense path: [num_rows x width | dense part | packed touched counts], zero between steps
     std::vector<float> dense;
 
@@ -150,37 +180,36 @@ void SparseGradientSync::State::by_allgather(SparseRows& grad, std::span<float> 
     if (all.size() != block[static_cast<size_t>(world)])
         throw Error("SparseGradientSync: gathered " + std::to_string(all.size()) + " floats, expected " +
                     std::to_string(block[static_cast<size_t>(world)]) + " (do all ranks pass the same dense part?)");
-    auto id_at = [&](int r, int64_t i) { return float_as_id(all[block[static_cast<size_t>(r)] + static_cast<size_t>(i)]); };
     auto row_at = [&](int r, int64_t i) {
         return all.data() + block[static_cast<size_t>(r)] + static_cast<size_t>(counts[static_cast<size_t>(r)]) +
                static_cast<size_t>(i) * w;
     };
 
-    // k-way merge of the ranks' sorted lists; ties pop in rank order, so every rank sums in the same order and
-    // ends with the same bits.
-    const std::greater<std::pair<uint32_t, int>> later;
-    heap.clear();
-    next.assign(static_cast<size_t>(world), 0);
-    for (int r = 0; r < world; ++r)
-        if (counts[static_cast<size_t>(r)] > 0) heap.emplace_back(id_at(r, 0), r);
-    std::make_heap(heap.begin(), heap.end(), later);
-    grad.clear();
-    while (!heap.empty()) {
-        std::pop_heap(heap.begin(), heap.end(), later);
-        const auto [id, r] = heap.back();
-        heap.pop_back();
-        const float* src = row_at(r, next[static_cast<size_t>(r)]);
-        if (!grad.rows.empty() && grad.rows.back() == id) {
-            float* dst = grad.values.data() + grad.values.size() - w;
-            for (size_t k = 0; k < w; ++k) dst[k] += src[k];
-        } else {
-            grad.rows.push_back(id);
-            grad.values.insert(grad.values.end(), src, src + w);
-        }
-        if (++next[static_cast<size_t>(r)] < counts[static_cast<size_t>(r)]) {
-            heap.emplace_back(id_at(r, next[static_cast<size_t>(r)]), r);
-            std::push_heap(heap.begin(), heap.end(), later);
-        }
+    // Rank 0's sorted list, then each further rank's merged into it in turn: a row's values are summed in rank
+    // order, ((r0 + r1) + r2) + ..., so every rank ends with the same bits. Two-way merges cost O(N · rows) with a
+    // small constant; a heap over N lists was 10x slower per row at N = 2 and made the merge most of a step's
+    // sync time (bench/RESULTS.md, "Sparse logistic regression").
+    const size_t n0 = static_cast<size_t>(counts[0]);
+    grad.rows.resize(n0);
+    const float* ids0 = all.data() + block[0];
+    for (size_t i = 0; i < n0; ++i) grad.rows[i] = float_as_id(ids0[i]);
+    grad.values.assign(row_at(0, 0), row_at(0, 0) + n0 * w);
+    for (int r = 1; r < world; ++r) {
+        const size_t na = grad.rows.size(), nb = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+        if (nb == 0) continue;
+        // Into buffers sized for the worst case (no row shared), swapped with the gradient's afterwards.
+        merged_rows.resize(na + nb);
+        merged_values.resize((na + nb) * w);
+        const uint32_t* ra = grad.rows.data();
+        const float* va = grad.values.data();
+        const float* ids_b = all.data() + block[static_cast<size_t>(r)];
+        const float* vb = row_at(r, 0);
+        const size_t m = w == 1 ? merge_sorted_rows<1>(ra, va, na, ids_b, vb, nb, w, merged_rows.data(), merged_values.data())
+                                : merge_sorted_rows<0>(ra, va, na, ids_b, vb, nb, w, merged_rows.data(), merged_values.data());
+        merged_rows.resize(m);
+        merged_values.resize(m * w);
+        grad.rows.swap(merged_rows);
+        grad.values.swap(merged_values);
     }
     const float n = static_cast<float>(world);
     for (float& v : grad.values) v /= n;
