@@ -65,13 +65,14 @@ PY
   rows_json+="$line,"
 done
 
-# Weak scaling: the same per-rank batch, each rank its half of the file, vs two independent 1-rank copies at once.
+# Weak scaling, one core per rank: the same per-rank batch, each rank its half of the file (mpirun --bind-to core),
+# against 1 rank on one core and the ceiling: two independent 1-rank copies at once, each on its own core.
 for r in $(seq 1 "$rounds"); do
-  "$bin" "${rt_args[@]}" --set output.dir="$w/n1_$r" >/dev/null 2>&1
-  mpirun --oversubscribe --bind-to none -np 2 "$bin" "${rt_args[@]}" --set sync.sparse=auto \
+  taskset -c 0 "$bin" "${rt_args[@]}" --set output.dir="$w/n1_$r" >/dev/null 2>&1
+  mpirun --bind-to core -np 2 "$bin" "${rt_args[@]}" --set sync.sparse=auto \
     --set output.dir="$w/n2_$r" >/dev/null 2>&1
-  "$bin" "${rt_args[@]}" --set output.dir="$w/c1_$r" >/dev/null 2>&1 &
-  "$bin" "${rt_args[@]}" --set output.dir="$w/c2_$r" >/dev/null 2>&1
+  taskset -c 0 "$bin" "${rt_args[@]}" --set output.dir="$w/c1_$r" >/dev/null 2>&1 &
+  taskset -c 1 "$bin" "${rt_args[@]}" --set output.dir="$w/c2_$r" >/dev/null 2>&1
   wait
   line=$("$py" - "$w" "$r" <<'PY'
 import json, sys
