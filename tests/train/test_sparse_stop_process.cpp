@@ -15,6 +15,7 @@
 #include "ringtrain/train/checkpoint.hpp"
 #include "sparse_files.hpp"
 #include "support/run_command.hpp"
+#include "support/stop_process.hpp"
 
 using namespace rt_test;
 namespace fs = std::filesystem;
@@ -37,37 +38,6 @@ std::string config(const std::string& dir, const std::string& out) {
   "checkpoint": {"every_epochs": 0},
   "output": {"dir": ")" + dir + "/" + out + R"(", "progress": "none"}})");
     return path;
-}
-
-size_t lines_in(const std::string& path) {
-    std::ifstream in(path);
-    size_t n = 0;
-    std::string line;
-    while (std::getline(in, line)) ++n;
-    return n;
-}
-
-pid_t read_pid(const std::string& path) {
-    std::ifstream in(path);
-    pid_t p = 0;
-    in >> p;
-    return p;
-}
-
-// Waits (up to 60 s) until rank 0 has logged a few steps and `pid_file` names a process, then signals it.
-bool signal_mid_run(const std::string& metrics, const std::string& pid_file) {
-    for (int i = 0; i < 12000; ++i) {
-        if (lines_in(metrics) >= 2 && read_pid(pid_file) > 0) return kill(read_pid(pid_file), SIGUSR1) == 0;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-}
-
-int64_t stopped_step(const nlohmann::json& summary) {
-    std::smatch m;
-    const std::string s = summary["stopped"].is_string() ? summary["stopped"].get<std::string>() : "";
-    if (!std::regex_match(s, m, std::regex("signal SIGUSR1 at step ([0-9]+)"))) return -1;
-    return std::stoll(m[1]);
 }
 
 }  // namespace
