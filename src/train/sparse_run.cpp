@@ -8,6 +8,7 @@
 #include "plan_agreement.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/click_metrics.hpp"
+#include "ringtrain/telemetry/epoch_scalars.hpp"
 #include "ringtrain/telemetry/resources.hpp"
 
 namespace ringtrain::train::detail {
@@ -419,15 +420,7 @@ void SparseRun::end_epoch() {
 }
 
 std::vector<telemetry::Scalar> SparseRun::epoch_scalars() const {
-    std::vector<telemetry::Scalar> v = {{"epoch/train_loss", train_loss_}};
-    // test_accuracy -> test/accuracy; test_loss, test_logloss, test_auc (null with more than one class: left out).
-    for (const auto& [key, value] : last_eval_.items())
-        if (key.rfind("test_", 0) == 0 && key != "test_samples" && value.is_number())
-            v.push_back({"test/" + key.substr(5), value.get<double>()});
-    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
-        v.push_back({std::string("time/") + telemetry::phase_name(static_cast<Phase>(p)) + "_s",
-                     phases_.get(static_cast<Phase>(p))});
-    v.push_back({"time/train_s", train_seconds_});
+    std::vector<telemetry::Scalar> v = telemetry::epoch_scalars(train_loss_, last_eval_, phases_, train_seconds_);
     v.push_back({"comm/bytes_sent", static_cast<double>(comm_.bytes_sent())});
     v.push_back({"comm/bytes_received", static_cast<double>(comm_.bytes_received())});
     // This rank's gradient bytes each way the sparse sync can take (sync.sparse auto picks per step).

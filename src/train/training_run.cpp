@@ -9,6 +9,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/telemetry/epoch_scalars.hpp"
 
 namespace ringtrain::train::detail {
 
@@ -374,15 +375,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
 }
 
 std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {
-    std::vector<telemetry::Scalar> v = {{"epoch/train_loss", train_loss_}};
-    // test_accuracy -> test/accuracy, and test_auc, test_logloss where the evaluation gives them.
-    for (const auto& [key, value] : last_eval_.items())
-        if (key.rfind("test_", 0) == 0 && key != "test_samples" && value.is_number())
-            v.push_back({"test/" + key.substr(5), value.get<double>()});
-    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
-        v.push_back({std::string("time/") + telemetry::phase_name(static_cast<Phase>(p)) + "_s",
-                     phases_.get(static_cast<Phase>(p))});
-    v.push_back({"time/train_s", train_seconds_});
+    std::vector<telemetry::Scalar> v = telemetry::epoch_scalars(train_loss_, last_eval_, phases_, train_seconds_);
     v.push_back({"time/eval_s", eval_seconds_});
     const TrainerParts& p = parts_;
     v.push_back({"comm/bytes_sent", double(p.comm.bytes_sent() + p.gsync->communicator().bytes_sent())});
