@@ -1,0 +1,41 @@
+// The pixel transforms of the image input path: resize, training augmentation and normalisation into the
+// float CHW sample a model reads. Pure functions of (image, options, rng): the folder reader calls them from its
+// worker threads with an Rng seeded per (run seed, epoch, sample), so batches are reproducible and resumable
+// whatever the number of workers.
+#pragma once
+
+#include <vector>
+
+#include "ringtrain/core/rng.hpp"
+#include "ringtrain/data/image.hpp"
+
+namespace ringtrain::data {
+
+// Resize to height x width: area averaging where a side shrinks (each output pixel is the mean of the source
+// area it covers, fractional edges weighted), bilinear with half-pixel centres where it grows (as PIL and
+// OpenCV INTER_LINEAR). Same channels.
+Image resize_image(const Image& src, int height, int width);
+
+struct ImageAugment {
+    int random_crop_padding = 0;        // > 0: pad by P on every side (zeros), then crop back at a random offset
+    bool hflip = false;                 // mirror left-right with probability 1/2
+    float resized_crop_min_scale = 0;   // > 0: torchvision's RandomResizedCrop(scale=[min, max], ratio 3/4..4/3)
+    float resized_crop_max_scale = 0;   //      from the decoded image, then resize to the target size
+    bool any() const { return random_crop_padding > 0 || hflip || resized_crop_min_scale > 0; }
+};
+
+struct ImageTransformOptions {
+    int height = 0;                 // the model's input size
+    int width = 0;
+    int channels = 3;               // 1 or 3
+    std::vector<float> mean;        // per channel, on the 0..1 scale (empty = 0)
+    std::vector<float> stddev;      // per channel (empty = 1)
+    ImageAugment augment;           // applied only when transform_image gets an rng
+};
+
+// Writes channels * height * width floats (CHW, (pixel/255 - mean[c]) / stddev[c]) to out. `image` must have
+// options.channels channels. With rng == nullptr (evaluation): resize to the target size. With an rng
+// (training): random_resized_crop (or plain resize), then pad-and-crop, then hflip, drawing in that order.
+void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out);
+
+}  // namespace ringtrain::data
