@@ -2,11 +2,7 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "ringtrain/train/config.hpp"
 #include "support/run_command.hpp"
 
 namespace rt_test {
@@ -50,13 +46,6 @@ inline std::string tiny_config(const std::string& model_path, const std::string&
            "synthetic_train_size": 480, "synthetic_test_size": 96},
   "train": {"batch_size": 8, "epochs": 2, "seed": 7, "log_every_steps": 1},
   "output": {"dir": ")" + out_dir + R"(", "progress": "none"})" + extra + "}";
-}
-
-// tiny_config's run of dir/tiny.json into dir/out, plus `extra`, as a typed Config.
-inline ringtrain::train::Config tiny_run(const std::string& dir, const std::string& extra,
-                                         const std::vector<std::string>& overrides = {}) {
-    return ringtrain::train::Config::from_json(
-        nlohmann::json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", overrides);
 }
 
 }  // namespace rt_test

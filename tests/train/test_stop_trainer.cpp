@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "fixtures.hpp"
+#include "tiny_run.hpp"
 #include "support/mpi_job.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"

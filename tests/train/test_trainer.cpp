@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "fixtures.hpp"
+#include "tiny_run.hpp"
 #include "support/mpi_job.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
