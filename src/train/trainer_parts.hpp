@@ -16,6 +16,7 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/batch_stats_reducer.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
 #include "ringtrain/telemetry/gpu_monitor.hpp"
@@ -54,6 +55,7 @@ struct TrainerParts {
     Rng init_rng;
     Rng dropout_rng;
     std::unique_ptr<nn::Model> model;
+    std::unique_ptr<sync::CommBatchStatsReducer> batch_stats;  // sync.batchnorm, more than one rank
     std::unique_ptr<optim::Optimizer> opt;
     std::unique_ptr<optim::LrSchedule> schedule;
     std::unique_ptr<telemetry::Timeline> timeline;
@@ -66,6 +68,7 @@ struct TrainerParts {
 
 private:
     void build_optimizer();
+    void use_synchronised_batchnorm();
 };
 
 }  // namespace ringtrain::train::detail
