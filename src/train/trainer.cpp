@@ -133,6 +133,7 @@ void TrainerParts::build_collectively() {
     gsync = std::make_unique<sync::GradientSync>(comm::make_communicator(comm.backend()), model->parameters(), so,
                                                  timeline.get());
     averager = std::make_unique<sync::ParameterAverager>(comm, model->parameters(), so.fusion_bytes);
+    buffer_averager = std::make_unique<sync::ParameterAverager>(comm, model->buffers(), so.fusion_bytes);
     if (timeline->enabled()) {
         telemetry::Timeline* tl = timeline.get();
         model->set_layer_observer([tl](const std::string& layer, bool backward, double a, double b) {

@@ -61,6 +61,7 @@ struct TrainerParts {
     std::unique_ptr<telemetry::Timeline> timeline;
     std::unique_ptr<sync::GradientSync> gsync;
     std::unique_ptr<sync::ParameterAverager> averager;
+    std::unique_ptr<sync::ParameterAverager> buffer_averager;  // BatchNorm running stats (host-staged on a GPU)
     std::unique_ptr<AsyncUploader> uploader;             // GPU only
     std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
     std::string gpu_monitor_why;                         // why there is none
