@@ -162,6 +162,9 @@ KeyRows sync_keys() {
           .doc = "abort the job when a collective is stuck this long (0 = never)"}},
         {"sync.setup_timeout_s", {.kind = Kind::Number, .fallback = 300.0, .min = 0.0,
           .doc = "abort the job when set-up (data, model, the ranks' agreement) takes longer (0 = never)"}},
+        {"sync.batchnorm", {.kind = Kind::Bool, .fallback = false,
+          .doc = "synchronised BatchNorm: batch statistics over every rank's batch (two allreduces per batchnorm "
+                  "layer in forward, one in backward), as torch.nn.SyncBatchNorm; CPU only, sync.mode allreduce"}},
         {"sync.sparse", {.kind = Kind::String, .fallback = "auto", .choices = spellings<SparseSync>(),
           .doc = "libsvm/criteo: combine gradient rows by allgather, by a dense allreduce, or per step by "
                   "whichever moves fewer bytes (auto)"}},
