@@ -16,16 +16,16 @@ Datasets make_datasets(const RunPlan& plan) {
     switch (p.format) {
         case DataFormat::Idx: {
             data::Normalization norm;
-            norm.mean = static_cast<float>(p.mean);
-            norm.stddev = static_cast<float>(p.stddev);
+            norm.mean = static_cast<float>(p.mean.values.at(0));
+            norm.stddev = static_cast<float>(p.stddev.values.at(0));
             d.train = data::load_idx_dataset(p.dir, data::Split::Train, norm);
             d.test = data::load_idx_dataset(p.dir, data::Split::Test, norm);
             break;
         }
         case DataFormat::Cifar10: {
             data::Normalization norm;
-            norm.mean = static_cast<float>(p.mean);
-            norm.stddev = static_cast<float>(p.stddev);
+            norm.mean = static_cast<float>(p.mean.values.at(0));
+            norm.stddev = static_cast<float>(p.stddev.values.at(0));
             d.train = data::load_cifar10_dataset(p.dir, data::Split::Train, norm);
             d.test = data::load_cifar10_dataset(p.dir, data::Split::Test, norm);
             break;
