@@ -42,6 +42,12 @@ Image decode_image(std::span<const uint8_t> bytes, std::string_view name, int ch
                    int min_width = 0);
 // Reads the file and decodes it as above.
 Image decode_image_file(const std::string& path, int channels, int min_height = 0, int min_width = 0);
+// As decode_image, into `out`, whose pixel buffer is reused: a worker that decodes image after image into one Image
+// allocates only when a picture is larger than any before.
+void decode_image_into(std::span<const uint8_t> bytes, std::string_view name, int channels, int min_height,
+                       int min_width, Image& out);
+// Reads the whole file into `bytes` (reusing its capacity); ImageDecodeError naming the file when it cannot be read.
+void read_image_file(const std::string& path, std::vector<uint8_t>& bytes);
 
 // Encoders, for test data, the demo-folder script and benchmarks.
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);
