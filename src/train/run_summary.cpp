@@ -177,6 +177,11 @@ json TrainingRun::write_summary() {
         {"data", p.data.train->description()},
         {"data_prefetch", loader_.prefetch_note()},
     };
+    // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
+    // left out on every rank.
+    const auto classes = p.data.train->class_names();
+    summary["classes"] = classes.empty() ? json(nullptr) : json(classes);
+    if (plan_.data.skip_bad_files && plan_.data.format == DataFormat::ImageFolder) summary["skipped_files"] = p.data.skipped;
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
