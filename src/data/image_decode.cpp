@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/stat.h>
+
 #include "image_codecs.hpp"
 #include "ringtrain/data/image.hpp"
 
@@ -113,17 +115,29 @@ void read_image_file(const std::string& path, std::vector<uint8_t>& bytes) {
     };
     std::unique_ptr<std::FILE, Closer> file(std::fopen(path.c_str(), "rb"));
     if (!file) detail::fail(path, std::string("cannot open: ") + std::strerror(errno));
-    bytes.clear();
-    // Grow by reading: one stat-free loop that also works for pipes and files that change size while read.
+    // Size the buffer to the file (resize only zero-fills growth, so a reused buffer costs no memset), then keep
+    // reading to the end in case the file is longer than it said (or is not a regular file).
     size_t used = 0;
-    if (bytes.capacity() < 64 * 1024) bytes.reserve(64 * 1024);
+    struct stat st {};
+    if (::fstat(::fileno(file.get()), &st) != 0) detail::fail(path, std::string("cannot stat: ") + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) detail::fail(path, "is a directory, not an image file");
+    bytes.resize(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0);
     for (;;) {
-        bytes.resize(std::max(bytes.capacity(), used + 4096));
+        if (used == bytes.size()) {
+            // Probe before growing: at the end of the file this reads nothing and nothing is zero-filled.
+            uint8_t probe = 0;
+            if (std::fread(&probe, 1, 1, file.get()) == 0) {
+                if (std::ferror(file.get())) detail::fail(path, std::string("read error: ") + std::strerror(errno));
+                break;
+            }
+            bytes.resize(std::max<size_t>(4096, 2 * bytes.size()));
+            bytes[used++] = probe;
+        }
         const size_t got = std::fread(bytes.data() + used, 1, bytes.size() - used, file.get());
         used += got;
-        if (got == 0 || used < bytes.size()) {
+        if (got == 0) {
             if (std::ferror(file.get())) detail::fail(path, std::string("read error: ") + std::strerror(errno));
-            if (std::feof(file.get())) break;
+            break;
         }
     }
     bytes.resize(used);

@@ -202,20 +202,24 @@ TEST_CASE("the type is sniffed from the bytes: a .jpg that is a PNG decodes", "[
     CHECK(decode_image_file(bmp_as_png, 3).pixels == im.pixels);
 }
 
-TEST_CASE("JPEG DCT scaling decodes at the smallest M/8 that keeps both sides >= the minimum", "[image]") {
+TEST_CASE("JPEG DCT scaling decodes at the smallest of 1/2, 1/4, 1/8 that keeps both sides >= the minimum", "[image]") {
     const auto jpeg = encode_jpeg(smooth_image(600, 800, 3), 90);
     auto size_for = [&](int min_h, int min_w) {
         const Image im = decode_image(jpeg, "big.jpg", 3, min_h, min_w);
         return std::pair{im.height, im.width};
     };
     CHECK(size_for(0, 0) == std::pair{600, 800});
-    CHECK(size_for(224, 224) == std::pair{225, 300});  // 3/8; 2/8 would give 150 rows
-    CHECK(size_for(150, 200) == std::pair{150, 200});  // exactly 2/8
-    CHECK(size_for(151, 200) == std::pair{225, 300});
+    CHECK(size_for(224, 224) == std::pair{300, 400});  // 1/2; 1/4 would give 150 rows
+    CHECK(size_for(150, 200) == std::pair{150, 200});  // exactly 1/4
+    CHECK(size_for(151, 200) == std::pair{300, 400});
+    CHECK(size_for(150, 201) == std::pair{300, 400});  // the width decides too
     CHECK(size_for(64, 64) == std::pair{75, 100});     // 1/8
     CHECK(size_for(10, 10) == std::pair{75, 100});     // never below 1/8
+    CHECK(size_for(301, 10) == std::pair{600, 800});   // 1/2 too small: full size
     CHECK(size_for(601, 10) == std::pair{600, 800});   // never upscaled
     CHECK(size_for(224, 0) == std::pair{600, 800});    // both minimums are needed to scale
+    // Odd sizes round up (libjpeg's ceil(size * scale)).
+    CHECK(decode_image(encode_jpeg(smooth_image(97, 131, 1)), "odd.jpg", 1, 20, 20).width == 33);
     // Other formats ignore the minimums.
     const Image png = decode_image(encode_png(smooth_image(40, 50, 3)), "x.png", 3, 8, 8);
     CHECK(png.height == 40);
@@ -375,4 +379,21 @@ TEST_CASE("bad files: every failure is an ImageDecodeError naming the file", "[i
     CHECK_THROWS_AS(decode_image_file((dir.path / "missing.png").string(), 3), ImageDecodeError);
     fs::create_directories(dir.path / "folder.jpg");
     CHECK_THROWS_WITH(decode_image_file((dir.path / "folder.jpg").string(), 3), Contains("folder.jpg"));
+}
+
+TEST_CASE("read_image_file: exact bytes into a reused buffer, growing and shrinking", "[image]") {
+    TempDir dir;
+    std::vector<uint8_t> big(100000), small(10);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+    for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<uint8_t>(200 - i);
+    const std::string b = dir.write("big.bin", big), s = dir.write("small.bin", small), z = dir.write("zero.bin", {});
+    std::vector<uint8_t> buffer;
+    for (int round = 0; round < 2; ++round) {
+        read_image_file(s, buffer);
+        CHECK(buffer == small);
+        read_image_file(b, buffer);
+        CHECK(buffer == big);
+        read_image_file(z, buffer);
+        CHECK(buffer.empty());
+    }
 }

@@ -1,0 +1,229 @@
+// Resize, training augmentation and normalisation of decoded images. One separable resampler does all the pixel
+// work: a vertical pass accumulates the source rows that an output row needs into one float line, a horizontal pass
+// turns that line into one 8-bit output row, and a row sink puts the row where it belongs (an Image, or the
+// cropped, padded, flipped and normalised CHW floats of a training sample). Tap tables are built once per call;
+// the per-thread scratch is reused so a worker allocates nothing per sample.
+#include <algorithm>
+#include <cmath>
+
+#include "ringtrain/data/image_transform.hpp"
+
+namespace ringtrain::data {
+
+namespace {
+
+// For each output index along one axis: the first source index, and the weights of the consecutive source indices
+// it reads (they sum to 1).
+struct AxisTaps {
+    std::vector<int> first;
+    std::vector<int> offset;  // into weight; offset[i + 1] - offset[i] taps for output i
+    std::vector<float> weight;
+
+    void build(int src_len, int dst_len) {
+        first.resize(dst_len);
+        offset.resize(dst_len + 1);
+        weight.clear();
+        offset[0] = 0;
+        const double scale = static_cast<double>(src_len) / dst_len;
+        for (int i = 0; i < dst_len; ++i) {
+            if (src_len == dst_len) {
+                first[i] = i;
+                weight.push_back(1.0f);
+            } else if (src_len > dst_len) {
+                // Area: output i covers source [i * scale, (i + 1) * scale); each source pixel weighs its overlap.
+                const double lo = i * scale, hi = std::min<double>((i + 1) * scale, src_len);
+                const int j0 = static_cast<int>(std::floor(lo));
+                const int j1 = std::min(src_len, static_cast<int>(std::ceil(hi)));
+                first[i] = j0;
+                for (int j = j0; j < j1; ++j)
+                    weight.push_back(static_cast<float>((std::min<double>(j + 1, hi) - std::max<double>(j, lo)) / scale));
+            } else {
+                // Bilinear with half-pixel centres, clamped at the borders.
+                const double centre = std::clamp((i + 0.5) * scale - 0.5, 0.0, static_cast<double>(src_len - 1));
+                const int j0 = static_cast<int>(centre);
+                const float frac = static_cast<float>(centre - j0);
+                first[i] = j0;
+                weight.push_back(1.0f - frac);
+                if (j0 + 1 < src_len) weight.push_back(frac);
+            }
+            offset[i + 1] = static_cast<int>(weight.size());
+        }
+    }
+};
+
+struct ResizeScratch {
+    AxisTaps rows, cols;
+    std::vector<float> line;       // the vertically resampled source row (box width * channels)
+    std::vector<uint8_t> out_row;  // one output row (width * channels)
+};
+
+inline uint8_t to_u8(float v) { return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f) + 0.5f); }
+
+// Resamples the `box` of src to height x width, calling sink(row_index, const uint8_t* row) for each output row in
+// order. C (1 or 3) is a template parameter so the per-pixel loops unroll.
+template <int C, class Sink>
+void resample(const Image& src, const CropBox& box, int height, int width, ResizeScratch& s, Sink&& sink) {
+    s.rows.build(box.height, height);
+    s.cols.build(box.width, width);
+    const size_t line_len = static_cast<size_t>(box.width) * C;
+    s.line.resize(line_len);
+    s.out_row.resize(static_cast<size_t>(width) * C);
+    const size_t src_stride = static_cast<size_t>(src.width) * C;
+    const uint8_t* origin = src.pixels.data() + static_cast<size_t>(box.top) * src_stride + static_cast<size_t>(box.left) * C;
+    float* line = s.line.data();
+    uint8_t* out_row = s.out_row.data();
+    for (int oy = 0; oy < height; ++oy) {
+        const int t0 = s.rows.offset[oy], t1 = s.rows.offset[oy + 1];
+        const uint8_t* row = origin + static_cast<size_t>(s.rows.first[oy]) * src_stride;
+        {
+            const float w = s.rows.weight[t0];
+            for (size_t i = 0; i < line_len; ++i) line[i] = w * row[i];
+        }
+        for (int t = t0 + 1; t < t1; ++t) {
+            row += src_stride;
+            const float w = s.rows.weight[t];
+            for (size_t i = 0; i < line_len; ++i) line[i] += w * row[i];
+        }
+        for (int ox = 0; ox < width; ++ox) {
+            const int k0 = s.cols.offset[ox], k1 = s.cols.offset[ox + 1];
+            const float* px = line + static_cast<size_t>(s.cols.first[ox]) * C;
+            float acc[C];
+            for (int c = 0; c < C; ++c) acc[c] = s.cols.weight[k0] * px[c];
+            for (int k = k0 + 1; k < k1; ++k) {
+                px += C;
+                const float w = s.cols.weight[k];
+                for (int c = 0; c < C; ++c) acc[c] += w * px[c];
+            }
+            for (int c = 0; c < C; ++c) out_row[ox * C + c] = to_u8(acc[c]);
+        }
+        sink(oy, static_cast<const uint8_t*>(out_row));
+    }
+}
+
+template <class Sink>
+void resample_any(const Image& src, const CropBox& box, int height, int width, ResizeScratch& s, Sink&& sink) {
+    if (src.channels == 3)
+        resample<3>(src, box, height, width, s, sink);
+    else
+        resample<1>(src, box, height, width, s, sink);
+}
+
+void check_image(const Image& image, const char* what) {
+    check(image.channels == 1 || image.channels == 3, std::string(what) + ": images have 1 or 3 channels");
+    check(image.height > 0 && image.width > 0 &&
+              image.pixels.size() == static_cast<size_t>(image.height) * image.width * image.channels,
+          std::string(what) + ": the pixel buffer does not match the image size");
+}
+
+}  // namespace
+
+Image resize_image(const Image& src, int height, int width) {
+    check_image(src, "resize_image");
+    check(height > 0 && width > 0, "resize_image: the target size must be positive");
+    Image out{height, width, src.channels, std::vector<uint8_t>(static_cast<size_t>(height) * width * src.channels)};
+    ResizeScratch scratch;
+    const size_t row_bytes = static_cast<size_t>(width) * src.channels;
+    resample_any(src, CropBox{0, 0, src.height, src.width}, height, width, scratch,
+                 [&](int y, const uint8_t* row) { std::copy(row, row + row_bytes, out.pixels.data() + y * row_bytes); });
+    return out;
+}
+
+CropBox random_resized_crop_box(int height, int width, float min_scale, float max_scale, Rng& rng) {
+    if (!(min_scale > 0 && min_scale <= max_scale))
+        throw InputError("random_resized_crop: the scale range must satisfy 0 < min <= max (got [" +
+                         std::to_string(min_scale) + ", " + std::to_string(max_scale) + "])");
+    check(height > 0 && width > 0, "random_resized_crop: empty image");
+    const double area = static_cast<double>(height) * width;
+    const float log_lo = std::log(3.0f / 4.0f), log_hi = std::log(4.0f / 3.0f);
+    for (int attempt = 0; attempt < 10; ++attempt) {
+        const double target = area * rng.uniform(min_scale, max_scale);
+        const double ratio = std::exp(static_cast<double>(rng.uniform(log_lo, log_hi)));
+        // nearbyint rounds half to even, as Python's round() in torchvision.
+        const int w = static_cast<int>(std::nearbyint(std::sqrt(target * ratio)));
+        const int h = static_cast<int>(std::nearbyint(std::sqrt(target / ratio)));
+        if (w > 0 && w <= width && h > 0 && h <= height) {
+            const int top = static_cast<int>(rng.below(static_cast<uint64_t>(height - h + 1)));
+            const int left = static_cast<int>(rng.below(static_cast<uint64_t>(width - w + 1)));
+            return {top, left, h, w};
+        }
+    }
+    const double in_ratio = static_cast<double>(width) / height;
+    int w = width, h = height;
+    if (in_ratio < 3.0 / 4.0)
+        h = static_cast<int>(std::nearbyint(w / (3.0 / 4.0)));
+    else if (in_ratio > 4.0 / 3.0)
+        w = static_cast<int>(std::nearbyint(h * (4.0 / 3.0)));
+    h = std::clamp(h, 1, height);
+    w = std::clamp(w, 1, width);
+    return {(height - h) / 2, (width - w) / 2, h, w};
+}
+
+void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out) {
+    check_image(image, "transform_image");
+    const int H = options.height, W = options.width, C = options.channels;
+    if (H <= 0 || W <= 0) throw InputError("image transform: the image size must be positive (data.image_size)");
+    check(image.channels == C, "transform_image: the image has " + std::to_string(image.channels) +
+                                   " channels, the options " + std::to_string(C));
+    if ((!options.mean.empty() && static_cast<int>(options.mean.size()) != C) ||
+        (!options.stddev.empty() && static_cast<int>(options.stddev.size()) != C))
+        throw InputError("image transform: data.mean and data.std need one value per channel (" + std::to_string(C) + ")");
+    const ImageAugment& aug = options.augment;
+    if (aug.random_crop_padding < 0) throw InputError("image transform: random_crop_padding must be >= 0");
+
+    // Draws, in the documented order.
+    CropBox box{0, 0, image.height, image.width};
+    int shift_y = 0, shift_x = 0;  // output (y, x) shows resized (y + shift_y, x + shift_x); outside = zero padding
+    bool flip = false;
+    if (rng) {
+        if (aug.resized_crop_min_scale > 0)
+            box = random_resized_crop_box(image.height, image.width, aug.resized_crop_min_scale,
+                                          aug.resized_crop_max_scale, *rng);
+        if (const int p = aug.random_crop_padding; p > 0) {
+            shift_y = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
+            shift_x = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
+        }
+        if (aug.hflip) flip = rng->uniform() < 0.5f;
+    }
+
+    // (v / 255 - mean) / std for every 8-bit value v, per channel.
+    float lut[3][256];
+    for (int c = 0; c < C; ++c) {
+        const float mean = options.mean.empty() ? 0.0f : options.mean[c];
+        const float sd = options.stddev.empty() ? 1.0f : options.stddev[c];
+        if (!(sd > 0) && !(sd < 0)) throw InputError("image transform: data.std must not be zero");
+        for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) / sd;
+    }
+
+    const size_t plane = static_cast<size_t>(H) * W;
+    // Output columns [x0, x1) show resized columns x + shift_x; the rest is padding.
+    const int x0 = std::max(0, -shift_x), x1 = std::min(W, W - shift_x);
+    auto fill_padding_row = [&](int y) {
+        for (int c = 0; c < C; ++c) std::fill_n(out + c * plane + static_cast<size_t>(y) * W, W, lut[c][0]);
+    };
+    for (int y = 0; y < H; ++y)
+        if (y + shift_y < 0 || y + shift_y >= H) fill_padding_row(y);
+
+    thread_local ResizeScratch scratch;
+    resample_any(image, box, H, W, scratch, [&](int ry, const uint8_t* row) {
+        const int y = ry - shift_y;
+        if (y < 0 || y >= H) return;
+        for (int c = 0; c < C; ++c) {
+            float* dst = out + c * plane + static_cast<size_t>(y) * W;
+            const float* l = lut[c];
+            const float pad = l[0];
+            if (!flip) {
+                for (int x = 0; x < x0; ++x) dst[x] = pad;
+                for (int x = x0; x < x1; ++x) dst[x] = l[row[(x + shift_x) * C + c]];
+                for (int x = x1; x < W; ++x) dst[x] = pad;
+            } else {
+                // Output column x shows the unflipped column W - 1 - x.
+                for (int x = 0; x < W; ++x) {
+                    const int u = W - 1 - x;
+                    dst[x] = (u >= x0 && u < x1) ? l[row[(u + shift_x) * C + c]] : pad;
+                }
+            }
+        }
+    });
+}
+
+}  // namespace ringtrain::data

@@ -1,0 +1,336 @@
+// Image transforms against direct, slow references: resize (area where shrinking, bilinear where growing) computed
+// pixel by pixel from the definition, the torchvision RandomResizedCrop box rules, pad-and-crop, flip and
+// normalisation composed step by step with the same seeded draws as the fused transform_image.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/rng.hpp"
+#include "ringtrain/data/image_transform.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::data;
+
+namespace {
+
+Image random_image(int h, int w, int channels, uint64_t seed) {
+    Image im{h, w, channels, std::vector<uint8_t>(static_cast<size_t>(h) * w * channels)};
+    Rng rng(seed);
+    for (auto& p : im.pixels) p = static_cast<uint8_t>(rng.below(256));
+    return im;
+}
+
+uint8_t at(const Image& im, int y, int x, int c) {
+    return im.pixels[(static_cast<size_t>(y) * im.width + x) * im.channels + c];
+}
+
+// Weight of source index j in output index i along one axis, from the definitions: the overlap of [j, j+1) with
+// the output's footprint [i*s, (i+1)*s) over s when shrinking; a triangle around the clamped half-pixel centre
+// when growing.
+double axis_weight(int i, int j, int src, int dst) {
+    const double s = static_cast<double>(src) / dst;
+    if (src == dst) return i == j ? 1.0 : 0.0;
+    if (src > dst) {
+        const double overlap = std::min(j + 1.0, (i + 1) * s) - std::max<double>(j, i * s);
+        return std::max(0.0, overlap) / s;
+    }
+    const double centre = std::clamp((i + 0.5) * s - 0.5, 0.0, src - 1.0);
+    return std::max(0.0, 1.0 - std::abs(centre - j));
+}
+
+Image slow_resize(const Image& src, int h, int w) {
+    Image out{h, w, src.channels, std::vector<uint8_t>(static_cast<size_t>(h) * w * src.channels)};
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+            for (int c = 0; c < src.channels; ++c) {
+                double sum = 0;
+                for (int sy = 0; sy < src.height; ++sy) {
+                    const double wy = axis_weight(y, sy, src.height, h);
+                    if (wy == 0) continue;
+                    for (int sx = 0; sx < src.width; ++sx) sum += wy * axis_weight(x, sx, src.width, w) * at(src, sy, sx, c);
+                }
+                out.pixels[(static_cast<size_t>(y) * w + x) * src.channels + c] =
+                    static_cast<uint8_t>(std::lround(std::clamp(sum, 0.0, 255.0)));
+            }
+    return out;
+}
+
+int max_abs_diff(const Image& a, const Image& b) {
+    REQUIRE(a.pixels.size() == b.pixels.size());
+    int m = 0;
+    for (size_t i = 0; i < a.pixels.size(); ++i) m = std::max(m, std::abs(int(a.pixels[i]) - int(b.pixels[i])));
+    return m;
+}
+
+Image crop(const Image& src, const CropBox& b) {
+    Image out{b.height, b.width, src.channels, {}};
+    for (int y = 0; y < b.height; ++y)
+        for (int x = 0; x < b.width; ++x)
+            for (int c = 0; c < src.channels; ++c) out.pixels.push_back(at(src, b.top + y, b.left + x, c));
+    return out;
+}
+
+// Zero-pad by p on every side, then take the h x w window at (top, left) of the padded picture.
+Image pad_crop(const Image& src, int p, int top, int left) {
+    Image out{src.height, src.width, src.channels, {}};
+    for (int y = 0; y < src.height; ++y)
+        for (int x = 0; x < src.width; ++x)
+            for (int c = 0; c < src.channels; ++c) {
+                const int sy = y + top - p, sx = x + left - p;
+                const bool inside = sy >= 0 && sy < src.height && sx >= 0 && sx < src.width;
+                out.pixels.push_back(inside ? at(src, sy, sx, c) : 0);
+            }
+    return out;
+}
+
+Image mirror(const Image& src) {
+    Image out = src;
+    for (int y = 0; y < src.height; ++y)
+        for (int x = 0; x < src.width; ++x)
+            for (int c = 0; c < src.channels; ++c)
+                out.pixels[(static_cast<size_t>(y) * src.width + x) * src.channels + c] = at(src, y, src.width - 1 - x, c);
+    return out;
+}
+
+std::vector<float> normalise(const Image& im, const std::vector<float>& mean, const std::vector<float>& sd) {
+    std::vector<float> out;
+    for (int c = 0; c < im.channels; ++c)
+        for (int y = 0; y < im.height; ++y)
+            for (int x = 0; x < im.width; ++x) {
+                const float m = mean.empty() ? 0.0f : mean[c], s = sd.empty() ? 1.0f : sd[c];
+                out.push_back((at(im, y, x, c) / 255.0f - m) / s);
+            }
+    return out;
+}
+
+void check_close(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::abs(a[i] - b[i]) > 1e-5f) FAIL("element " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+}  // namespace
+
+TEST_CASE("resize_image matches the direct area / bilinear definition on awkward sizes", "[image]") {
+    struct Case {
+        int sh, sw, dh, dw;
+    };
+    for (const Case& k : {Case{37, 53, 8, 11}, Case{5, 7, 13, 17}, Case{20, 5, 7, 9}, Case{9, 31, 21, 4},
+                          Case{1, 1, 3, 4}, Case{64, 64, 1, 1}, Case{6, 6, 6, 6}, Case{1, 40, 1, 3}}) {
+        for (int channels : {1, 3}) {
+            INFO(k.sh << "x" << k.sw << " -> " << k.dh << "x" << k.dw << ", " << channels << " channels");
+            const Image src = random_image(k.sh, k.sw, channels, 17 + k.sh * k.dw);
+            const Image fast = resize_image(src, k.dh, k.dw);
+            CHECK(fast.height == k.dh);
+            CHECK(fast.width == k.dw);
+            CHECK(fast.channels == channels);
+            CHECK(max_abs_diff(fast, slow_resize(src, k.dh, k.dw)) <= 1);  // float vs double rounding at .5
+        }
+    }
+    // Same size is a copy; a constant picture stays constant at any size.
+    const Image src = random_image(6, 9, 3, 3);
+    CHECK(resize_image(src, 6, 9).pixels == src.pixels);
+    Image flat{13, 7, 1, std::vector<uint8_t>(13 * 7, 77)};
+    for (auto [h, w] : {std::pair{3, 2}, std::pair{30, 41}, std::pair{13, 50}})
+        for (auto v : resize_image(flat, h, w).pixels) REQUIRE(v == 77);
+}
+
+TEST_CASE("resize_image: an exact 2x shrink is the mean of 2x2 blocks", "[image]") {
+    const Image src{2, 4, 1, {10, 20, 100, 101, 30, 40, 102, 103}};
+    CHECK(resize_image(src, 1, 2).pixels == std::vector<uint8_t>{25, 102});  // 25 and 101.5 -> 102
+}
+
+TEST_CASE("random_resized_crop_box: inside the image, area and ratio within torchvision's limits", "[image]") {
+    Rng rng(5);
+    double smallest = 1, largest = 0, lowest_ratio = 10, highest_ratio = 0;
+    for (int i = 0; i < 3000; ++i) {
+        const int h = 50 + static_cast<int>(rng.below(300)), w = 50 + static_cast<int>(rng.below(300));
+        const CropBox b = random_resized_crop_box(h, w, 0.08f, 1.0f, rng);
+        REQUIRE(b.top >= 0);
+        REQUIRE(b.left >= 0);
+        REQUIRE(b.height >= 1);
+        REQUIRE(b.width >= 1);
+        REQUIRE(b.top + b.height <= h);
+        REQUIRE(b.left + b.width <= w);
+        const double fraction = static_cast<double>(b.height) * b.width / (static_cast<double>(h) * w);
+        const double ratio = static_cast<double>(b.width) / b.height;
+        // Rounding each side to an integer moves the area and the ratio a little off the drawn values.
+        CHECK(fraction >= 0.08 * 0.9);
+        CHECK(fraction <= 1.0);
+        CHECK(ratio >= 0.75 * 0.9);
+        CHECK(ratio <= 4.0 / 3.0 * 1.1);
+        smallest = std::min(smallest, fraction);
+        largest = std::max(largest, fraction);
+        lowest_ratio = std::min(lowest_ratio, ratio);
+        highest_ratio = std::max(highest_ratio, ratio);
+    }
+    // The draws cover the ranges.
+    CHECK(smallest < 0.1);
+    CHECK(largest > 0.9);
+    CHECK(lowest_ratio < 0.8);
+    CHECK(highest_ratio > 1.25);
+
+    // A narrow scale range keeps to it.
+    for (int i = 0; i < 200; ++i) {
+        const CropBox b = random_resized_crop_box(200, 200, 0.25f, 0.25f, rng);
+        CHECK(std::abs(b.height * b.width / 40000.0 - 0.25) < 0.02);
+    }
+}
+
+TEST_CASE("random_resized_crop_box: no try fits -> the centre crop with the ratio clamped to [3/4, 4/3]", "[image]") {
+    Rng rng(1);
+    // A 10 x 1000 strip: no box of 90-100% of its area has a ratio within 4/3.
+    CropBox b = random_resized_crop_box(10, 1000, 0.9f, 1.0f, rng);
+    CHECK(b.height == 10);
+    CHECK(b.width == 13);  // round(10 * 4/3)
+    CHECK(b.top == 0);
+    CHECK(b.left == (1000 - 13) / 2);
+    b = random_resized_crop_box(1000, 10, 0.9f, 1.0f, rng);
+    CHECK(b.width == 10);
+    CHECK(b.height == 13);  // round(10 / (3/4))
+    CHECK(b.top == (1000 - 13) / 2);
+    CHECK_THROWS_AS(random_resized_crop_box(10, 10, 0.0f, 1.0f, rng), InputError);
+    CHECK_THROWS_AS(random_resized_crop_box(10, 10, 0.5f, 0.4f, rng), InputError);
+}
+
+TEST_CASE("transform_image without an rng: resize, then (v/255 - mean) / std in CHW order", "[image]") {
+    const Image src = random_image(37, 53, 3, 8);
+    ImageTransformOptions opt;
+    opt.height = 8;
+    opt.width = 11;
+    opt.mean = {0.485f, 0.456f, 0.406f};
+    opt.stddev = {0.229f, 0.224f, 0.225f};
+    opt.augment.hflip = true;  // ignored without an rng
+    opt.augment.random_crop_padding = 4;
+    std::vector<float> out(3 * 8 * 11);
+    transform_image(src, opt, nullptr, out.data());
+    check_close(out, normalise(resize_image(src, 8, 11), opt.mean, opt.stddev));
+
+    // Known values: 255 with mean 0.5, std 0.25 -> 2; 0 -> -2; empty mean/std -> v / 255.
+    const Image grey{1, 2, 1, {255, 0}};
+    ImageTransformOptions g;
+    g.height = 1;
+    g.width = 2;
+    g.channels = 1;
+    g.mean = {0.5f};
+    g.stddev = {0.25f};
+    std::vector<float> two(2);
+    transform_image(grey, g, nullptr, two.data());
+    CHECK(two[0] == Approx(2.0f));
+    CHECK(two[1] == Approx(-2.0f));
+    g.mean.clear();
+    g.stddev.clear();
+    transform_image(grey, g, nullptr, two.data());
+    CHECK(two[0] == 1.0f);
+    CHECK(two[1] == 0.0f);
+}
+
+TEST_CASE("transform_image with an rng equals crop, resize, pad-crop, flip and normalise composed by hand", "[image]") {
+    for (int channels : {1, 3}) {
+        const Image src = random_image(45, 61, channels, 21 + channels);
+        ImageTransformOptions opt;
+        opt.height = 16;
+        opt.width = 20;
+        opt.channels = channels;
+        opt.mean.assign(channels, 0.4f);
+        opt.stddev.assign(channels, 0.3f);
+        opt.augment.resized_crop_min_scale = 0.08f;
+        opt.augment.resized_crop_max_scale = 1.0f;
+        opt.augment.random_crop_padding = 3;
+        opt.augment.hflip = true;
+        int flips = 0, shifted = 0;
+        for (uint64_t seed = 0; seed < 40; ++seed) {
+            Rng fused(seed), reference(seed);
+            std::vector<float> out(static_cast<size_t>(channels) * 16 * 20);
+            transform_image(src, opt, &fused, out.data());
+
+            const CropBox box = random_resized_crop_box(45, 61, 0.08f, 1.0f, reference);
+            Image im = resize_image(crop(src, box), 16, 20);
+            const int top = static_cast<int>(reference.below(7)), left = static_cast<int>(reference.below(7));
+            im = pad_crop(im, 3, top, left);
+            const bool flip = reference.uniform() < 0.5f;
+            if (flip) im = mirror(im);
+            flips += flip;
+            shifted += (top != 3 || left != 3);
+            INFO("seed " << seed);
+            check_close(out, normalise(im, opt.mean, opt.stddev));
+            CHECK(fused.state() == reference.state());  // the same number of draws
+        }
+        CHECK(flips > 5);  // both branches were exercised
+        CHECK(flips < 35);
+        CHECK(shifted > 20);
+    }
+}
+
+TEST_CASE("transform_image: each augmentation alone, and reproducibility", "[image]") {
+    const Image src = random_image(12, 12, 3, 4);
+    ImageTransformOptions opt;
+    opt.height = 12;
+    opt.width = 12;
+    std::vector<float> plain(3 * 144), out(3 * 144), again(3 * 144);
+    transform_image(src, opt, nullptr, plain.data());
+
+    // hflip alone: the mirror of the plain sample, or the plain sample.
+    opt.augment.hflip = true;
+    bool saw_flip = false, saw_plain = false;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+        Rng rng(seed);
+        transform_image(src, opt, &rng, out.data());
+        if (out == plain) {
+            saw_plain = true;
+        } else {
+            check_close(out, normalise(mirror(src), {}, {}));
+            saw_flip = true;
+        }
+    }
+    CHECK(saw_flip);
+    CHECK(saw_plain);
+
+    // Padding alone: a shifted copy with zeros coming in; offsets cover 0..2P on both axes.
+    opt.augment.hflip = false;
+    opt.augment.random_crop_padding = 2;
+    std::vector<int> tops(5, 0), lefts(5, 0);
+    for (uint64_t seed = 0; seed < 100; ++seed) {
+        Rng rng(seed), reference(seed);
+        transform_image(src, opt, &rng, out.data());
+        const int top = static_cast<int>(reference.below(5)), left = static_cast<int>(reference.below(5));
+        ++tops[top];
+        ++lefts[left];
+        check_close(out, normalise(pad_crop(src, 2, top, left), {}, {}));
+    }
+    for (int i = 0; i < 5; ++i) {
+        CHECK(tops[i] > 0);
+        CHECK(lefts[i] > 0);
+    }
+
+    // The same seed gives the same sample.
+    opt.augment.hflip = true;
+    opt.augment.resized_crop_min_scale = 0.3f;
+    opt.augment.resized_crop_max_scale = 1.0f;
+    Rng a(99), b(99);
+    transform_image(src, opt, &a, out.data());
+    transform_image(src, opt, &b, again.data());
+    CHECK(out == again);
+}
+
+TEST_CASE("transform_image: bad options are InputErrors", "[image]") {
+    const Image src = random_image(4, 4, 3, 1);
+    std::vector<float> out(3 * 16);
+    ImageTransformOptions opt;
+    opt.height = 4;
+    opt.width = 4;
+    opt.mean = {0.5f, 0.5f};
+    CHECK_THROWS_AS(transform_image(src, opt, nullptr, out.data()), InputError);
+    opt.mean.clear();
+    opt.stddev = {1.0f, 0.0f, 1.0f};
+    CHECK_THROWS_AS(transform_image(src, opt, nullptr, out.data()), InputError);
+    opt.stddev.clear();
+    opt.height = 0;
+    CHECK_THROWS_AS(transform_image(src, opt, nullptr, out.data()), InputError);
+    opt.height = 4;
+    opt.channels = 1;  // the image has 3
+    CHECK_THROWS_AS(transform_image(src, opt, nullptr, out.data()), Error);
+}
