@@ -124,9 +124,10 @@ std::vector<int64_t> ImageFolderDataset::find_bad_files(int64_t begin, int64_t e
             failures[static_cast<size_t>(w)] = std::current_exception();
         }
     };
+    // Threads of their own, the caller's included: a decoder's per-thread state that has just seen a corrupt file
+    // ends with its thread instead of staying with the caller, which goes on to read the good files.
     std::vector<std::thread> helpers;
-    for (int w = 1; w < threads; ++w) helpers.emplace_back(check_share, w);
-    check_share(0);
+    for (int w = 0; w < threads; ++w) helpers.emplace_back(check_share, w);
     for (auto& t : helpers) t.join();
     for (const auto& f : failures)
         if (f) std::rethrow_exception(f);
