@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/image_folder_generator.hpp"
@@ -16,9 +17,12 @@ namespace {
 const char* kUsage = R"(Usage:
   ringtrain make-image-folder --out DIR [--classes 2] [--per-class 100] [--size 32x32] [--channels 3]
                               [--format jpg|png|mixed] [--seed 1] [--quality 90]
+  ringtrain make-image-folder --photos PHOTO[,PHOTO...] --out DIR [--per-class 100] [--size 128x128] [--seed 1]
 Writes --per-class synthetic pictures into each of --classes sub-folders of DIR (0_horizontal, 1_vertical,
 2_diagonal, 3_antidiagonal, 4_checks, 5_rings: stripes of random period, phase and colours, with noise), a data
 set for data.format image_folder that a small CNN learns in seconds. mixed writes .jpg .png .ppm .bmp in turn.
+With --photos: an image-quality folder instead, DIR/sharp and DIR/degraded, each holding the same random crops of
+the photos (resized to --size), as they are and blurred or JPEG-compressed at quality 5-15 (scripts/make-demo-images.sh).
 Write the training and the test folder with different seeds.
 )";
 
@@ -43,7 +47,7 @@ int run_make_image_folder(int argc, char** argv, int world_size) {
                 return 0;
             }
             static const char* known[] = {"--out", "--classes", "--per-class", "--size", "--channels",
-                                          "--format", "--seed", "--quality"};
+                                          "--format", "--seed", "--quality", "--photos"};
             bool ok = false;
             for (const char* k : known) ok = ok || flag == k;
             if (!ok) throw InputError("make-image-folder: unknown argument '" + flag + "'; see `ringtrain make-image-folder --help`");
@@ -84,6 +88,19 @@ int run_make_image_folder(int argc, char** argv, int world_size) {
         if (spec.classes < 1 || spec.classes > data::kPatternClasses)
             throw InputError("make-image-folder: --classes must be from 1 to " + std::to_string(data::kPatternClasses));
         const auto t0 = std::chrono::steady_clock::now();
+        if (a.count("--photos")) {
+            std::vector<std::string> photos;
+            for (size_t at = 0, comma; at <= a["--photos"].size(); at = comma + 1) {
+                comma = a["--photos"].find(',', at);
+                if (comma == std::string::npos) comma = a["--photos"].size();
+                if (comma > at) photos.push_back(a["--photos"].substr(at, comma - at));
+            }
+            if (!a.count("--size")) spec.height = spec.width = 128;
+            const auto files = data::write_quality_image_folder(photos, spec);
+            std::fprintf(stderr, "make-image-folder: %zu images (sharp and degraded x %d, %dx%d, from %zu photos) to %s\n",
+                         files.size(), spec.per_class, spec.height, spec.width, photos.size(), spec.out.c_str());
+            return 0;
+        }
         const auto files = data::write_pattern_image_folder(spec);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "make-image-folder: %zu images (%d classes x %d, %dx%d) to %s in %.2f s\n", files.size(),

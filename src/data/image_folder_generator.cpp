@@ -8,10 +8,53 @@
 #include <numbers>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/image_transform.hpp"
 
 namespace ringtrain::data {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw InputError("--out: cannot write '" + path + "'");
+}
+
+// A box blur of radius r (separable, edges clamped).
+Image box_blur(const Image& src, int r) {
+    const int h = src.height, w = src.width, c = src.channels;
+    auto at = [](const Image& im, int y, int x, int ch) {
+        return int(im.pixels[(size_t(y) * im.width + x) * im.channels + ch]);
+    };
+    Image across = src, out = src;
+    for (int pass = 0; pass < 2; ++pass) {
+        const Image& in = pass == 0 ? src : across;
+        Image& dst = pass == 0 ? across : out;
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x)
+                for (int ch = 0; ch < c; ++ch) {
+                    int sum = 0;
+                    for (int d = -r; d <= r; ++d)
+                        sum += pass == 0 ? at(in, y, std::clamp(x + d, 0, w - 1), ch) : at(in, std::clamp(y + d, 0, h - 1), x, ch);
+                    dst.pixels[(size_t(y) * w + x) * c + ch] = static_cast<uint8_t>((sum + r) / (2 * r + 1));
+                }
+    }
+    return out;
+}
+
+Image crop(const Image& src, int top, int left, int side, bool mirror) {
+    Image out{side, side, src.channels, std::vector<uint8_t>(size_t(side) * side * src.channels)};
+    for (int y = 0; y < side; ++y)
+        for (int x = 0; x < side; ++x)
+            for (int ch = 0; ch < src.channels; ++ch)
+                out.pixels[(size_t(y) * side + x) * src.channels + ch] =
+                    src.pixels[(size_t(top + y) * src.width + left + (mirror ? side - 1 - x : x)) * src.channels + ch];
+    return out;
+}
+
+}  // namespace
 
 std::vector<std::string> pattern_class_names(int classes) {
     // Sorted as written: label i (sorted position) is pattern i.
@@ -94,9 +137,40 @@ std::vector<std::string> write_pattern_image_folder(const ImageFolderSpec& spec)
             char name[32];
             std::snprintf(name, sizeof name, "img_%05d", i);
             const std::string path = (dir / (name + (spec.channels == 1 && ext == ".ppm" ? std::string(".pgm") : ext))).string();
-            std::ofstream f(path, std::ios::binary);
-            f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-            if (!f) throw InputError("--out: cannot write '" + path + "'");
+            write_file(path, bytes);
+            written.push_back(path);
+        }
+    }
+    return written;
+}
+
+std::vector<std::string> write_quality_image_folder(const std::vector<std::string>& photos, const ImageFolderSpec& spec) {
+    if (photos.empty()) throw InputError("--photos: no photo given");
+    if (spec.per_class < 1) throw InputError("--per-class: must be at least 1 (got " + std::to_string(spec.per_class) + ")");
+    std::vector<Image> sources;
+    for (const std::string& p : photos) sources.push_back(decode_image_file(p, spec.channels));
+    Rng rng(spec.seed);
+    for (const char* cls : {"degraded", "sharp"}) {
+        std::error_code ec;
+        fs::create_directories(fs::path(spec.out) / cls, ec);
+        if (ec) throw InputError("--out: cannot create '" + (fs::path(spec.out) / cls).string() + "': " + ec.message());
+    }
+    std::vector<std::string> written;
+    for (int i = 0; i < spec.per_class; ++i) {
+        const Image& src = sources[rng.below(sources.size())];
+        const int shorter = std::min(src.height, src.width);
+        const int side = std::max(8, static_cast<int>(shorter * rng.uniform(0.25f, 1.0f)));
+        const int top = static_cast<int>(rng.below(static_cast<uint64_t>(src.height - side + 1)));
+        const int left = static_cast<int>(rng.below(static_cast<uint64_t>(src.width - side + 1)));
+        const Image sharp = resize_image(crop(src, top, left, side, rng.below(2) == 1), spec.height, spec.width);
+        const Image degraded = rng.below(2) == 0
+                                   ? box_blur(sharp, 1 + static_cast<int>(rng.below(2)))
+                                   : decode_image(encode_jpeg(sharp, 5 + static_cast<int>(rng.below(11))), "degraded", spec.channels);
+        char name[32];
+        std::snprintf(name, sizeof name, "img_%05d.jpg", i);
+        for (const auto& [cls, im] : {std::pair<const char*, const Image*>{"sharp", &sharp}, {"degraded", &degraded}}) {
+            const std::string path = (fs::path(spec.out) / cls / name).string();
+            write_file(path, encode_jpeg(*im, spec.jpeg_quality));
             written.push_back(path);
         }
     }

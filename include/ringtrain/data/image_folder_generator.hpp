@@ -37,4 +37,10 @@ struct ImageFolderSpec {
 // Throws InputError for bad arguments or a folder it cannot write.
 std::vector<std::string> write_pattern_image_folder(const ImageFolderSpec& spec);
 
+// An image-quality folder from real photos: spec.per_class random square crops (a quarter to all of the shorter
+// side, mirrored at random) of the `photos`, resized to spec.height x spec.width, written twice: as they are into
+// "sharp" and, degraded by a box blur (radius 1-2) or a JPEG round trip at quality 5-15, into "degraded" (all
+// stored as JPEG at spec.jpeg_quality, so the file type tells nothing). Returns the paths written.
+std::vector<std::string> write_quality_image_folder(const std::vector<std::string>& photos, const ImageFolderSpec& spec);
+
 }  // namespace ringtrain::data
