@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "image_transform_detail.hpp"
 #include "ringtrain/data/image_transform.hpp"
 
 namespace ringtrain::data {
@@ -158,26 +159,43 @@ CropBox random_resized_crop_box(int height, int width, float min_scale, float ma
     return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
-void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out) {
-    check_image(image, "transform_image");
-    const int H = options.height, W = options.width, C = options.channels;
-    if (H <= 0 || W <= 0) throw InputError("image transform: the image size must be positive (data.image_size)");
-    check(image.channels == C, "transform_image: the image has " + std::to_string(image.channels) +
-                                   " channels, the options " + std::to_string(C));
+void detail::check_transform_options(const ImageTransformOptions& options) {
+    const int C = options.channels;
+    if (C != 1 && C != 3) throw InputError("image transform: channels must be 1 or 3 (data.channels)");
+    if (options.height <= 0 || options.width <= 0)
+        throw InputError("image transform: the image size must be positive (data.image_size)");
     if ((!options.mean.empty() && static_cast<int>(options.mean.size()) != C) ||
         (!options.stddev.empty() && static_cast<int>(options.stddev.size()) != C))
         throw InputError("image transform: data.mean and data.std need one value per channel (" + std::to_string(C) + ")");
-    const ImageAugment& aug = options.augment;
-    if (aug.random_crop_padding < 0) throw InputError("image transform: random_crop_padding must be >= 0");
+    for (float sd : options.stddev)
+        if (!(sd > 0) && !(sd < 0)) throw InputError("image transform: data.std must not be zero");
+    if (options.augment.random_crop_padding < 0) throw InputError("image transform: random_crop_padding must be >= 0");
+}
 
-    // Draws, in the documented order.
+void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out) {
+    detail::check_transform_options(options);
     CropBox box{0, 0, image.height, image.width};
+    if (rng && options.augment.resized_crop_min_scale > 0)
+        box = random_resized_crop_box(image.height, image.width, options.augment.resized_crop_min_scale,
+                                      options.augment.resized_crop_max_scale, *rng);
+    detail::transform_box(image, box, options, rng, out);
+}
+
+void detail::transform_box(const Image& image, const CropBox& box, const ImageTransformOptions& options, Rng* rng,
+                           float* out) {
+    check_image(image, "transform_image");
+    check(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0 && box.top + box.height <= image.height &&
+              box.left + box.width <= image.width,
+          "transform_image: the crop box is outside the image");
+    const int H = options.height, W = options.width, C = options.channels;
+    check(image.channels == C, "transform_image: the image has " + std::to_string(image.channels) +
+                                   " channels, the options " + std::to_string(C));
+    const ImageAugment& aug = options.augment;
+
+    // The draws after the crop box, in the documented order.
     int shift_y = 0, shift_x = 0;  // output (y, x) shows resized (y + shift_y, x + shift_x); outside = zero padding
     bool flip = false;
     if (rng) {
-        if (aug.resized_crop_min_scale > 0)
-            box = random_resized_crop_box(image.height, image.width, aug.resized_crop_min_scale,
-                                          aug.resized_crop_max_scale, *rng);
         if (const int p = aug.random_crop_padding; p > 0) {
             shift_y = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
             shift_x = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
@@ -190,7 +208,6 @@ void transform_image(const Image& image, const ImageTransformOptions& options, R
     for (int c = 0; c < C; ++c) {
         const float mean = options.mean.empty() ? 0.0f : options.mean[c];
         const float sd = options.stddev.empty() ? 1.0f : options.stddev[c];
-        if (!(sd > 0) && !(sd < 0)) throw InputError("image transform: data.std must not be zero");
         for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) / sd;
     }
 
