@@ -397,3 +397,20 @@ TEST_CASE("read_image_file: exact bytes into a reused buffer, growing and shrink
         CHECK(buffer.empty());
     }
 }
+
+TEST_CASE("after any bad JPEG the (per-thread, reused) decoder still decodes good files", "[image]") {
+    const Image im = smooth_image(40, 48, 3);
+    const auto good = encode_jpeg(im, 90);
+    const Image expected = decode_image(good, "good.jpg", 3);
+    std::vector<uint8_t> noise{0xFF, 0xD8, 0xFF};
+    for (int i = 0; i < 500; ++i) noise.push_back(static_cast<uint8_t>(i * 73 + 11));
+    const std::vector<std::vector<uint8_t>> bad{
+        noise, {good.begin(), good.begin() + good.size() / 2}, {good.begin(), good.begin() + 20},
+        {good.begin(), good.end() - 2}};
+    for (size_t i = 0; i < bad.size(); ++i) {
+        INFO("bad file " << i);
+        CHECK_THROWS_AS(decode_image(bad[i], "bad.jpg", 3), ImageDecodeError);
+        CHECK(decode_image(good, "good.jpg", 3).pixels == expected.pixels);
+        CHECK(decode_image(good, "good.jpg", 3, 10, 10).width == 12);  // and with DCT scaling (1/4)
+    }
+}

@@ -445,6 +445,13 @@ TEST_CASE("decode_transform_image: other formats, and bad JPEGs fail whatever th
         CHECK_THROWS_WITH(decode_transform_image(no_eoi, "no_eoi.jpg", opt, &rng, scratch, fused.data()),
                           Catch::Contains("no_eoi.jpg"));
     }
+    // Noise after a JPEG start marker fails in the header.
+    std::vector<uint8_t> noise{0xFF, 0xD8, 0xFF};
+    for (int i = 0; i < 500; ++i) noise.push_back(static_cast<uint8_t>(i * 73 + 11));
+    {
+        Rng r(3);
+        CHECK_THROWS_AS(decode_transform_image(noise, "noise.jpg", opt, &r, scratch, fused.data()), ImageDecodeError);
+    }
     // The per-thread decompressor is reusable after those errors: a good file gives the same sample as the whole
     // decode path at full scale would on the same draws.
     {
