@@ -467,3 +467,30 @@ TEST_CASE("decode_transform_image: other formats, and bad JPEGs fail whatever th
     const std::vector<uint8_t> header_only(jpeg.begin(), jpeg.begin() + 30);
     CHECK_THROWS_AS(decode_transform_image(header_only, "h.jpg", opt, &rng, scratch, fused.data()), ImageDecodeError);
 }
+
+TEST_CASE("decode_transform_image: mutated JPEGs decode or fail with an ImageDecodeError", "[image]") {
+    const auto seed = encode_jpeg(smooth_photo(64, 80, 3), 90);
+    const ImageTransformOptions opt = crop_options(16, 16, 3);
+    Image scratch;
+    std::vector<float> out(3 * 16 * 16);
+    Rng mutate(77);
+    int decoded = 0, failed = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        std::vector<uint8_t> bytes = seed;
+        for (int f = 0; f < 3; ++f) {
+            const size_t limit = mutate.below(2) == 0 ? bytes.size() : std::min<size_t>(200, bytes.size());
+            bytes[mutate.below(limit)] ^= static_cast<uint8_t>(1 + mutate.below(255));
+        }
+        if (mutate.below(4) == 0) bytes.resize(3 + mutate.below(bytes.size() - 3));
+        Rng rng(static_cast<uint64_t>(trial));
+        try {
+            decode_transform_image(bytes, "fuzz.jpg", opt, &rng, scratch, out.data());
+            ++decoded;
+        } catch (const ImageDecodeError& e) {
+            REQUIRE(std::string(e.what()).rfind("fuzz.jpg: ", 0) == 0);
+            ++failed;
+        }
+    }
+    CHECK(decoded > 0);
+    CHECK(failed > 0);
+}
