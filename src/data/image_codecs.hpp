@@ -35,3 +35,39 @@ inline uint8_t luma601(uint8_t r, uint8_t g, uint8_t b) {
 }
 
 }  // namespace ringtrain::data::detail
+
+namespace ringtrain::data::detail {
+
+// The sniffed format of `bytes`, or nullopt.
+std::optional<ImageType> sniff_image_type(std::span<const uint8_t> bytes);
+
+// A JPEG's header, as decode_jpeg_region reads it.
+struct JpegHeader {
+    int height = 0;
+    int width = 0;
+};
+
+// What decode_jpeg_region decodes: rows [top, bottom) and at least the columns [left, right) of the picture at DCT
+// scale 1/denom (denom 1, 2, 4 or 8; coordinates in that scaled picture, whose size is ceil(size / denom)).
+struct JpegRegion {
+    int denom = 1;
+    int top = 0, bottom = 0, left = 0, right = 0;
+};
+
+// Picks the region once the header is known (the crop box is drawn on the full-resolution size).
+class JpegRegionChooser {
+public:
+    virtual JpegRegion choose(const JpegHeader& header) = 0;
+
+protected:
+    ~JpegRegionChooser() = default;
+};
+
+// Reads the header, asks `chooser` for the region and decodes it into `out` (libjpeg API, one decompressor per
+// thread, reused). The decoder widens the columns to whole iMCUs, so out starts at column *first_column. Every MCU
+// is still entropy-decoded to the end of the file, so a truncated or corrupt file is an error whatever the region.
+// Returns false, without calling chooser, for a CMYK/YCCK JPEG (libjpeg cannot convert it; use decode_image).
+bool decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view name, int channels,
+                        JpegRegionChooser& chooser, Image& out, int* first_column);
+
+}  // namespace ringtrain::data::detail

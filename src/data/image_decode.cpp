@@ -52,13 +52,17 @@ bool starts_with(std::span<const uint8_t> bytes, std::initializer_list<uint8_t> 
     return bytes.size() >= magic.size() && std::equal(magic.begin(), magic.end(), bytes.begin());
 }
 
-std::optional<ImageType> sniff(std::span<const uint8_t> bytes) {
+}  // namespace
+
+std::optional<ImageType> detail::sniff_image_type(std::span<const uint8_t> bytes) {
     if (starts_with(bytes, {0xFF, 0xD8, 0xFF})) return ImageType::Jpeg;
     if (starts_with(bytes, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'})) return ImageType::Png;
     if (starts_with(bytes, {'P', '5'}) || starts_with(bytes, {'P', '6'})) return ImageType::Pnm;
     if (starts_with(bytes, {'B', 'M'})) return ImageType::Bmp;
     return std::nullopt;
 }
+
+namespace {
 
 // What the first bytes look like when they are no format we read, for the error message.
 std::string describe_unknown(std::span<const uint8_t> bytes) {
@@ -92,7 +96,7 @@ void decode_image_into(std::span<const uint8_t> bytes, std::string_view name, in
         throw InputError(std::string(name) + ": images decode to 1 (grey) or 3 (RGB) channels, not " +
                          std::to_string(channels));
     if (bytes.empty()) detail::fail(name, "empty file (0 bytes): not an image");
-    const auto type = sniff(bytes);
+    const auto type = detail::sniff_image_type(bytes);
     if (!type) detail::fail(name, describe_unknown(bytes));
     switch (*type) {
         case ImageType::Jpeg: detail::decode_jpeg(bytes, name, channels, min_height, min_width, out); break;

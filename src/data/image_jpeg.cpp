@@ -17,14 +17,28 @@ struct TjDestroy {
 using TjHandle = std::unique_ptr<void, TjDestroy>;
 
 // One decompressor per thread, reused image after image (creating one allocates libjpeg's state, which costs about
-// as much as decoding a 96x96 thumbnail). It holds no state between calls that could change a result.
+// as much as decoding a 96x96 thumbnail). A handle that failed is replaced: TurboJPEG 2.1 leaves it unusable after
+// some header errors (every later file then fails with the old message).
+TjHandle& thread_handle() {
+    thread_local TjHandle handle;
+    return handle;
+}
+
 tjhandle thread_decompressor() {
-    thread_local TjHandle handle(tjInitDecompress());
+    TjHandle& handle = thread_handle();
+    if (!handle) handle.reset(tjInitDecompress());
     if (!handle) throw Error(std::string("libjpeg-turbo: cannot create a decompressor: ") + tjGetErrorStr2(nullptr));
     return handle.get();
 }
 
 std::string tj_error(tjhandle handle) { return tjGetErrorStr2(handle); }
+
+// The error message of a failed call, and a fresh handle for the next file.
+std::string failed(tjhandle handle) {
+    std::string message = tj_error(handle);
+    thread_handle().reset();
+    return message;
+}
 
 // The JPEG DCT scale: the smallest of 1/2, 1/4, 1/8 that keeps both sides >= the minimums (when both are > 0).
 tjscalingfactor jpeg_dct_scale(int height, int width, int min_height, int min_width) {
@@ -50,7 +64,7 @@ void decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, int chan
     int width = 0, height = 0, subsamp = 0, colorspace = 0;
     if (tjDecompressHeader3(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), &width, &height, &subsamp,
                             &colorspace) != 0)
-        fail(name, "corrupt or truncated JPEG header (libjpeg-turbo: " + tj_error(tj) + ")");
+        fail(name, "corrupt or truncated JPEG header (libjpeg-turbo: " + failed(tj) + ")");
     // TurboJPEG reads a file that ends before its frame header as "tables only" and reports 0x0.
     if (width == 0 || height == 0) fail(name, "corrupt or truncated JPEG header (no image frame before the data ends)");
     check_size(name, height, width);
@@ -66,7 +80,7 @@ void decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, int chan
         std::vector<uint8_t> cmyk(static_cast<size_t>(out_h) * out_w * 4);
         if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), cmyk.data(), out_w, 0, out_h,
                           TJPF_CMYK, flags) != 0)
-            fail(name, "corrupt or truncated JPEG (libjpeg-turbo: " + tj_error(tj) + ")");
+            fail(name, "corrupt or truncated JPEG (libjpeg-turbo: " + failed(tj) + ")");
         reshape(out, out_h, out_w, channels);
         uint8_t* dst = out.pixels.data();
         for (size_t i = 0, n = static_cast<size_t>(out_h) * out_w; i < n; ++i) {
@@ -88,7 +102,7 @@ void decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, int chan
     reshape(out, out_h, out_w, channels);
     if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), out.pixels.data(), out_w, 0, out_h,
                       channels == 3 ? TJPF_RGB : TJPF_GRAY, flags) != 0)
-        fail(name, "corrupt or truncated JPEG (libjpeg-turbo: " + tj_error(tj) + ")");
+        fail(name, "corrupt or truncated JPEG (libjpeg-turbo: " + failed(tj) + ")");
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "image_transform_detail.hpp"
 #include "ringtrain/data/image_transform.hpp"
 
 namespace ringtrain::data {
@@ -48,6 +49,29 @@ struct AxisTaps {
             }
             offset[i + 1] = static_cast<int>(weight.size());
         }
+        pad(src_len);
+    }
+
+    // The same taps with one count for every output (the largest), zero weights filling the rest, so the
+    // horizontal pass runs a fixed-length, fully unrolled loop: output i reads `taps` source indices from start[i].
+    int taps = 0;
+    std::vector<int> start;
+    std::vector<float> padded;  // dst_len * taps
+
+private:
+    void pad(int src_len) {
+        const int n = static_cast<int>(first.size());
+        taps = 0;
+        for (int i = 0; i < n; ++i) taps = std::max(taps, offset[i + 1] - offset[i]);
+        start.resize(n);
+        padded.assign(static_cast<size_t>(n) * taps, 0.0f);
+        for (int i = 0; i < n; ++i) {
+            // Zeros after the taps, or before them where the row would run past the source's end.
+            const int s0 = std::min(first[i], src_len - taps);
+            start[i] = s0;
+            for (int k = offset[i]; k < offset[i + 1]; ++k)
+                padded[static_cast<size_t>(i) * taps + (first[i] - s0) + (k - offset[i])] = weight[k];
+        }
     }
 };
 
@@ -57,7 +81,39 @@ struct ResizeScratch {
     std::vector<uint8_t> out_row;  // one output row (width * channels)
 };
 
-inline uint8_t to_u8(float v) { return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f) + 0.5f); }
+// Rounded, clamped in integers (branch-free cmov; float clamps compiled to compares and jumps here). The weights sum
+// to 1, so v is within a rounding error of [0, 255] and the clamp only guards against that error.
+inline uint8_t to_u8(float v) {
+    const int i = static_cast<int>(v + 0.5f);
+    return static_cast<uint8_t>(i < 0 ? 0 : (i > 255 ? 255 : i));
+}
+
+// One output row from the vertically resampled line: T taps (compile-time, unrolled; 0 = taps.taps at run time).
+template <int C, int T>
+void horizontal_pass(const float* line, const AxisTaps& taps, int width, uint8_t* out_row) {
+    const int t_count = T > 0 ? T : taps.taps;
+    const float* w = taps.padded.data();
+    const int* start = taps.start.data();
+    for (int ox = 0; ox < width; ++ox, w += t_count) {
+        const float* px = line + static_cast<size_t>(start[ox]) * C;
+        float acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = w[0] * px[c];
+        for (int k = 1; k < t_count; ++k)
+            for (int c = 0; c < C; ++c) acc[c] += w[k] * px[k * C + c];
+        for (int c = 0; c < C; ++c) out_row[ox * C + c] = to_u8(acc[c]);
+    }
+}
+
+template <int C>
+void horizontal_pass_any(const float* line, const AxisTaps& taps, int width, uint8_t* out_row) {
+    switch (taps.taps) {
+        case 1: horizontal_pass<C, 1>(line, taps, width, out_row); break;
+        case 2: horizontal_pass<C, 2>(line, taps, width, out_row); break;
+        case 3: horizontal_pass<C, 3>(line, taps, width, out_row); break;
+        case 4: horizontal_pass<C, 4>(line, taps, width, out_row); break;
+        default: horizontal_pass<C, 0>(line, taps, width, out_row); break;
+    }
+}
 
 // Resamples the `box` of src to height x width, calling sink(row_index, const uint8_t* row) for each output row in
 // order. C (1 or 3) is a template parameter so the per-pixel loops unroll.
@@ -84,18 +140,7 @@ void resample(const Image& src, const CropBox& box, int height, int width, Resiz
             const float w = s.rows.weight[t];
             for (size_t i = 0; i < line_len; ++i) line[i] += w * row[i];
         }
-        for (int ox = 0; ox < width; ++ox) {
-            const int k0 = s.cols.offset[ox], k1 = s.cols.offset[ox + 1];
-            const float* px = line + static_cast<size_t>(s.cols.first[ox]) * C;
-            float acc[C];
-            for (int c = 0; c < C; ++c) acc[c] = s.cols.weight[k0] * px[c];
-            for (int k = k0 + 1; k < k1; ++k) {
-                px += C;
-                const float w = s.cols.weight[k];
-                for (int c = 0; c < C; ++c) acc[c] += w * px[c];
-            }
-            for (int c = 0; c < C; ++c) out_row[ox * C + c] = to_u8(acc[c]);
-        }
+        horizontal_pass_any<C>(line, s.cols, width, out_row);
         sink(oy, static_cast<const uint8_t*>(out_row));
     }
 }
@@ -158,26 +203,43 @@ CropBox random_resized_crop_box(int height, int width, float min_scale, float ma
     return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
-void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out) {
-    check_image(image, "transform_image");
-    const int H = options.height, W = options.width, C = options.channels;
-    if (H <= 0 || W <= 0) throw InputError("image transform: the image size must be positive (data.image_size)");
-    check(image.channels == C, "transform_image: the image has " + std::to_string(image.channels) +
-                                   " channels, the options " + std::to_string(C));
+void detail::check_transform_options(const ImageTransformOptions& options) {
+    const int C = options.channels;
+    if (C != 1 && C != 3) throw InputError("image transform: channels must be 1 or 3 (data.channels)");
+    if (options.height <= 0 || options.width <= 0)
+        throw InputError("image transform: the image size must be positive (data.image_size)");
     if ((!options.mean.empty() && static_cast<int>(options.mean.size()) != C) ||
         (!options.stddev.empty() && static_cast<int>(options.stddev.size()) != C))
         throw InputError("image transform: data.mean and data.std need one value per channel (" + std::to_string(C) + ")");
-    const ImageAugment& aug = options.augment;
-    if (aug.random_crop_padding < 0) throw InputError("image transform: random_crop_padding must be >= 0");
+    for (float sd : options.stddev)
+        if (!(sd > 0) && !(sd < 0)) throw InputError("image transform: data.std must not be zero");
+    if (options.augment.random_crop_padding < 0) throw InputError("image transform: random_crop_padding must be >= 0");
+}
 
-    // Draws, in the documented order.
+void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out) {
+    detail::check_transform_options(options);
     CropBox box{0, 0, image.height, image.width};
+    if (rng && options.augment.resized_crop_min_scale > 0)
+        box = random_resized_crop_box(image.height, image.width, options.augment.resized_crop_min_scale,
+                                      options.augment.resized_crop_max_scale, *rng);
+    detail::transform_box(image, box, options, rng, out);
+}
+
+void detail::transform_box(const Image& image, const CropBox& box, const ImageTransformOptions& options, Rng* rng,
+                           float* out) {
+    check_image(image, "transform_image");
+    check(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0 && box.top + box.height <= image.height &&
+              box.left + box.width <= image.width,
+          "transform_image: the crop box is outside the image");
+    const int H = options.height, W = options.width, C = options.channels;
+    check(image.channels == C, "transform_image: the image has " + std::to_string(image.channels) +
+                                   " channels, the options " + std::to_string(C));
+    const ImageAugment& aug = options.augment;
+
+    // The draws after the crop box, in the documented order.
     int shift_y = 0, shift_x = 0;  // output (y, x) shows resized (y + shift_y, x + shift_x); outside = zero padding
     bool flip = false;
     if (rng) {
-        if (aug.resized_crop_min_scale > 0)
-            box = random_resized_crop_box(image.height, image.width, aug.resized_crop_min_scale,
-                                          aug.resized_crop_max_scale, *rng);
         if (const int p = aug.random_crop_padding; p > 0) {
             shift_y = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
             shift_x = static_cast<int>(rng->below(static_cast<uint64_t>(2 * p + 1))) - p;
@@ -190,7 +252,6 @@ void transform_image(const Image& image, const ImageTransformOptions& options, R
     for (int c = 0; c < C; ++c) {
         const float mean = options.mean.empty() ? 0.0f : options.mean[c];
         const float sd = options.stddev.empty() ? 1.0f : options.stddev[c];
-        if (!(sd > 0) && !(sd < 0)) throw InputError("image transform: data.std must not be zero");
         for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) / sd;
     }
 
@@ -207,21 +268,22 @@ void transform_image(const Image& image, const ImageTransformOptions& options, R
     resample_any(image, box, H, W, scratch, [&](int ry, const uint8_t* row) {
         const int y = ry - shift_y;
         if (y < 0 || y >= H) return;
+        float* dst[3];
+        for (int c = 0; c < C; ++c) dst[c] = out + c * plane + static_cast<size_t>(y) * W;
+        // Output column x shows the unflipped column u = x (or W - 1 - x when flipped); columns outside [x0, x1)
+        // are padding. One pass over the row writes all channel planes.
+        const int shown0 = flip ? W - x1 : x0, shown1 = flip ? W - x0 : x1;  // output columns showing pixels
         for (int c = 0; c < C; ++c) {
-            float* dst = out + c * plane + static_cast<size_t>(y) * W;
-            const float* l = lut[c];
-            const float pad = l[0];
-            if (!flip) {
-                for (int x = 0; x < x0; ++x) dst[x] = pad;
-                for (int x = x0; x < x1; ++x) dst[x] = l[row[(x + shift_x) * C + c]];
-                for (int x = x1; x < W; ++x) dst[x] = pad;
-            } else {
-                // Output column x shows the unflipped column W - 1 - x.
-                for (int x = 0; x < W; ++x) {
-                    const int u = W - 1 - x;
-                    dst[x] = (u >= x0 && u < x1) ? l[row[(u + shift_x) * C + c]] : pad;
-                }
-            }
+            std::fill(dst[c], dst[c] + shown0, lut[c][0]);
+            std::fill(dst[c] + shown1, dst[c] + W, lut[c][0]);
+        }
+        const uint8_t* p = row + static_cast<size_t>(x0 + shift_x) * C;
+        if (!flip) {
+            for (int x = x0; x < x1; ++x, p += C)
+                for (int c = 0; c < C; ++c) dst[c][x] = lut[c][p[c]];
+        } else {
+            for (int x = x0; x < x1; ++x, p += C)
+                for (int c = 0; c < C; ++c) dst[c][W - 1 - x] = lut[c][p[c]];
         }
     });
 }

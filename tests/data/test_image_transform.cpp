@@ -334,3 +334,163 @@ TEST_CASE("transform_image: bad options are InputErrors", "[image]") {
     opt.channels = 1;  // the image has 3
     CHECK_THROWS_AS(transform_image(src, opt, nullptr, out.data()), Error);
 }
+
+namespace {
+
+// A smooth colour picture (JPEG keeps it within a few levels, so decodes at different scales agree closely).
+Image smooth_photo(int h, int w, int channels) {
+    Image im{h, w, channels, std::vector<uint8_t>(static_cast<size_t>(h) * w * channels)};
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+            for (int c = 0; c < channels; ++c) {
+                const double v = 128 + 60 * std::sin(6.0 * x / w + c) * std::cos(4.0 * y / h) + 40.0 * y / h;
+                im.pixels[(static_cast<size_t>(y) * w + x) * channels + c] = static_cast<uint8_t>(std::lround(v));
+            }
+    return im;
+}
+
+// Mean |a - b| in 8-bit levels of two samples normalised with mean 0, std 1.
+double mean_level_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) sum += std::abs(a[i] - b[i]) * 255.0;
+    return sum / static_cast<double>(a.size());
+}
+
+ImageTransformOptions crop_options(int h, int w, int channels) {
+    ImageTransformOptions opt;
+    opt.height = h;
+    opt.width = w;
+    opt.channels = channels;
+    opt.augment.resized_crop_min_scale = 0.08f;
+    opt.augment.resized_crop_max_scale = 1.0f;
+    opt.augment.hflip = true;
+    opt.augment.random_crop_padding = 2;
+    return opt;
+}
+
+}  // namespace
+
+TEST_CASE("decode_transform_image: the same draws and picture as decode_image + transform_image", "[image]") {
+    for (int channels : {1, 3}) {
+        const auto jpeg = encode_jpeg(smooth_photo(480, 640, 3), 95);
+        const Image full = decode_image(jpeg, "p.jpg", channels);
+        Image scratch;
+        // Target 200x200: no crop box is >= 400 on both sides often enough to matter, most decode at full scale;
+        // target 24x24: most decode at 1/4 or 1/8. Both stay within a few levels of the full-size decode.
+        for (int size : {200, 24}) {
+            const ImageTransformOptions opt = crop_options(size, size, channels);
+            double worst = 0;
+            for (uint64_t seed = 0; seed < 30; ++seed) {
+                Rng a(seed), b(seed);
+                std::vector<float> fused(static_cast<size_t>(channels) * size * size), reference(fused.size());
+                decode_transform_image(jpeg, "p.jpg", opt, &a, scratch, fused.data());
+                transform_image(full, opt, &b, reference.data());
+                REQUIRE(a.state() == b.state());  // the same draws
+                worst = std::max(worst, mean_level_diff(fused, reference));
+            }
+            INFO("channels " << channels << ", target " << size);
+            CHECK(worst < 2.5);
+        }
+        // Evaluation: exactly decode_image at the DCT scale for the target, then transform_image.
+        ImageTransformOptions eval = crop_options(60, 80, channels);
+        std::vector<float> fused(static_cast<size_t>(channels) * 60 * 80), reference(fused.size());
+        decode_transform_image(jpeg, "p.jpg", eval, nullptr, scratch, fused.data());
+        transform_image(decode_image(jpeg, "p.jpg", channels, 60, 80), eval, nullptr, reference.data());
+        CHECK(fused == reference);
+    }
+}
+
+TEST_CASE("decode_transform_image: a crop decoded at full scale matches the full decode closely", "[image]") {
+    // A noisy picture: any misplaced row or column of the region would show as a large difference.
+    Image noisy{150, 170, 3, std::vector<uint8_t>(150 * 170 * 3)};
+    Rng fill(3);
+    for (auto& p : noisy.pixels) p = static_cast<uint8_t>(100 + fill.below(40));
+    const auto jpeg = encode_jpeg(noisy, 98);
+    const Image full = decode_image(jpeg, "n.jpg", 3);
+    const ImageTransformOptions opt = crop_options(90, 90, 3);  // boxes < 180: always decoded at full scale
+    Image scratch;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+        Rng a(seed), b(seed);
+        std::vector<float> fused(3 * 90 * 90), reference(fused.size());
+        decode_transform_image(jpeg, "n.jpg", opt, &a, scratch, fused.data());
+        transform_image(full, opt, &b, reference.data());
+        INFO("seed " << seed);
+        CHECK(mean_level_diff(fused, reference) < 0.5);
+    }
+}
+
+TEST_CASE("decode_transform_image: other formats, and bad JPEGs fail whatever the crop", "[image]") {
+    const Image pic = random_image(40, 50, 3, 12);
+    const auto png = encode_png(pic);
+    const ImageTransformOptions opt = crop_options(16, 16, 3);
+    Image scratch;
+    std::vector<float> fused(3 * 256), reference(3 * 256);
+    Rng a(4), b(4);
+    decode_transform_image(png, "p.png", opt, &a, scratch, fused.data());
+    transform_image(pic, opt, &b, reference.data());
+    CHECK(fused == reference);
+
+    // Truncated at 70%: the crop may lie in the decoded top part, but the file is read to its end.
+    const auto jpeg = encode_jpeg(smooth_photo(400, 300, 3), 90);
+    const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 7 / 10);
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+        Rng rng(seed);
+        CHECK_THROWS_WITH(decode_transform_image(cut, "dir/cut.jpg", opt, &rng, scratch, fused.data()),
+                          Catch::Contains("dir/cut.jpg") && Catch::Contains("JPEG"));
+    }
+    // Without its end-of-image marker: read to the end too.
+    const std::vector<uint8_t> no_eoi(jpeg.begin(), jpeg.end() - 2);
+    for (uint64_t seed = 0; seed < 5; ++seed) {
+        Rng rng(seed);
+        CHECK_THROWS_WITH(decode_transform_image(no_eoi, "no_eoi.jpg", opt, &rng, scratch, fused.data()),
+                          Catch::Contains("no_eoi.jpg"));
+    }
+    // Noise after a JPEG start marker fails in the header.
+    std::vector<uint8_t> noise{0xFF, 0xD8, 0xFF};
+    for (int i = 0; i < 500; ++i) noise.push_back(static_cast<uint8_t>(i * 73 + 11));
+    {
+        Rng r(3);
+        CHECK_THROWS_AS(decode_transform_image(noise, "noise.jpg", opt, &r, scratch, fused.data()), ImageDecodeError);
+    }
+    // The per-thread decompressor is reusable after those errors: a good file gives the same sample as the whole
+    // decode path at full scale would on the same draws.
+    {
+        const ImageTransformOptions big = crop_options(200, 200, 3);  // full-scale region decodes
+        Rng x(8), y(8);
+        std::vector<float> got(3 * 200 * 200), want(got.size());
+        decode_transform_image(jpeg, "good.jpg", big, &x, scratch, got.data());
+        transform_image(decode_image(jpeg, "good.jpg", 3), big, &y, want.data());
+        CHECK(mean_level_diff(got, want) < 0.5);
+    }
+    Rng rng(1);
+    CHECK_THROWS_AS(decode_transform_image({}, "zero.jpg", opt, &rng, scratch, fused.data()), ImageDecodeError);
+    const std::vector<uint8_t> header_only(jpeg.begin(), jpeg.begin() + 30);
+    CHECK_THROWS_AS(decode_transform_image(header_only, "h.jpg", opt, &rng, scratch, fused.data()), ImageDecodeError);
+}
+
+TEST_CASE("decode_transform_image: mutated JPEGs decode or fail with an ImageDecodeError", "[image]") {
+    const auto seed = encode_jpeg(smooth_photo(64, 80, 3), 90);
+    const ImageTransformOptions opt = crop_options(16, 16, 3);
+    Image scratch;
+    std::vector<float> out(3 * 16 * 16);
+    Rng mutate(77);
+    int decoded = 0, failed = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        std::vector<uint8_t> bytes = seed;
+        for (int f = 0; f < 3; ++f) {
+            const size_t limit = mutate.below(2) == 0 ? bytes.size() : std::min<size_t>(200, bytes.size());
+            bytes[mutate.below(limit)] ^= static_cast<uint8_t>(1 + mutate.below(255));
+        }
+        if (mutate.below(4) == 0) bytes.resize(3 + mutate.below(bytes.size() - 3));
+        Rng rng(static_cast<uint64_t>(trial));
+        try {
+            decode_transform_image(bytes, "fuzz.jpg", opt, &rng, scratch, out.data());
+            ++decoded;
+        } catch (const ImageDecodeError& e) {
+            REQUIRE(std::string(e.what()).rfind("fuzz.jpg: ", 0) == 0);
+            ++failed;
+        }
+    }
+    CHECK(decoded > 0);
+    CHECK(failed > 0);
+}

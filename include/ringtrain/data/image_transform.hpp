@@ -4,6 +4,9 @@
 // whatever the number of workers.
 #pragma once
 
+#include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "ringtrain/core/rng.hpp"
@@ -54,5 +57,18 @@ CropBox random_resized_crop_box(int height, int width, float min_scale, float ma
 // Resize, crop, pad, flip and normalisation run fused, row by row, into `out` (the resized pixels are rounded to
 // 8 bits on the way, as torchvision's PIL path does); a worker thread allocates nothing per sample.
 void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out);
+
+// One sample from the bytes of an image file: what a worker of the image-folder reader runs. The same draws, in the
+// same order, as decode_image + transform_image, and the same picture up to resampling, but faster:
+// - without a random resized crop (evaluation, or plain resize), a JPEG decodes at the DCT scale that keeps it
+//   >= the target size (decode_image's min_height/min_width), then transform_image;
+// - with one, the crop box is drawn on the full-resolution size from the JPEG header, and only that box is decoded,
+//   at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it >= the target size: a small crop keeps full detail (as
+//   torchvision's crop of the full picture), a large one decodes a fraction of the pixels. The whole file is still
+//   entropy-decoded, so a truncated or corrupt JPEG is an error whatever the crop;
+// - other formats: decode_image + transform_image.
+// `scratch` holds the decoded pixels between calls (no allocation per sample once it has grown).
+void decode_transform_image(std::span<const uint8_t> bytes, std::string_view name, const ImageTransformOptions& options,
+                            Rng* rng, Image& scratch, float* out);
 
 }  // namespace ringtrain::data
