@@ -1,5 +1,6 @@
-// ImageFolderDataset: decode (JPEG DCT-scaled to near the stored size), resize to the stored size, then
-// transform_image. The stored image is what the cache keeps, so cache on and off give the same bytes.
+// ImageFolderDataset: without the cache, decode_transform_image from the file's bytes; with it, the image decoded
+// (JPEG DCT-scaled) and resized to the stored size once, then transform_image on every read. Without a random
+// resized crop both give the same bytes (the transform resizes to the target either way).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -90,9 +91,18 @@ const Image& ImageFolderDataset::stored_image(int64_t index, Image& scratch) con
 
 float ImageFolderDataset::transform(int64_t index, float* x, Rng* rng) const {
     check(index >= 0 && index < size(), "ImageFolderDataset: index out of range");
-    Image scratch;
-    transform_image(stored_image(index, scratch), opt_.transform, rng, x);
-    return static_cast<float>(listing_.labels[static_cast<size_t>(index)]);
+    const auto i = static_cast<size_t>(index);
+    if (cache_) {
+        Image scratch;
+        transform_image(stored_image(index, scratch), opt_.transform, rng, x);
+    } else {
+        // Straight from the file's bytes: a JPEG decodes at the DCT scale the target needs, and with a random
+        // resized crop only the crop's box, at full resolution (decode_transform_image).
+        DecodeScratch& s = t_scratch;
+        read_image_file(listing_.files[i], s.bytes);
+        decode_transform_image(s.bytes, listing_.files[i], opt_.transform, rng, s.decoded, x);
+    }
+    return static_cast<float>(listing_.labels[i]);
 }
 
 float ImageFolderDataset::read(int64_t index, float* x) const { return transform(index, x, nullptr); }
@@ -124,10 +134,9 @@ std::vector<int64_t> ImageFolderDataset::find_bad_files(int64_t begin, int64_t e
             failures[static_cast<size_t>(w)] = std::current_exception();
         }
     };
-    // Threads of their own, the caller's included: a decoder's per-thread state that has just seen a corrupt file
-    // ends with its thread instead of staying with the caller, which goes on to read the good files.
     std::vector<std::thread> helpers;
-    for (int w = 0; w < threads; ++w) helpers.emplace_back(check_share, w);
+    for (int w = 1; w < threads; ++w) helpers.emplace_back(check_share, w);
+    check_share(0);
     for (auto& t : helpers) t.join();
     for (const auto& f : failures)
         if (f) std::rethrow_exception(f);

@@ -62,9 +62,10 @@ public:
 
     const std::string& file(int64_t index) const { return listing_.files.at(static_cast<size_t>(index)); }
     int32_t label(int64_t index) const { return listing_.labels.at(static_cast<size_t>(index)); }
-    // The size every image is kept at before transform_image: the target size, or twice it with random_resized_crop
-    // (crops of a quarter of the area keep full resolution). The same whether the cache is on or off, so both give
-    // bitwise the same samples.
+    // The size the cache keeps images at: the target size, or twice it with random_resized_crop (crops of a quarter
+    // of the area keep full resolution). Without a random resized crop, cached samples are bitwise the uncached
+    // ones; with one, uncached crops come from the full-resolution file (decode_transform_image) and cached ones from
+    // the stored image, so they differ in detail (not in the draws).
     int stored_height() const { return stored_h_; }
     int stored_width() const { return stored_w_; }
     // The cache: bytes it holds now, and would hold with every image in it (0 when off).
