@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
@@ -330,4 +335,91 @@ TEST_CASE("make-image-folder's patterns: names in label order, each class its ow
     };
     CHECK(variation(h, false) > 2 * variation(h, true));
     CHECK(variation(v, true) > 2 * variation(v, false));
+}
+
+namespace {
+
+// Records which thread read each sample and the draw key it got; optionally claims costly reads.
+class RecordingDataset : public Dataset {
+public:
+    RecordingDataset(int64_t n, bool costly) : n_(n), costly_(costly), keys_(static_cast<size_t>(n)) {}
+    int64_t size() const override { return n_; }
+    Shape sample_shape() const override { return {1}; }
+    int64_t num_classes() const override { return 2; }
+    float read(int64_t index, float* x) const override {
+        note_thread();
+        x[0] = float(index);
+        plain_reads++;
+        return 0;
+    }
+    float read_training(int64_t index, float* x, uint64_t key) const override {
+        keys_[static_cast<size_t>(index)] = key;
+        note_thread();
+        x[0] = float(index);
+        return 0;
+    }
+    bool reads_are_costly() const override { return costly_; }
+    std::string description() const override { return "recording"; }
+    size_t threads() const {
+        std::lock_guard<std::mutex> lk(mu_);
+        return ids_.size();
+    }
+    uint64_t key(int64_t i) const { return keys_[static_cast<size_t>(i)]; }
+    mutable std::atomic<int64_t> plain_reads{0};
+
+private:
+    void note_thread() const {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough that helpers overlap
+        std::lock_guard<std::mutex> lk(mu_);
+        ids_.insert(std::this_thread::get_id());
+    }
+    int64_t n_;
+    bool costly_;
+    mutable std::vector<uint64_t> keys_;
+    mutable std::mutex mu_;
+    mutable std::set<std::thread::id> ids_;
+};
+
+}  // namespace
+
+TEST_CASE("the loader splits even small batches over its workers when reads are costly, and passes draw keys",
+          "[image][loader]") {
+    for (const bool costly : {false, true}) {
+        RecordingDataset ds(12, costly);  // one batch (a later batch's helpers could be new thread ids)
+        LoaderOptions o = train_options(12, 3);
+        o.prefetch = false;
+        ShardedLoader loader(ds, o);
+        loader.start_epoch(2);
+        Batch b;
+        while (loader.next(b)) {
+        }
+        // 12 one-float samples a batch: far below the 1 M floats that make threads worth it for in-memory data.
+        CHECK(ds.threads() == (costly ? 3u : 1u));
+        for (int64_t i = 0; i < 12; ++i) CHECK(ds.key(i) == augment_draw_key(11, 2, i));
+        CHECK(ds.plain_reads == 0);
+    }
+    // Evaluation reads are plain reads.
+    RecordingDataset ds(10, true);
+    LoaderOptions o = train_options(5, 2);
+    o.mode = LoaderMode::Eval;
+    ShardedLoader loader(ds, o);
+    Batch b;
+    while (loader.next(b)) {
+    }
+    CHECK(ds.plain_reads == 10);
+}
+
+TEST_CASE("with costly reads the prefetch probe never turns prefetch off", "[image][loader]") {
+    // Every batch waits about a whole fill (the caller does nothing between batches): for in-memory data the probe
+    // turns prefetch off after 32 batches; for decoding it would remove the only overlap, so it stays on.
+    for (const bool costly : {false, true}) {
+        RecordingDataset ds(40 * 4, costly);
+        LoaderOptions o = train_options(4, 1);
+        o.prefetch_probe_batches = 32;
+        ShardedLoader loader(ds, o);
+        Batch b;
+        while (loader.next(b)) {
+        }
+        CHECK(loader.prefetching() == costly);
+    }
 }
