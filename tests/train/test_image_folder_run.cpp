@@ -72,6 +72,7 @@ TEST_CASE("a tiny CNN learns a generated 2-class image folder; the classes go in
     CHECK(s["test_accuracy"].get<double>() >= 0.9);
     CHECK(s["classes"] == nlohmann::json({"0_horizontal", "1_vertical"}));
     CHECK(s["data_prefetch"] == "on");  // decoding: the probe never turns prefetch off
+    CHECK_FALSE(s.contains("data_cache_mb"));
 
     // Resuming or evaluating with other class folders (the second one renamed) is refused, naming both lists.
     fs::rename(dir + "/train/1_vertical", dir + "/train/1_upright");
@@ -128,6 +129,14 @@ TEST_CASE("data.skip_bad_files: 2 ranks skip the same bad files, reported once; 
                                                 dir + "/test/0_horizontal/bad.bmp"}));
     // 48 good training images, global batch 32: one step per epoch on both ranks (they agree, or the run hangs).
     CHECK(s["steps"] == 1);
+    // With the cache on, the validation pass fills it: rank 0 holds at least the good files of its half of both
+    // splits (over 48 of the 128 good images, 3x16x16 bytes each) and at most all of them; the summary says how much.
+    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.epochs=1 --set data.cache=true "
+                    "--set output.dir=" + dir + "/out_cache");
+    REQUIRE(r.exit_code == 0);
+    const double cache_mb = read_json(dir + "/out_cache/summary.json")["data_cache_mb"].get<double>();
+    CHECK(cache_mb * 1048576.0 >= 48 * 3 * 16 * 16);
+    CHECK(cache_mb * 1048576.0 <= 128 * 3 * 16 * 16);
 
     // Off: the first bad file a rank reads stops the job with exit 2 and its name.
     r = run_command(binary() + " train --config " + dir + "/c.json --set data.skip_bad_files=false --set output.dir=" +
