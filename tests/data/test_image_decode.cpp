@@ -101,18 +101,22 @@ void png_append(png_structp png, png_bytep data, png_size_t n) {
     out->bytes.insert(out->bytes.end(), data, data + n);
 }
 std::vector<uint8_t> raw_png(int w, int h, int bit_depth, int color_type, const std::vector<std::vector<uint8_t>>& rows,
-                             const std::vector<png_color>& palette = {}, const std::vector<uint8_t>& trans = {}) {
+                             const std::vector<png_color>& palette = {}, const std::vector<uint8_t>& trans = {},
+                             int interlace = PNG_INTERLACE_NONE) {
     PngOut out;
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
     png_infop info = png_create_info_struct(png);
     REQUIRE(setjmp(png_jmpbuf(png)) == 0);
     png_set_write_fn(png, &out, png_append, nullptr);
-    png_set_IHDR(png, info, w, h, bit_depth, color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+    png_set_IHDR(png, info, w, h, bit_depth, color_type, interlace, PNG_COMPRESSION_TYPE_DEFAULT,
                  PNG_FILTER_TYPE_DEFAULT);
+    if (interlace != PNG_INTERLACE_NONE) png_set_interlace_handling(png);
     if (!palette.empty()) png_set_PLTE(png, info, palette.data(), static_cast<int>(palette.size()));
     if (!trans.empty()) png_set_tRNS(png, info, trans.data(), static_cast<int>(trans.size()), nullptr);
     png_write_info(png, info);
-    for (auto& row : rows) png_write_row(png, row.data());
+    std::vector<png_bytep> pointers;
+    for (auto& row : rows) pointers.push_back(const_cast<png_bytep>(row.data()));
+    png_write_image(png, pointers.data());  // writes the interlace passes when the IHDR asks for them
     png_write_end(png, nullptr);
     png_destroy_write_struct(&png, &info);
     return out.bytes;
@@ -275,6 +279,12 @@ TEST_CASE("PNG variants: 16-bit, palette (with transparency), grey+alpha, RGBA, 
     // 1-bit grey: 0 and 255.
     const Image bits = decode_image(raw_png(8, 1, 1, PNG_COLOR_TYPE_GRAY, {{0b10100000}}), "bits.png", 1);
     CHECK(bits.pixels == std::vector<uint8_t>{255, 0, 255, 0, 0, 0, 0, 0});
+    // Interlaced (Adam7) RGB: the same pixels as written.
+    const Image pic = random_image(11, 13, 3, 31);
+    std::vector<std::vector<uint8_t>> pic_rows;
+    for (int y = 0; y < 11; ++y) pic_rows.emplace_back(pic.pixels.begin() + y * 39, pic.pixels.begin() + (y + 1) * 39);
+    CHECK(decode_image(raw_png(13, 11, 8, PNG_COLOR_TYPE_RGB, pic_rows, {}, {}, PNG_INTERLACE_ADAM7), "adam7.png", 3)
+              .pixels == pic.pixels);
     // Grey PNG asked as RGB: replicated.
     CHECK(decode_image(raw_png(2, 1, 8, PNG_COLOR_TYPE_GRAY, {{9, 99}}), "g.png", 3).pixels ==
           std::vector<uint8_t>{9, 9, 9, 99, 99, 99});

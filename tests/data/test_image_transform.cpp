@@ -391,6 +391,17 @@ TEST_CASE("decode_transform_image: the same draws and picture as decode_image + 
             INFO("channels " << channels << ", target " << size);
             CHECK(worst < 2.5);
         }
+        // A grey JPEG through the region path, as grey or RGB.
+        {
+            const auto grey_jpeg = encode_jpeg(smooth_photo(240, 320, 1), 95);
+            const Image grey_full = decode_image(grey_jpeg, "g.jpg", channels);
+            const ImageTransformOptions g = crop_options(24, 24, channels);
+            Rng a(5), b(5);
+            std::vector<float> fused(static_cast<size_t>(channels) * 24 * 24), reference(fused.size());
+            decode_transform_image(grey_jpeg, "g.jpg", g, &a, scratch, fused.data());
+            transform_image(grey_full, g, &b, reference.data());
+            CHECK(mean_level_diff(fused, reference) < 2.5);
+        }
         // Evaluation: exactly decode_image at the DCT scale for the target, then transform_image.
         ImageTransformOptions eval = crop_options(60, 80, channels);
         std::vector<float> fused(static_cast<size_t>(channels) * 60 * 80), reference(fused.size());
