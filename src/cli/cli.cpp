@@ -235,7 +235,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
         if (world_rank == 0)
-            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info, predict or make-clicklog (see --help)\n",
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info, predict, make-clicklog or make-image-folder (see --help)\n",
                      args.command.c_str());
         return 2;
     }
