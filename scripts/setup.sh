@@ -7,7 +7,11 @@ set -euo pipefail
 # slurmctld slurmd slurm-client munge: the real Slurm of the `slurm` tests (tests/cluster; scripts/cluster/start-slurm.sh,
 # slurm-netns.sh); iproute2 util-linux: the network namespaces of the `netns` tests (ip netns, nsenter, unshare).
 # The daemons are not started by installing them (no systemd here); the tests start private ones.
+# libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev: JPEG (TurboJPEG, and libjpeg for crop-region decoding) and PNG
+# decoding of image folders (src/data/image_*.cpp);
+# python3-torchvision: only the reference of the image-pipeline benchmark (bench/images/torchvision_pipeline.py).
 packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
+          libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev python3-torchvision
           dataset-fashion-mnist python3-protobuf python3-matplotlib
           slurmctld slurmd slurm-client munge iproute2 util-linux)
 

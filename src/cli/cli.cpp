@@ -25,6 +25,7 @@
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 #include "make_clicklog.hpp"
+#include "make_image_folder.hpp"
 #include "predict_command.hpp"
 
 namespace ringtrain::cli {
@@ -38,6 +39,7 @@ Usage:
   ringtrain eval  --config FILE --checkpoint CKPT [--set key=value]...
   ringtrain info  [--config FILE] [--set key=value]...
   ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
+  ringtrain make-image-folder --out DIR [--classes 2] [--per-class N] [--size HxW] [--format jpg|png|mixed] (--help)
   ringtrain predict --config FILE [--ranks 2,4,..] (--link 10gbit,5us | --measure) [--json FILE] [--straggler 0.05]
                     [--algorithm ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json]
   ringtrain --help | --help-config | --version
@@ -209,6 +211,7 @@ int exit_code_for(const std::exception& e) {
 
 int run(int argc, char** argv, int world_rank, int world_size) {
     if (argc > 1 && std::string(argv[1]) == "make-clicklog") return run_make_clicklog(argc, argv, world_size);
+    if (argc > 1 && std::string(argv[1]) == "make-image-folder") return run_make_image_folder(argc, argv, world_size);
     if (argc > 1 && std::string(argv[1]) == "predict") return run_predict(argc, argv, world_rank, world_size);
     Args args;
     try {
@@ -232,7 +235,7 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     if (args.command != "train" && args.command != "eval" && args.command != "info") {
         if (world_rank == 0)
-            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info, predict or make-clicklog (see --help)\n",
+            std::fprintf(stderr, "ringtrain: error: unknown command '%s'; use train, eval, info, predict, make-clicklog or make-image-folder (see --help)\n",
                      args.command.c_str());
         return 2;
     }

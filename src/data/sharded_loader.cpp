@@ -25,6 +25,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
+uint64_t augment_draw_key(uint64_t seed, int64_t epoch, int64_t index) {
+    // A different stream from the shuffle's (the added constant), one word per (epoch, sample).
+    return mix64(mix_seed(seed, static_cast<uint64_t>(epoch)) ^ mix64(static_cast<uint64_t>(index) + 0x2545F4914F6CDD1DULL));
+}
+
 ShardedLoader::ShardedLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), opt_(options) {
     check(opt_.world >= 1 && opt_.rank >= 0 && opt_.rank < opt_.world,
           "ShardedLoader: rank " + std::to_string(opt_.rank) + " is outside a world of " +
@@ -34,6 +39,9 @@ ShardedLoader::ShardedLoader(const Dataset& dataset, LoaderOptions options) : da
                          "); set a positive per-rank batch size");
     const int64_t n = dataset_.size();
     if (n < 1) throw InputError(dataset_.description() + ": holds no samples; check the data source");
+    // Decoding a batch of files takes milliseconds: the hand-over to the prefetch thread is always worth it, and a
+    // probe that measured "waited about a fill" (an input-bound run) would turn off the only overlap there is.
+    if (dataset_.reads_are_costly()) opt_.prefetch_probe_batches = 0;
     sample_shape_ = dataset_.sample_shape();
     sample_numel_ = shape_numel(sample_shape_);
     if (opt_.mode == LoaderMode::Train) {
@@ -194,11 +202,13 @@ void ShardedLoader::fill(int64_t step, Batch& b) const {
         for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) dataset_.will_read(idx ? idx[i] : first + i);
         for (int64_t i = begin; i < end; ++i) {
             if (i + kAhead < end) dataset_.will_read(idx ? idx[i + kAhead] : first + i + kAhead);
-            y[i] = dataset_.read(idx ? idx[i] : first + i, x + i * sample_numel_);
+            y[i] = idx ? dataset_.read_training(idx[i], x + i * sample_numel_, augment_draw_key(opt_.seed, epoch_, idx[i]))
+                       : dataset_.read(first + i, x + i * sample_numel_);
         }
     };
     constexpr int64_t kMinFloatsPerWorker = int64_t{1} << 20;
-    const int64_t workers = std::min<int64_t>({opt_.workers, n, n * sample_numel_ / kMinFloatsPerWorker});
+    const int64_t workers = std::min<int64_t>(
+        {opt_.workers, n, dataset_.reads_are_costly() ? n : n * sample_numel_ / kMinFloatsPerWorker});
     if (workers <= 1) return fill_range(0, n);
     // Contiguous shares; the calling thread takes the first. The first exception is rethrown after all joined.
     std::vector<std::thread> helpers;

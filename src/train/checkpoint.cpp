@@ -387,6 +387,17 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     return s;
 }
 
+void check_checkpoint_classes(const std::string& path, const json& extra, const std::vector<std::string>& classes) {
+    const auto it = extra.find("classes");
+    if (it == extra.end()) return;
+    const json ours = classes;
+    if (*it != ours)
+        throw InputError(path + ": written by a run on the classes " + it->dump() + ", this run's data has " +
+                         (classes.empty() ? std::string("no class names") : ours.dump()) +
+                         "; the model's outputs mean those classes: use the same class folders, or start a fresh run "
+                         "in another output.dir");
+}
+
 std::string checkpoint_file_name(int64_t global_step) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "ckpt-%09lld.bin", static_cast<long long>(global_step));

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 #include <sstream>
 
 #include "ringtrain/core/error.hpp"
@@ -29,6 +30,8 @@ std::string kind_name(Kind k) {
         case Kind::Bool: return "true or false";
         case Kind::String: return "a string";
         case Kind::IntArray: return "an array of integers";
+        case Kind::NumberArray: return "an array of numbers";
+        case Kind::NumberOrArray: return "a number or an array of numbers";
     }
     return "?";
 }
@@ -64,27 +67,37 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
             if (ok)
                 for (const auto& e : v) ok = ok && e.is_number_integer();
             break;
+        case Kind::NumberArray:
+        case Kind::NumberOrArray:
+            ok = (spec.kind == Kind::NumberOrArray && v.is_number()) || (v.is_array() && !v.empty());
+            if (ok && v.is_array())
+                for (const auto& e : v) ok = ok && e.is_number();
+            break;
     }
     if (!ok) throw InputError(where + ": expected " + kind_name(spec.kind) + ", got " + json_excerpt(v));
+    if (spec.length && v.is_array() && v.size() != spec.length)
+        throw InputError(where + ": expected " + std::to_string(spec.length) + " entries, got " + json_excerpt(v) +
+                         " (" + spec.doc + ")");
+    const bool integral = spec.kind == Kind::Int || spec.kind == Kind::IntArray;
     auto range_check = [&](const json& e) {
         // Integer keys are read as int64: an unsigned JSON number above its range would wrap (2^64-1 -> -1).
-        const bool past_int64 = spec.kind != Kind::Number && e.is_number_unsigned() &&
+        const bool past_int64 = integral && e.is_number_unsigned() &&
                                 e.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
         const double x = e.get<double>();
         if (past_int64 || (spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
             std::ostringstream os;
             os << where << ": " << json_excerpt(v) << " is out of range; allowed";
             if (spec.min) os << " >= " << *spec.min;
-            if (spec.min && (spec.max || spec.kind != Kind::Number)) os << " and";
+            if (spec.min && (spec.max || integral)) os << " and";
             if (spec.max)
                 os << " <= " << *spec.max;
-            else if (spec.kind != Kind::Number)
+            else if (integral)
                 os << " <= " << std::numeric_limits<int64_t>::max();
             throw InputError(os.str());
         }
     };
-    if (spec.kind == Kind::Int || spec.kind == Kind::Number) range_check(v);
-    if (spec.kind == Kind::IntArray)
+    if (v.is_number()) range_check(v);
+    if (v.is_array())
         for (const auto& e : v) range_check(e);
     if (spec.nonempty && v.get<std::string>().empty())
         throw InputError(where + ": must not be empty; give a path (" + spec.doc + ")");
@@ -126,12 +139,44 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
+// data.mean / data.std arrays and the image_folder keys. Arrays are per channel: their length must be the channel
+// count; IDX and CIFAR-10 normalise every pixel alike, so they take a number.
+void check_image_keys(const std::string& src, const DataPlan& d) {
+    const std::string format = to_string(d.format);
+    for (const auto& [key, v] : {std::pair<const char*, const PerChannel*>{"data.mean", &d.mean}, {"data.std", &d.stddev}}) {
+        if (v->scalar) continue;
+        if ((d.format == DataFormat::Idx || d.format == DataFormat::Cifar10) && v->values.size() != 1)
+            throw InputError(src + ": " + key + ": data.format '" + format + "' normalises every channel alike; give "
+                             "one number, not " + std::to_string(v->values.size()));
+        if (d.format == DataFormat::ImageFolder && static_cast<int>(v->values.size()) != d.channels)
+            throw InputError(src + ": " + key + ": " + std::to_string(v->values.size()) + " values for data.channels " +
+                             std::to_string(d.channels) + "; give one per channel (or one number for all)");
+    }
+    if (d.format != DataFormat::ImageFolder) return;
+    if (d.train_dir.empty())
+        throw InputError(src + ": data.train_dir: missing; data.format 'image_folder' reads a folder with one "
+                         "sub-folder of images per class");
+    if (d.test_dir.empty())
+        throw InputError(src + ": data.test_dir: missing; data.format 'image_folder' evaluates on a folder with the "
+                         "same class sub-folders");
+    if (d.image_size.at(0) < 1 || d.image_size.at(1) < 1)
+        throw InputError(src + ": data.image_size: missing; give [height, width], the model's input size (e.g. "
+                         "[64, 64])");
+    if (d.channels != 1 && d.channels != 3)
+        throw InputError(src + ": data.channels: " + std::to_string(d.channels) + " is not 1 (grey) or 3 (RGB)");
+    const double lo = d.augment_resized_crop.at(0), hi = d.augment_resized_crop.at(1);
+    if ((lo != 0.0 || hi != 0.0) && !(lo > 0.0 && lo <= hi))
+        throw InputError(src + ": data.augment.random_resized_crop: [" + json(lo).dump() + ", " + json(hi).dump() +
+                         "] is not [min_scale, max_scale] with 0 < min <= max <= 1 (or [0, 0] = off)");
+}
+
 // Keys that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse
 // path, whose optimizers are sgd, adagrad and ftrl; the dense path has no adagrad or ftrl. A key the other path
 // would silently ignore is refused, not dropped.
 void check_combinations(const std::string& src, const RunPlan& p) {
     const std::string format = to_string(p.data.format);
     const std::string opt = to_string(p.optimizer.name);
+    check_image_keys(src, p.data);
     if (!p.data.is_sparse()) {
         if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
             throw InputError(src + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
@@ -219,6 +264,10 @@ bool Config::is_null(const std::string& key) const { return lookup(doc_, key).is
 std::vector<int64_t> Config::integers(const std::string& key) const {
     return lookup(doc_, key).get<std::vector<int64_t>>();
 }
+std::vector<double> Config::numbers(const std::string& key) const {
+    return lookup(doc_, key).get<std::vector<double>>();
+}
+bool Config::is_array(const std::string& key) const { return lookup(doc_, key).is_array(); }
 
 std::string Config::model_path() const {
     const fs::path m = string("model");

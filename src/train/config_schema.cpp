@@ -28,14 +28,16 @@ KeyRows data_keys() {
         {"data.dir", {.kind = Kind::String, .fallback = "/usr/share/datasets/fashion-mnist",
           .doc = "idx: folder with the four IDX files (train-images-idx3-ubyte[.gz] ...); cifar10: folder with "
                  "data_batch_1..5.bin and test_batch.bin (the binary version)"}},
-        {"data.mean", {.kind = Kind::Number, .fallback = 0.0, .doc = "subtracted after scaling pixels to [0,1]"}},
-        {"data.std", {.kind = Kind::Number, .fallback = 1.0, .min = 1e-12,
-          .doc = "divides after subtracting the mean"}},
+        {"data.mean", {.kind = Kind::NumberOrArray, .fallback = 0.0,
+          .doc = "subtracted after scaling pixels to [0,1]: a number, or (image_folder) one per channel"}},
+        {"data.std", {.kind = Kind::NumberOrArray, .fallback = 1.0, .min = 1e-12,
+          .doc = "divides after subtracting the mean: a number, or (image_folder) one per channel"}},
         {"data.prefetch", {.kind = Kind::Bool, .fallback = true,
           .doc = "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than "
                   "train.threads), until 32 batches show that it hides under a quarter of the filling"}},
         {"data.workers", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 64,
-          .doc = "threads that fill each batch together (DataLoader's num_workers; batches of 1 M floats or more)"}},
+          .doc = "threads that fill each batch together (DataLoader's num_workers): image_folder decodes on this "
+                  "many threads; other formats split only batches of 1 M floats or more"}},
         {"data.synthetic_train_size", {.kind = Kind::Int, .fallback = 8192, .min = 1,
           .doc = "synthetic: training samples"}},
         {"data.synthetic_test_size", {.kind = Kind::Int, .fallback = 2048, .min = 1, .doc = "synthetic: test samples"}},
@@ -59,7 +61,27 @@ KeyRows data_keys() {
         {"data.shuffle_buffer", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = int64_t{1} << 26,
           .doc = "libsvm/criteo: rows shuffled in memory (0 = file order)"}},
         {"data.cache", {.kind = Kind::Bool, .fallback = false,
-          .doc = "libsvm/criteo: keep each rank's parsed share in memory after the first epoch (small files)"}},
+          .doc = "libsvm/criteo: keep each rank's parsed share in memory after the first epoch (small files); "
+                  "image_folder: keep decoded, resized 8-bit images in memory (its size is reported)"}},
+        {"data.train_dir", {.kind = Kind::String, .fallback = "",
+          .doc = "image_folder: the training images, one sub-folder per class (classes = sorted folder names)"}},
+        {"data.test_dir", {.kind = Kind::String, .fallback = "",
+          .doc = "image_folder: the test images, sub-folders named as the training classes"}},
+        {"data.image_size", {.kind = Kind::IntArray, .fallback = json::array({0, 0}), .min = 0, .max = 16384,
+          .length = 2, .doc = "image_folder: [height, width] every image is resized to (the model's input)"}},
+        {"data.channels", {.kind = Kind::Int, .fallback = 3, .min = 1, .max = 3,
+          .doc = "image_folder: 3 (RGB; grey files are replicated) or 1 (grey; colour files are converted)"}},
+        {"data.augment.random_crop_padding", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = 4096,
+          .doc = "image_folder, training: pad by this many zero pixels on every side, crop back at a random place"}},
+        {"data.augment.hflip", {.kind = Kind::Bool, .fallback = false,
+          .doc = "image_folder, training: mirror left-right with probability 1/2"}},
+        {"data.augment.random_resized_crop", {.kind = Kind::NumberArray, .fallback = json::array({0.0, 0.0}),
+          .min = 0.0, .max = 1.0, .length = 2,
+          .doc = "image_folder, training: [min_scale, max_scale] of torchvision's RandomResizedCrop (area "
+                  "fraction, aspect 3/4..4/3); [0, 0] = off"}},
+        {"data.skip_bad_files", {.kind = Kind::Bool, .fallback = false,
+          .doc = "image_folder: false = a corrupt or unreadable image stops the run (exit 2, naming it); true = "
+                  "the ranks check every file at start-up and all skip the same bad ones (counted, reported once)"}},
     };
 }
 

@@ -11,7 +11,8 @@
 
 namespace ringtrain::train::detail {
 
-enum class Kind { Int, Number, Bool, String, IntArray };
+// NumberOrArray: one number, or an array of numbers (per-channel values such as data.mean).
+enum class Kind { Int, Number, Bool, String, IntArray, NumberArray, NumberOrArray };
 
 // A schema row, written with designated initialisers; every member has a default so a row names only what it sets.
 struct KeySpec {
@@ -21,6 +22,7 @@ struct KeySpec {
     std::vector<std::string> choices = {};  // allowed spellings (from the RunPlan enum the key parses into)
     bool nullable = false;
     bool nonempty = false;  // strings: "" is refused (e.g. an output folder of "" would mean the current one, or /)
+    size_t length = 0;      // arrays: the exact number of entries (0 = any)
     const char* doc = "";
 };
 

@@ -2,8 +2,12 @@
 // options for each, built once.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/tensor.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/sharded_loader.hpp"
@@ -13,9 +17,25 @@ namespace ringtrain::train::detail {
 
 struct Datasets {
     std::unique_ptr<data::Dataset> train, test;
+    // image_folder with data.skip_bad_files: the files this rank found undecodable in its share of each split
+    // (indices into the split as scanned), until settle_bad_files; then every rank's, as paths.
+    std::vector<int64_t> bad_train, bad_test;
+    std::string first_bad_reason;  // this rank's first, for the report
+    std::vector<std::string> skipped;  // after settle_bad_files: the files every rank left out (training, then test)
 };
 
-Datasets make_datasets(const RunPlan& plan);
+// Reads the data the plan names. image_folder with data.skip_bad_files: rank `rank` of `world` also decodes its
+// share of both splits' files (on data.workers threads) and records the ones that fail; nothing is dropped yet.
+Datasets make_datasets(const RunPlan& plan, int rank = 0, int world = 1);
+
+// Collective (image_folder with data.skip_bad_files; otherwise it returns at once): every rank's bad files are
+// gathered and every rank drops the same ones before any loader is built, so the ranks keep one numbering of the
+// samples; rank 0 reports them once on stderr.
+void settle_bad_files(Datasets& data, const RunPlan& plan, comm::Communicator& comm);
+
+// image_folder: the model file's declared input must be {data.channels, H, W} of data.image_size (InputError naming
+// both). Other formats: nothing to check.
+void check_image_input(const RunPlan& plan, const std::string& model_path);
 
 // Train mode: train.batch_size, shuffled by train.seed; Eval mode: train.eval_batch_size. Both: this rank's
 // share, data.workers, and data.prefetch where it can pay on `device` (see datasets.cpp).

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/image_folder.hpp"
 
 namespace ringtrain::train::detail {
 
@@ -128,6 +129,14 @@ std::vector<MemoryPart> estimate_memory(const RunPlan& plan, const Datasets& dat
     if (plan.data.format == DataFormat::Idx || plan.data.format == DataFormat::Cifar10)
         data_bytes += double(data.train->size()) * double(shape_numel(data.train->sample_shape())) +
                       double(data.test->size()) * double(shape_numel(data.test->sample_shape()));
+    // image_folder with data.cache: each rank may come to hold every image of both splits at the stored size.
+    double cache_bytes = 0;
+    for (const data::Dataset* split : {data.train.get(), data.test.get()})
+        if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split))
+            cache_bytes += double(folder->cache_bytes_when_full());
+    if (cache_bytes > 0)
+        parts.push_back({.what = "decoded-image cache", .key = "data.cache", .hint = "set it to false",
+                         .bytes = cache_bytes});
     const bool synthetic = plan.data.format == DataFormat::Synthetic;
     parts.push_back({.what = "data set", .key = synthetic ? "data.synthetic_train_size" : "data.dir",
                      .hint = synthetic ? "lower it" : "use a smaller data set", .bytes = data_bytes});
@@ -156,7 +165,9 @@ void preflight(const TrainerParts& parts) {
     const std::string model_path = parts.config.model_path();
     const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());
     check_splits(parts.data, model, model_path,
-                 parts.plan.data.format == DataFormat::Synthetic ? "data.synthetic_classes" : "data.dir");
+                 parts.plan.data.format == DataFormat::Synthetic     ? "data.synthetic_classes"
+                 : parts.plan.data.format == DataFormat::ImageFolder ? "data.train_dir"
+                                                                     : "data.dir");
     const int local_ranks = std::max(1, parts.comm.local_size());
     const std::string share = local_ranks == 1 ? std::string("this host")
                                                : "each of this host's " + std::to_string(local_ranks) + " ranks";

@@ -37,6 +37,14 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("data.criteo_integers", p.data.criteo_integers);
     visit("data.shuffle_buffer", p.data.shuffle_buffer);
     visit("data.cache", p.data.cache);
+    visit("data.train_dir", p.data.train_dir);
+    visit("data.test_dir", p.data.test_dir);
+    visit("data.image_size", p.data.image_size);
+    visit("data.channels", p.data.channels);
+    visit("data.augment.random_crop_padding", p.data.augment_crop_padding);
+    visit("data.augment.hflip", p.data.augment_hflip);
+    visit("data.augment.random_resized_crop", p.data.augment_resized_crop);
+    visit("data.skip_bad_files", p.data.skip_bad_files);
 
     visit("train.batch_size", p.train.batch_size);
     visit("train.epochs", p.train.epochs);
@@ -105,6 +113,11 @@ void read(const Config& c, const std::string& key, int64_t& v) { v = c.integer(k
 void read(const Config& c, const std::string& key, int& v) { v = static_cast<int>(c.integer(key)); }
 void read(const Config& c, const std::string& key, uint64_t& v) { v = static_cast<uint64_t>(c.integer(key)); }
 void read(const Config& c, const std::string& key, std::vector<int64_t>& v) { v = c.integers(key); }
+void read(const Config& c, const std::string& key, std::vector<double>& v) { v = c.numbers(key); }
+void read(const Config& c, const std::string& key, PerChannel& v) {
+    v.scalar = !c.is_array(key);
+    v.values = v.scalar ? std::vector<double>{c.number(key)} : c.numbers(key);
+}
 
 void read(const Config& c, const std::string& key, std::optional<double>& v) {
     v = c.is_null(key) ? std::nullopt : std::optional<double>(c.number(key));
@@ -137,6 +150,8 @@ json canonical(const T& v) {
 
 json canonical(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
+json canonical(const PerChannel& v) { return v.scalar ? json(v.values.at(0)) : json(v.values); }
+
 template <SpelledEnum E>
 json canonical(const E& v) {
     return to_string(v);
@@ -152,6 +167,11 @@ json canonical(const ResumeFrom& v) {
 }
 
 }  // namespace
+
+std::vector<float> PerChannel::for_channels(int channels) const {
+    if (scalar) return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(values.at(0)));
+    return std::vector<float>(values.begin(), values.end());
+}
 
 double OptimizerPlan::resolved_eps() const { return eps.value_or(name == OptimizerName::Adadelta ? 1e-6 : 1e-8); }
 

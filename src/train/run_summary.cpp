@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ringtrain/data/image_folder.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
@@ -178,6 +179,17 @@ json TrainingRun::write_summary() {
         {"data", p.data.train->description()},
         {"data_prefetch", loader_.prefetch_note()},
     };
+    // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
+    // left out on every rank.
+    const auto classes = p.data.train->class_names();
+    summary["classes"] = classes.empty() ? json(nullptr) : json(classes);
+    if (plan_.data.skip_bad_files && plan_.data.format == DataFormat::ImageFolder) summary["skipped_files"] = p.data.skipped;
+    if (plan_.data.cache && plan_.data.format == DataFormat::ImageFolder) {
+        double held = 0;  // this rank's decoded-image cache, both splits
+        for (const data::Dataset* split : {p.data.train.get(), p.data.test.get()})
+            if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split)) held += double(folder->cache_bytes());
+        summary["data_cache_mb"] = held / 1048576.0;
+    }
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);

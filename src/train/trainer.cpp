@@ -47,7 +47,8 @@ void TrainerParts::build_locally() {
         throw InputError(std::string("sync.compression: ") + to_string(plan.sync.compression) +
                          " with sync.backend nccl needs the model on a GPU (device: cuda); use none, or the ring or "
                          "mpi backend");
-    data = make_datasets(plan);
+    check_image_input(plan, config.model_path());
+    data = make_datasets(plan, rank, world);
     train_loader = loader_options(plan, data::LoaderMode::Train, rank, world, device);
     eval_loader = loader_options(plan, data::LoaderMode::Eval, rank, world, device);
     preflight(*this);  // output folder, both splits against the model, memory: before anything is built or written
@@ -118,6 +119,7 @@ void TrainerParts::build_optimizer() {
 }
 
 void TrainerParts::build_collectively() {
+    settle_bad_files(data, plan, comm);  // before any loader numbers the samples
     // Every rank has built the same model (agree_across_ranks): all start from rank 0's values.
     sync::broadcast_from_root(comm, model->parameters(), opt->state());
     timeline = std::make_unique<telemetry::Timeline>(plan.output.timeline, rank, !plan.output.timeline.empty());
@@ -233,7 +235,8 @@ json Trainer::train() {
 }
 
 json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
-    load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
+    const LoopState at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
+    check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
     json r = parts_->evaluate();
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;

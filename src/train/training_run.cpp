@@ -122,6 +122,7 @@ void TrainingRun::load_resume_checkpoint() {
 // or repeat samples.
 void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
     LoopState at = load_checkpoint(path, parts_.model->checkpoint_tensors(), parts_.opt.get());
+    check_checkpoint_classes(path, at.extra, parts_.data.train->class_names());
     if (at.world_size != parts_.world)
         throw InputError(path + ": written by a " + std::to_string(at.world_size) + "-rank run, this run has " +
                          std::to_string(parts_.world) + "; a changed world size would skip or repeat samples and "
@@ -368,6 +369,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     full.steps_per_epoch = steps_per_epoch_;
     full.world_size = p.world;
     full.extra = {{"config", p.config.document()}};
+    if (const auto classes = p.data.train->class_names(); !classes.empty()) full.extra["classes"] = classes;
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->checkpoint_tensors(), p.opt.get(), full);

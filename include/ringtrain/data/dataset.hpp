@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/tensor.hpp"
 
@@ -19,6 +20,18 @@ public:
     // Writes sample `index` (shape_numel(sample_shape()) floats) to x and returns its label.
     // Must be safe to call from the prefetch thread while other threads call it too.
     virtual float read(int64_t index, float* x) const = 0;
+    // A training read: as read(), with `draw_key` seeding the sample's random augmentation. The loader derives the
+    // key from the run seed, the epoch and the sample index (augment_draw_key), so a sample's draw does not depend on
+    // which rank, worker thread or restart reads it. Readers without augmentation ignore it.
+    virtual float read_training(int64_t index, float* x, uint64_t draw_key) const {
+        (void)draw_key;
+        return read(index, x);
+    }
+    // Whether one read costs enough (decoding a file) that the loader should split every batch over its workers and
+    // always prefetch, however small the batch. In-memory readers: false.
+    virtual bool reads_are_costly() const { return false; }
+    // The name of each label, where the data set has names (image folders: the class sub-folders); else empty.
+    virtual std::vector<std::string> class_names() const { return {}; }
     // A hint that read(index) comes soon (the loader gives it a few samples ahead): in-memory readers can start
     // fetching the sample's bytes into cache. Shuffled reads are otherwise a string of cache misses.
     virtual void will_read(int64_t index) const {}

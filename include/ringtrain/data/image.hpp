@@ -36,12 +36,18 @@ public:
 // Decodes `bytes` (the content of the file `name`, used in errors) to `channels` (1 or 3): grey is replicated to
 // RGB; RGB becomes grey with the ITU-R 601 luma weights (PIL's convert("L")); alpha is dropped; 16-bit PNG is
 // reduced to 8 bits. For JPEG with min_height and min_width > 0, libjpeg-turbo's DCT scaling decodes at the
-// smallest scale M/8 that keeps both sides >= the minimum, so a 4000-pixel photo for a 224x224 model decodes a
-// fraction of its pixels. The decoded type is sniffed from the bytes (a .jpg that is a PNG still decodes).
+// smallest scale 1/2, 1/4 or 1/8 (those with SIMD IDCTs) that keeps both sides >= the minimum, so a 4000-pixel
+// photo for a 224x224 model decodes a fraction of its pixels. The decoded type is sniffed from the bytes (a .jpg that is a PNG still decodes).
 Image decode_image(std::span<const uint8_t> bytes, std::string_view name, int channels, int min_height = 0,
                    int min_width = 0);
 // Reads the file and decodes it as above.
 Image decode_image_file(const std::string& path, int channels, int min_height = 0, int min_width = 0);
+// As decode_image, into `out`, whose pixel buffer is reused: a worker that decodes image after image into one Image
+// allocates only when a picture is larger than any before.
+void decode_image_into(std::span<const uint8_t> bytes, std::string_view name, int channels, int min_height,
+                       int min_width, Image& out);
+// Reads the whole file into `bytes` (reusing its capacity); ImageDecodeError naming the file when it cannot be read.
+void read_image_file(const std::string& path, std::vector<uint8_t>& bytes);
 
 // Encoders, for test data, the demo-folder script and benchmarks.
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);

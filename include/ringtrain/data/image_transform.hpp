@@ -4,6 +4,9 @@
 // whatever the number of workers.
 #pragma once
 
+#include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "ringtrain/core/rng.hpp"
@@ -33,9 +36,39 @@ struct ImageTransformOptions {
     ImageAugment augment;           // applied only when transform_image gets an rng
 };
 
+// A rectangle of an image: rows top..top+height, columns left..left+width.
+struct CropBox {
+    int top = 0;
+    int left = 0;
+    int height = 0;
+    int width = 0;
+};
+
+// torchvision's RandomResizedCrop.get_params on an image of height x width: up to 10 tries of an area fraction
+// uniform in [min_scale, max_scale] and an aspect ratio log-uniform in [3/4, 4/3] (draws: uniform() for the area,
+// uniform() for the log-ratio, then below() for the top and the left of a box that fits); when no try fits, the
+// centre crop of the largest box with a ratio clamped to [3/4, 4/3].
+CropBox random_resized_crop_box(int height, int width, float min_scale, float max_scale, Rng& rng);
+
 // Writes channels * height * width floats (CHW, (pixel/255 - mean[c]) / stddev[c]) to out. `image` must have
 // options.channels channels. With rng == nullptr (evaluation): resize to the target size. With an rng
-// (training): random_resized_crop (or plain resize), then pad-and-crop, then hflip, drawing in that order.
+// (training): random_resized_crop (or plain resize), then pad-and-crop, then hflip, drawing in that order
+// (random_resized_crop_box; the pad offsets top then left, each rng.below(2P + 1); the flip, rng.uniform() < 0.5).
+// Resize, crop, pad, flip and normalisation run fused, row by row, into `out` (the resized pixels are rounded to
+// 8 bits on the way, as torchvision's PIL path does); a worker thread allocates nothing per sample.
 void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out);
+
+// One sample from the bytes of an image file: what a worker of the image-folder reader runs. The same draws, in the
+// same order, as decode_image + transform_image, and the same picture up to resampling, but faster:
+// - without a random resized crop (evaluation, or plain resize), a JPEG decodes at the DCT scale that keeps it
+//   >= the target size (decode_image's min_height/min_width), then transform_image;
+// - with one, the crop box is drawn on the full-resolution size from the JPEG header, and only that box is decoded,
+//   at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it >= the target size: a small crop keeps full detail (as
+//   torchvision's crop of the full picture), a large one decodes a fraction of the pixels. The whole file is still
+//   entropy-decoded, so a truncated or corrupt JPEG is an error whatever the crop;
+// - other formats: decode_image + transform_image.
+// `scratch` holds the decoded pixels between calls (no allocation per sample once it has grown).
+void decode_transform_image(std::span<const uint8_t> bytes, std::string_view name, const ImageTransformOptions& options,
+                            Rng* rng, Image& scratch, float* out);
 
 }  // namespace ringtrain::data

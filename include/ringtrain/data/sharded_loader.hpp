@@ -26,6 +26,11 @@ struct Batch {
 
 enum class LoaderMode { Train, Eval };
 
+// The seed of sample `index`'s random augmentation in epoch `epoch` of a run seeded with `seed` (Train mode passes it
+// to Dataset::read_training): a pure function of the three, so batches are the same with any number of workers or
+// ranks, and a resumed run draws what the uninterrupted one would have.
+uint64_t augment_draw_key(uint64_t seed, int64_t epoch, int64_t index);
+
 struct LoaderOptions {
     int64_t batch_size = 64;  // per rank
     uint64_t seed = 0;
@@ -43,8 +48,9 @@ struct LoaderOptions {
     int64_t prefetch_probe_batches = 32;
     // Threads that fill one batch together, each a contiguous share of its samples (PyTorch DataLoader's
     // num_workers, for inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224
-    // images feeding a GPU). Batches under ~1 M floats are filled by one thread whatever this says: starting
-    // threads would cost more than it saves. Dataset::read must be safe to call concurrently (all ours are).
+    // images feeding a GPU). Batches under ~1 M floats are filled by one thread whatever this says (starting
+    // threads would cost more than it saves), unless the data set's reads are costly (decoding image files).
+    // Dataset::read must be safe to call concurrently (all ours are).
     int workers = 1;
 };
 

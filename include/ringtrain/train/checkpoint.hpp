@@ -49,6 +49,12 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
 LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
                           optim::Optimizer* opt);
 
+// A checkpoint of a run on named classes (an image folder) records them in extra["classes"]; a run that resumes
+// or evaluates it must have the same names in the same order (InputError naming both lists). A checkpoint without
+// names (IDX, CIFAR-10, synthetic data) is not checked.
+void check_checkpoint_classes(const std::string& path, const nlohmann::json& extra,
+                              const std::vector<std::string>& classes);
+
 // Checkpoint folder management: "ckpt-<global step>.bin" files plus a "latest" pointer.
 std::string checkpoint_file_name(int64_t global_step);
 // The global step in a checkpoint_file_name, or -1 when `name` is not one.

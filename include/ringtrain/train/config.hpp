@@ -31,6 +31,8 @@ public:
     std::string string(const std::string& key) const;
     bool is_null(const std::string& key) const;
     std::vector<int64_t> integers(const std::string& key) const;
+    std::vector<double> numbers(const std::string& key) const;  // an array of numbers
+    bool is_array(const std::string& key) const;
 
     // The full document with defaults filled (written into summaries and checkpoints).
     const nlohmann::json& document() const { return doc_; }

@@ -17,7 +17,7 @@ namespace ringtrain::train {
 class Config;
 
 enum class DeviceChoice { Auto, Cpu, Cuda };
-enum class DataFormat { Idx, Synthetic, Libsvm, Criteo, Cifar10 };
+enum class DataFormat { Idx, Synthetic, Libsvm, Criteo, Cifar10, ImageFolder };
 enum class CriteoIntegerTransform { Log2, Hash };
 enum class OptimizerName { Sgd, Adam, Adadelta, Adagrad, Ftrl };
 enum class LrScaling { Linear, Sqrt, None };
@@ -42,7 +42,8 @@ struct Spelling<DataFormat> {
                                                                    {DataFormat::Synthetic, "synthetic"},
                                                                    {DataFormat::Libsvm, "libsvm"},
                                                                    {DataFormat::Criteo, "criteo"},
-                                                                   {DataFormat::Cifar10, "cifar10"}};
+                                                                   {DataFormat::Cifar10, "cifar10"},
+                                                                   {DataFormat::ImageFolder, "image_folder"}};
 };
 template <>
 struct Spelling<OptimizerName> {
@@ -111,10 +112,18 @@ std::vector<std::string> spellings() {
     return v;
 }
 
+// data.mean / data.std: one number for every channel, or one value per channel (image_folder).
+struct PerChannel {
+    std::vector<double> values;
+    bool scalar = true;  // written as a number (values holds it once)
+    // The value for each of `channels` channels (a number repeated; an array as it is).
+    std::vector<float> for_channels(int channels) const;
+};
+
 struct DataPlan {
     DataFormat format = DataFormat::Idx;
     std::string dir;
-    double mean = 0, stddev = 1;  // data.mean, data.std
+    PerChannel mean{{0.0}}, stddev{{1.0}};  // data.mean, data.std
     bool prefetch = true;
     int workers = 1;
     int64_t synthetic_train_size = 0, synthetic_test_size = 0;
@@ -127,7 +136,16 @@ struct DataPlan {
     int hash_bits = 20;        // criteo: (column, value) pairs hash into 2^hash_bits features
     CriteoIntegerTransform criteo_integers = CriteoIntegerTransform::Log2;
     int64_t shuffle_buffer = 0;  // rows shuffled in memory (0 = file order)
-    bool cache = false;          // keep each rank's parsed share in memory after the first pass
+    bool cache = false;          // keep each rank's parsed share in memory after the first pass (image_folder: the
+                                 // decoded, resized images)
+    // image_folder: one sub-folder per class in each split.
+    std::string train_dir, test_dir;
+    std::vector<int64_t> image_size{0, 0};  // [H, W]
+    int channels = 3;
+    int augment_crop_padding = 0;                       // data.augment.random_crop_padding
+    bool augment_hflip = false;                         // data.augment.hflip
+    std::vector<double> augment_resized_crop{0.0, 0.0};  // data.augment.random_resized_crop: [min, max], 0 = off
+    bool skip_bad_files = false;
 
     // libsvm or criteo: the run takes the sparse path (SparseTrainer), whose model is one sparse_linear layer.
     bool is_sparse() const { return format == DataFormat::Libsvm || format == DataFormat::Criteo; }

@@ -1,0 +1,94 @@
+// Scanning an image folder: classes and files in a fixed order (sorted), so every rank and every run numbers the
+// samples alike, whatever order the file system lists them in.
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/data/image_folder.hpp"
+
+namespace ringtrain::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool hidden(const fs::path& p) {
+    const std::string name = p.filename().string();
+    return !name.empty() && name[0] == '.';
+}
+
+// The image files below `dir` (recursively, following links to folders), sorted by path.
+std::vector<std::string> images_below(const fs::path& dir, const std::string& key) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
+    if (ec) throw InputError(key + ": cannot read the folder '" + dir.string() + "': " + ec.message());
+    for (; it != end; it.increment(ec)) {
+        if (ec) throw InputError(key + ": cannot read the folder '" + dir.string() + "': " + ec.message());
+        const fs::path& p = it->path();
+        if (hidden(p)) {
+            if (it->is_directory(ec)) it.disable_recursion_pending();
+            continue;
+        }
+        if (it->is_regular_file(ec) && image_type_of(p.filename().string())) files.push_back(p.string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+}  // namespace
+
+ImageFolderListing scan_image_folder(const std::string& root, const std::string& key) {
+    ImageFolderListing l;
+    l.root = root;
+    std::error_code ec;
+    if (!fs::exists(root, ec))
+        throw InputError(key + ": the folder '" + root + "' does not exist; give a folder with one sub-folder of "
+                         "images per class");
+    if (!fs::is_directory(root, ec))
+        throw InputError(key + ": '" + root + "' is not a folder; give a folder with one sub-folder of images per class");
+    std::vector<fs::path> class_dirs;
+    fs::directory_iterator it(root, ec), end;
+    if (ec) throw InputError(key + ": cannot read the folder '" + root + "': " + ec.message());
+    for (; it != end; it.increment(ec)) {
+        if (ec) throw InputError(key + ": cannot read the folder '" + root + "': " + ec.message());
+        if (!hidden(it->path()) && it->is_directory(ec)) class_dirs.push_back(it->path());
+    }
+    if (class_dirs.empty())
+        throw InputError(key + ": the folder '" + root + "' has no class sub-folders (and so no image); put each "
+                         "class's images in a sub-folder named after it");
+    // torchvision's rule: classes are the sub-folder names in sorted order, labels their positions.
+    std::sort(class_dirs.begin(), class_dirs.end(),
+              [](const fs::path& a, const fs::path& b) { return a.filename().string() < b.filename().string(); });
+    for (const fs::path& dir : class_dirs) {
+        std::vector<std::string> files = images_below(dir, key);
+        if (files.empty())
+            throw InputError(key + ": the class folder '" + dir.string() + "' holds no image (.jpg .jpeg .png .ppm "
+                             ".pgm .bmp); add images or remove the folder");
+        const auto label = static_cast<int32_t>(l.classes.size());
+        l.classes.push_back(dir.filename().string());
+        l.labels.insert(l.labels.end(), files.size(), label);
+        l.files.insert(l.files.end(), std::make_move_iterator(files.begin()), std::make_move_iterator(files.end()));
+    }
+    return l;
+}
+
+ImageFolderListing scan_image_folder(const std::string& root, const std::string& key,
+                                     const std::vector<std::string>& train_classes, const std::string& train_root) {
+    ImageFolderListing l = scan_image_folder(root, key);
+    std::vector<int32_t> to_train(l.classes.size());
+    for (size_t c = 0; c < l.classes.size(); ++c) {
+        const auto at = std::find(train_classes.begin(), train_classes.end(), l.classes[c]);
+        if (at == train_classes.end())
+            throw InputError(key + ": the class folder '" + (fs::path(root) / l.classes[c]).string() +
+                             "' has no counterpart in the training folder '" + train_root +
+                             "'; the test classes must be training classes (rename or remove it)");
+        to_train[c] = static_cast<int32_t>(at - train_classes.begin());
+    }
+    for (int32_t& label : l.labels) label = to_train[static_cast<size_t>(label)];
+    l.classes = train_classes;
+    return l;
+}
+
+}  // namespace ringtrain::data

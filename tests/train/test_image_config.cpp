@@ -1,0 +1,96 @@
+// The image_folder keys in the config and the run plan: per-channel data.mean / data.std (a number still works),
+// image_size, channels, the data.augment section, and the checks that need several keys at once.
+#include <catch2/catch.hpp>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/config.hpp"
+
+using namespace ringtrain::train;
+using nlohmann::json;
+using Catch::Contains;
+
+namespace {
+
+const json kFolder = {{"model", "models/quality_cnn.json"},
+                      {"data",
+                       {{"format", "image_folder"},
+                        {"train_dir", "photos/train"},
+                        {"test_dir", "photos/test"},
+                        {"image_size", {64, 48}},
+                        {"mean", {0.485, 0.456, 0.406}},
+                        {"std", {0.229, 0.224, 0.225}},
+                        {"augment", {{"hflip", true}, {"random_crop_padding", 4}, {"random_resized_crop", {0.08, 1}}}},
+                        {"skip_bad_files", true},
+                        {"cache", true},
+                        {"workers", 4}}}};
+
+}  // namespace
+
+TEST_CASE("image_folder keys parse into the plan; arrays stay arrays in the canonical form", "[train][config][image]") {
+    const Config c = Config::from_json(kFolder, "test");
+    const DataPlan& d = c.plan().data;
+    CHECK(d.format == DataFormat::ImageFolder);
+    CHECK(d.train_dir == "photos/train");
+    CHECK(d.test_dir == "photos/test");
+    CHECK(d.image_size == std::vector<int64_t>{64, 48});
+    CHECK(d.channels == 3);
+    CHECK_FALSE(d.mean.scalar);
+    CHECK(d.mean.for_channels(3) == std::vector<float>{0.485f, 0.456f, 0.406f});
+    CHECK(d.stddev.values == std::vector<double>{0.229, 0.224, 0.225});
+    CHECK(d.augment_hflip);
+    CHECK(d.augment_crop_padding == 4);
+    CHECK(d.augment_resized_crop == std::vector<double>{0.08, 1.0});
+    CHECK(d.skip_bad_files);
+    CHECK(d.cache);
+    CHECK(c.plan().to_json() == c.document());
+    CHECK(c.plan().to_json()["data"]["mean"].is_array());
+    // Off by default.
+    json plain = kFolder;
+    plain["data"].erase("augment");
+    plain["data"].erase("skip_bad_files");
+    const Config off = Config::from_json(plain, "test");
+    const DataPlan& p = off.plan().data;
+    CHECK_FALSE(p.augment_hflip);
+    CHECK(p.augment_crop_padding == 0);
+    CHECK(p.augment_resized_crop == std::vector<double>{0.0, 0.0});
+    CHECK_FALSE(p.skip_bad_files);
+}
+
+TEST_CASE("a number for data.mean / data.std is every channel's, and stays a number", "[train][config][image]") {
+    const Config c = Config::from_json(kFolder, "test", {"data.mean=0.5", "data.std=0.25"});
+    CHECK(c.plan().data.mean.scalar);
+    CHECK(c.plan().data.mean.for_channels(3) == std::vector<float>{0.5f, 0.5f, 0.5f});
+    CHECK(c.plan().data.stddev.for_channels(1) == std::vector<float>{0.25f});
+    CHECK(c.plan().to_json()["data"]["mean"] == 0.5);
+    // IDX keeps its number; a one-entry array is the same value.
+    const json idx = {{"model", "models/lenet5.json"}, {"data", {{"format", "idx"}, {"mean", 0.2860}}}};
+    CHECK(Config::from_json(idx, "test").plan().data.mean.values == std::vector<double>{0.2860});
+    CHECK(Config::from_json(idx, "test", {"data.mean=[0.3]"}).plan().data.mean.for_channels(1) ==
+          std::vector<float>{0.3f});
+    // Grey folders take one value per channel too.
+    CHECK(Config::from_json(kFolder, "test", {"data.channels=1", "data.mean=[0.4]", "data.std=[0.2]"})
+              .plan()
+              .data.channels == 1);
+}
+
+TEST_CASE("image_folder key errors name the key", "[train][config][image]") {
+    auto error = [](std::vector<std::string> sets) {
+        try {
+            Config::from_json(kFolder, "test", sets);
+        } catch (const ringtrain::InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    CHECK_THAT(error({"data.channels=1"}), Contains("data.mean: 3 values for data.channels 1"));
+    CHECK_THAT(error({"data.std=[1,2]"}), Contains("data.std: 2 values for data.channels 3"));
+    CHECK_THAT(error({"data.test_dir="}), Contains("data.test_dir: missing"));
+    CHECK_THAT(error({"data.image_size=[64,0]"}), Contains("data.image_size: missing"));
+    CHECK_THAT(error({"data.image_size=[1,2,3]"}), Contains("data.image_size: expected 2 entries"));
+    CHECK_THAT(error({"data.augment.random_resized_crop=[0,0.5]"}), Contains("data.augment.random_resized_crop:"));
+    CHECK_THAT(error({"data.augment.random_resized_crop=0.5"}), Contains("expected an array of numbers"));
+    CHECK_THAT(error({"data.augment.hflip=1"}), Contains("data.augment.hflip: expected true or false"));
+    CHECK_THAT(error({"data.mean=[]"}), Contains("data.mean: expected a number or an array of numbers"));
+    CHECK_THAT(error({"data.mean=[0.5,\"a\",0.5]"}), Contains("data.mean: expected a number or an array of numbers"));
+    CHECK(error({"data.augment.random_resized_crop=[0,0]"}) == "no error");  // off
+}

@@ -1,0 +1,146 @@
+// data.format image_folder through the binary: folders written by `ringtrain make-image-folder`, a tiny CNN that
+// learns them, the class list in summary.json and checkpoints (a resume or eval on other classes is refused), and
+// data.skip_bad_files at 2 ranks (the same files skipped on both, reported once) and off (the first bad file stops
+// the run naming it).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+
+#include "fixtures.hpp"
+
+using namespace rt_test;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// conv8 -> pool -> conv16 -> pool -> global average -> one logit, on 3x16x16.
+const char* kStripesCnn = R"({
+  "name": "stripes_cnn", "input": [3, 16, 16],
+  "layers": [
+    {"type": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1}, {"type": "relu"},
+    {"type": "maxpool2d", "kernel": 2},
+    {"type": "conv2d", "out_channels": 16, "kernel": 3, "padding": 1}, {"type": "relu"},
+    {"type": "maxpool2d", "kernel": 2},
+    {"type": "global_avgpool"},
+    {"type": "linear", "out_features": 1}
+  ],
+  "loss": "sigmoid_bce"
+})";
+
+std::string folder_config(const std::string& dir, const std::string& extra_data = "") {
+    return R"({"model": ")" + dir + R"(/cnn.json",
+  "data": {"format": "image_folder", "train_dir": ")" + dir + R"(/train", "test_dir": ")" + dir + R"(/test",
+           "image_size": [16, 16], "channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25],
+           "augment": {"hflip": true, "random_crop_padding": 2}, "workers": 2)" + extra_data + R"(},
+  "train": {"batch_size": 16, "epochs": 4, "seed": 3, "log_every_steps": 10},
+  "optimizer": {"name": "adam", "lr": 0.01},
+  "checkpoint": {"every_epochs": 1},
+  "output": {"dir": ")" + dir + R"(/out", "progress": "none"}})";
+}
+
+// A 2-class folder pair (train: 2 x per_class, test: 2 x 40) made by the binary.
+void make_folders(const std::string& dir, int per_class) {
+    for (const auto& [split, n, seed] : {std::tuple{"train", per_class, 1}, std::tuple{"test", 40, 2}}) {
+        const auto r = run_command(binary() + " make-image-folder --out " + dir + "/" + split + " --per-class " +
+                                   std::to_string(n) + " --size 16x16 --format mixed --seed " + std::to_string(seed));
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+    }
+    write_file(dir + "/cnn.json", kStripesCnn);
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("a tiny CNN learns a generated 2-class image folder; the classes go into summary and checkpoints",
+          "[train][image]") {
+    const std::string dir = temp_dir("image_folder_run");
+    make_folders(dir, 96);
+    write_file(dir + "/c.json", folder_config(dir));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto s = read_json(dir + "/out/summary.json");
+    // Horizontal vs vertical stripes of random colours: 4 epochs of 12 steps reach >= 0.9 (measured 0.97-1.0).
+    CHECK(s["test_accuracy"].get<double>() >= 0.9);
+    CHECK(s["classes"] == nlohmann::json({"0_horizontal", "1_vertical"}));
+    CHECK(s["data_prefetch"] == "on");  // decoding: the probe never turns prefetch off
+    CHECK_FALSE(s.contains("data_cache_mb"));
+
+    // Resuming or evaluating with other class folders (the second one renamed) is refused, naming both lists.
+    fs::rename(dir + "/train/1_vertical", dir + "/train/1_upright");
+    fs::rename(dir + "/test/1_vertical", dir + "/test/1_upright");
+    r = run_command(binary() + " train --config " + dir + "/c.json --set checkpoint.resume=auto --set train.epochs=5");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("written by a run on the classes [\"0_horizontal\",\"1_vertical\"], this run's data "
+                                  "has [\"0_horizontal\",\"1_upright\"]"));
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                    "/out/checkpoints/ckpt-000000048.bin");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("\"1_upright\""));
+    // The same classes again: eval runs.
+    fs::rename(dir + "/train/1_upright", dir + "/train/1_vertical");
+    fs::rename(dir + "/test/1_upright", dir + "/test/1_vertical");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                    "/out/checkpoints/ckpt-000000048.bin");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("a class count the model cannot output is refused, naming both", "[train][image]") {
+    const std::string dir = temp_dir("image_folder_classes");
+    const auto r0 = run_command(binary() + " make-image-folder --out " + dir + "/train --classes 3 --per-class 4 --size 16x16");
+    REQUIRE(r0.exit_code == 0);
+    fs::copy(dir + "/train", dir + "/test", fs::copy_options::recursive);
+    write_file(dir + "/cnn.json", kStripesCnn);
+    write_file(dir + "/c.json", folder_config(dir));
+    const auto r = run_command(binary() + " train --config " + dir + "/c.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("sigmoid_bce takes labels 0 and 1"));
+    CHECK_THAT(r.output, Contains("labels up to 2"));
+}
+
+TEST_CASE("data.skip_bad_files: 2 ranks skip the same bad files, reported once; off, the first one stops the run",
+          "[train][image][mpi]") {
+    const std::string dir = temp_dir("image_folder_bad");
+    make_folders(dir, 24);
+    write_bytes(dir + "/train/0_horizontal/bad_empty.jpg", "");
+    write_bytes(dir + "/train/1_vertical/bad_text.png", "this is not a PNG");
+    write_bytes(dir + "/train/1_vertical/zz_truncated.jpg", "\xFF\xD8\xFF\xE0\x00\x10JFIF");
+    write_bytes(dir + "/test/0_horizontal/bad.bmp", "BM");
+    write_file(dir + "/c.json", folder_config(dir, R"(, "skip_bad_files": true)"));
+    auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.epochs=1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string line = "every rank skips 3 of 51 training and 1 of 81 test files that do not decode";
+    CHECK_THAT(r.output, Contains(line));
+    CHECK(r.output.find(line) == r.output.rfind(line));  // once, from rank 0
+    const auto s = read_json(dir + "/out/summary.json");
+    CHECK(s["skipped_files"] == nlohmann::json({dir + "/train/0_horizontal/bad_empty.jpg",
+                                                dir + "/train/1_vertical/bad_text.png",
+                                                dir + "/train/1_vertical/zz_truncated.jpg",
+                                                dir + "/test/0_horizontal/bad.bmp"}));
+    // 48 good training images, global batch 32: one step per epoch on both ranks (they agree, or the run hangs).
+    CHECK(s["steps"] == 1);
+    // With the cache on, the validation pass fills it: rank 0 holds at least the good files of its half of both
+    // splits (over 48 of the 128 good images, 3x16x16 bytes each) and at most all of them; the summary says how much.
+    r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.epochs=1 --set data.cache=true "
+                    "--set output.dir=" + dir + "/out_cache");
+    REQUIRE(r.exit_code == 0);
+    const double cache_mb = read_json(dir + "/out_cache/summary.json")["data_cache_mb"].get<double>();
+    CHECK(cache_mb * 1048576.0 >= 48 * 3 * 16 * 16);
+    CHECK(cache_mb * 1048576.0 <= 128 * 3 * 16 * 16);
+
+    // Off: the first bad file a rank reads stops the job with exit 2 and its name.
+    r = run_command(binary() + " train --config " + dir + "/c.json --set data.skip_bad_files=false --set output.dir=" +
+                    dir + "/out2");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(dir + "/t"));  // a path of one of the bad files
+}
