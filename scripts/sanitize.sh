@@ -18,9 +18,10 @@ build="${BUILD_DIR:-$root/build-sanitize-$kind}"
 "$root/scripts/setup.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE="$kind" -DRINGTRAIN_CUDA=OFF \
   -DRINGTRAIN_BENCH=OFF -DRINGTRAIN_NATIVE=OFF
-targets=(test_core test_ops test_nn test_optim test_data test_half test_telemetry test_sync_parts test_comm test_sync
+targets=(test_core test_ops test_nn test_optim test_data test_image_decode test_image_transform test_half test_telemetry
+         test_sync_parts test_comm test_sync
          fuzz_config fuzz_model fuzz_idx fuzz_checkpoint)
-tests='^(test_(core|ops|nn|optim|data|half|telemetry|sync_parts)|test_comm_np2|test_sync_np2|fuzz_.*)$'
+tests='^(test_(core|ops|nn|optim|data|image_decode|image_transform|half|telemetry|sync_parts)|test_comm_np2|test_sync_np2|fuzz_.*)$'
 if [ "$quick" -eq 1 ]; then
   targets=(test_core test_half test_comm)
   tests='^(test_core|test_half|test_comm_np2)$'
