@@ -38,12 +38,6 @@ struct ResumePoint {
     double epoch_loss_sum, epoch_samples;
 };
 
-int stop_signal_number(const std::string& spelling) {
-    const std::optional<int> n = parse_stop_signal(spelling);
-    if (!n) throw InputError("train.stop_signal: '" + spelling + "' is not a signal name; use SIGUSR1, USR1, ... or none");
-    return *n;
-}
-
 }  // namespace
 
 TrainingRun::TrainingRun(TrainerParts& parts)
