@@ -103,6 +103,15 @@ SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_row
 
 SparseGradientSync::~SparseGradientSync() = default;
 
+void SparseGradientSync::allocate_dense_buffer(size_t dense_size) {
+    State& s = *state_;
+    const int world = s.comm.size();
+    if (s.method == SparseSyncMethod::Allgather || world == 1) return;
+    // The layout by_dense uses (its size check then finds it in place).
+    s.dense.assign(static_cast<size_t>(s.num_rows * s.width) + dense_size +
+                       static_cast<size_t>(marker_floats(s.num_rows, world)), 0.0f);
+}
+
 const SparseSyncStats& SparseGradientSync::stats() const { return state_->stats; }
 
 SparseGradientSync::Choice SparseGradientSync::choose(SparseSyncMethod method, std::span<const int64_t> rows_per_rank,

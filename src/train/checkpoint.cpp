@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -471,6 +472,31 @@ ResumeCandidates resume_candidates(const std::string& dir) {
     for (const auto& f : files)
         if (f.second != named) c.paths.push_back(dir + "/" + f.second);
     return c;
+}
+
+std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load) {
+    const ResumeCandidates c = resume_candidates(dir);
+    std::vector<std::string> passed_over;
+    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
+    std::string loaded;
+    for (const std::string& path : c.paths) {
+        try {
+            load(path);
+            loaded = path;
+            break;
+        } catch (const CheckpointUnreadable& e) {
+            passed_over.emplace_back(e.what());
+        }
+    }
+    if (loaded.empty() && !passed_over.empty())
+        throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + passed_over.back() +
+                         "); restore a good checkpoint there, or start a fresh run in another output.dir");
+    if (!passed_over.empty()) {
+        std::string note = "ringtrain: warning: resuming from " + loaded + ", the newest checkpoint that verifies: ";
+        for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
+        std::fprintf(stderr, "%s\n", note.c_str());
+    }
+    return loaded;
 }
 
 bool holds_checkpoints(const std::string& dir) {

@@ -203,6 +203,11 @@ void check_combinations(const std::string& src, const RunPlan& p) {
            "raise train.batch_size instead; set it to 1");
     refuse(p.sync.backend == Backend::Nccl, "sync.backend", "the sparse path runs on the CPU; use ring or mpi");
     refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
+    // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
+    // gradients underflow to n = 0 divides by zero.
+    if (p.optimizer.name == OptimizerName::Ftrl && p.optimizer.beta == 0.0 && p.optimizer.l2 == 0.0)
+        throw InputError(src + ": optimizer.beta: 0 with optimizer.l2 0 makes ftrl divide by zero on a coordinate "
+                         "whose gradients are all tiny; set optimizer.beta above 0 (1 is usual) or optimizer.l2 above 0");
 }
 
 }  // namespace

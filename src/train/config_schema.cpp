@@ -1,5 +1,6 @@
 #include "config_schema.hpp"
 
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/train/run_plan.hpp"
 #include "ringtrain/train/stop_request.hpp"
 
@@ -8,8 +9,6 @@ namespace ringtrain::train::detail {
 using nlohmann::json;
 
 namespace {
-
-using KeyRows = std::vector<std::pair<std::string, KeySpec>>;
 
 // The keys outside the sections: the model file and the device.
 KeyRows top_level_keys() {
@@ -107,7 +106,7 @@ KeyRows train_keys() {
         {"train.stop_signal", {.kind = Kind::String, .fallback = "SIGUSR1", .choices = stop_signal_spellings(),
           .doc = "besides SIGTERM and SIGINT, this signal stops the run at the next step with a checkpoint (exit 3; "
                   "pair with sbatch --signal=B:USR1@120); none = only those two"}},
-        {"train.stop_grace_s", {.kind = Kind::Number, .fallback = 60.0, .min = 0.0,
+        {"train.stop_grace_s", {.kind = Kind::Number, .fallback = 60.0, .min = 0.0, .max = 1e6,
           .doc = "after a stop signal, end at once (exit 4, no checkpoint) if the ranks have not agreed to stop "
                   "within this many seconds (0 = wait for ever)"}},
     };
@@ -223,13 +222,17 @@ KeyRows output_keys() {
 
 }  // namespace
 
+std::map<std::string, KeySpec> schema_of(const std::vector<KeyRows>& sections) {
+    std::map<std::string, KeySpec> all;
+    for (const KeyRows& rows : sections)
+        for (const auto& row : rows)
+            if (!all.insert(row).second) throw Error("internal: config key '" + row.first + "' is in the schema twice");
+    return all;
+}
+
 const std::map<std::string, KeySpec>& schema() {
-    static const std::map<std::string, KeySpec> s = [] {
-        std::map<std::string, KeySpec> all;
-        for (KeyRows rows : {top_level_keys(), data_keys(), train_keys(), optimizer_keys(), sync_keys(), checkpoint_keys(), output_keys()})
-            for (auto& row : rows) all.insert(std::move(row));
-        return all;
-    }();
+    static const std::map<std::string, KeySpec> s = schema_of(
+        {top_level_keys(), data_keys(), train_keys(), optimizer_keys(), sync_keys(), checkpoint_keys(), output_keys()});
     return s;
 }
 

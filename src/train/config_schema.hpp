@@ -29,4 +29,9 @@ struct KeySpec {
 // All keys, by full dotted name.
 const std::map<std::string, KeySpec>& schema();
 
+// One section's rows, in the order its help lists them.
+using KeyRows = std::vector<std::pair<std::string, KeySpec>>;
+// The sections' rows by key; throws Error when a key is in two rows (one of them would go silently unused).
+std::map<std::string, KeySpec> schema_of(const std::vector<KeyRows>& sections);
+
 }  // namespace ringtrain::train::detail

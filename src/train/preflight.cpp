@@ -168,10 +168,14 @@ void preflight(const TrainerParts& parts) {
                  parts.plan.data.format == DataFormat::Synthetic     ? "data.synthetic_classes"
                  : parts.plan.data.format == DataFormat::ImageFolder ? "data.train_dir"
                                                                      : "data.dir");
-    const int local_ranks = std::max(1, parts.comm.local_size());
+    check_memory_on_host(estimate_memory(parts.plan, parts.data, model), parts.comm.local_size());
+}
+
+void check_memory_on_host(const std::vector<MemoryPart>& parts, int local_ranks) {
+    local_ranks = std::max(1, local_ranks);
     const std::string share = local_ranks == 1 ? std::string("this host")
                                                : "each of this host's " + std::to_string(local_ranks) + " ranks";
-    check_memory(estimate_memory(parts.plan, parts.data, model), physical_memory_bytes() / local_ranks, share);
+    check_memory(parts, physical_memory_bytes() / local_ranks, share);
 }
 
 }  // namespace ringtrain::train::detail

@@ -39,5 +39,7 @@ struct MemoryPart {
 std::vector<MemoryPart> estimate_memory(const RunPlan& plan, const Datasets& data, const nn::ModelFootprint& model);
 // Throws InputError naming the largest part's key when the parts add up to more than `available_bytes`.
 void check_memory(const std::vector<MemoryPart>& parts, double available_bytes, const std::string& available_what);
+// check_memory against this host's physical memory shared by its `local_ranks` ranks (both paths' check).
+void check_memory_on_host(const std::vector<MemoryPart>& parts, int local_ranks);
 
 }  // namespace ringtrain::train::detail

@@ -4,6 +4,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
+#include "ringtrain/optim/schedule.hpp"
 #include "ringtrain/train/config.hpp"
 
 namespace ringtrain::train {
@@ -173,7 +174,34 @@ std::vector<float> PerChannel::for_channels(int channels) const {
     return std::vector<float>(values.begin(), values.end());
 }
 
-double OptimizerPlan::resolved_eps() const { return eps.value_or(name == OptimizerName::Adadelta ? 1e-6 : 1e-8); }
+
+// Each rule's own default, as PyTorch has them: Adadelta 1e-6, AdaGrad 1e-10, Adam 1e-8.
+double OptimizerPlan::resolved_eps() const {
+    if (eps) return *eps;
+    switch (name) {
+        case OptimizerName::Adadelta: return 1e-6;
+        case OptimizerName::Adagrad: return 1e-10;
+        case OptimizerName::Sgd:
+        case OptimizerName::Adam:
+        case OptimizerName::Ftrl: break;
+    }
+    return 1e-8;
+}
+
+optim::ScheduleOptions schedule_options(const RunPlan& plan) {
+    const OptimizerPlan& o = plan.optimizer;
+    optim::ScheduleOptions s;
+    s.lr = static_cast<float>(o.lr);
+    s.scaling = to_string(o.lr_scaling);
+    s.decay = to_string(o.schedule);
+    s.warmup_epochs = o.warmup_epochs;
+    s.warmup_start_lr = o.warmup_start_lr.value_or(-1.0);
+    s.step_epochs = o.step_epochs;
+    s.gamma = o.gamma;
+    s.min_lr_factor = o.min_lr_factor;
+    s.total_epochs = static_cast<double>(plan.train.epochs);
+    return s;
+}
 
 RunPlan RunPlan::from(const Config& c) {
     RunPlan p;

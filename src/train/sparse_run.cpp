@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "plan_agreement.hpp"
+#include "preflight.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/nn/click_metrics.hpp"
+#include "ringtrain/sync/setup_deadline.hpp"
 #include "ringtrain/telemetry/epoch_scalars.hpp"
 #include "ringtrain/telemetry/resources.hpp"
 
@@ -70,6 +74,51 @@ int64_t recorded_steps_per_epoch(int64_t known, const LoopState& at) {
     return known > 0 ? known : std::max<int64_t>(1, at.step_in_epoch);
 }
 
+// The training file as a checkpoint records it: its size and a hash of its first and last 4 KiB. Cheap at any
+// size, and enough to tell another file, or one rewritten since, from the file whose row order resume replays.
+std::string file_fingerprint(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw InputError(path + ": cannot be read");
+    const auto size = static_cast<int64_t>(in.tellg());
+    constexpr int64_t kEdge = 4096;
+    std::string head(static_cast<size_t>(std::min(size, kEdge)), '\0'), tail(head.size(), '\0');
+    in.seekg(0);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    in.seekg(size - static_cast<int64_t>(tail.size()));
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    if (!in) throw InputError(path + ": cannot be read");
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size()))));
+    return std::to_string(size) + " bytes, first and last 4 KiB fnv1a " + hex;
+}
+
+// What fixes which rows each rank reads at each step (resume replays an epoch's order by counting batches): the
+// checkpoint records them, and resuming across a change would land somewhere else in the data, silently.
+json stream_settings(const RunPlan& plan, const std::string& train_fingerprint) {
+    return {{"train.batch_size", plan.train.batch_size},
+            {"data.shuffle_buffer", plan.data.shuffle_buffer},
+            {"train.seed", plan.train.seed},
+            {"data.train_file", train_fingerprint}};
+}
+
+// The table, its optimizer state and (unless sync.sparse is allgather) the dense sync buffer, each num_features x
+// out_features floats, as one preflight part naming the key that sizes the table.
+MemoryPart sparse_table_memory(const RunPlan& plan, int64_t num_features, int64_t out_features, int world,
+                               const std::string& model_path) {
+    double copies = 1.0;  // the values (the gradient is sparse: only the rows a batch touched)
+    if (plan.optimizer.name == OptimizerName::Adagrad) copies += 1.0;  // the squared-gradient sums
+    if (plan.optimizer.name == OptimizerName::Ftrl) copies += 2.0;     // z and n
+    if (world > 1 && plan.sync.sparse != SparseSync::Allgather) copies += 1.0;  // the dense allreduce buffer
+    const bool criteo = plan.data.format == DataFormat::Criteo;
+    return {.what = std::to_string(num_features) + " features x out_features " + std::to_string(out_features) +
+                    " floats, " + std::to_string(static_cast<int>(copies)) +
+                    " copies (the table, its optimizer state, the dense sync buffer)",
+            .key = criteo ? "data.hash_bits" : "data.num_features",
+            .hint = "lower it, or the out_features of " + model_path,
+            .bytes = 4.0 * double(num_features) * double(out_features) * copies};
+}
+
 // The loop position rank 0 found, sent to every rank as one struct.
 struct ResumePoint {
     int64_t epoch, step_in_epoch, global_step, steps_per_epoch;
@@ -92,25 +141,59 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
       rank_(comm.rank()),
       world_(comm.size()),
       t_start_(telemetry::now_seconds()) {
+    // A rank stuck in set-up (a training file on a hung file system, a FIFO nobody writes) must not hold the others
+    // forever: the same deadline as the dense path's (Trainer).
+    sync::SetupDeadline deadline(comm_, plan_.sync.setup_timeout_s);
+    deadline.enter("reading its share of the training file");
+    int64_t max_index = -1;
+    sync::run_then_agree(comm_, [&] {
+        max_index = scan_share_for_feature_count();
+        deadline.enter("waiting for the other ranks to read their shares of the training file");
+    });
+    // Unconditional (one number): a rank whose config differs must still issue the same collectives until the
+    // agreement below names the difference.
+    double widest = static_cast<double>(max_index);
+    comm_.allreduce(std::span<double>(&widest, 1), comm::ReduceOp::Max);
+    deadline.enter("reading its data and building the model");
     sync::Facts mine;
     sync::run_then_agree(comm_, [&] {
-        build_locally();
+        build_locally(static_cast<int64_t>(widest));
         mine = facts();
+        deadline.enter("waiting for the other ranks to read their data and build the model");
     });
+    deadline.enter("comparing its run with the other ranks'");
     sync::require_same_facts(comm_, mine);
+    deadline.enter("copying rank 0's parameters");
     broadcast_from_root();
     gsync_ = std::make_unique<sync::SparseGradientSync>(comm_, model_->num_features(), model_->out_features(),
                                                         sync_method(plan_.sync.sparse));
+    gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
+    deadline.disarm();
 }
 
-void SparseRun::build_locally() {
+// libsvm with data.num_features 0: the largest index in this rank's share (the ranks' maximum is the whole file's,
+// each rank reading 1/N of it); -1 otherwise.
+int64_t SparseRun::scan_share_for_feature_count() const {
+    if (plan_.data.format != DataFormat::Libsvm || plan_.data.num_features != 0) return -1;
+    return data::scan_sparse_share(reader_options(plan_, plan_.data.train_file, rank_, world_)).max_index;
+}
+
+void SparseRun::build_locally(int64_t max_index) {
     model_path_ = config_.model_path();
     model_file_ = read_sparse_model_file(model_path_);
     // Labels are checked by the readers against the model's classes (binary: 0/1 after -1 -> 0), naming file:line.
     const int64_t classes = std::max<int64_t>(2, model_file_.out_features);
     data::SparseReaderOptions train = reader_options(plan_, plan_.data.train_file, rank_, world_);
     train.num_classes = classes;
+    if (plan_.data.format == DataFormat::Libsvm && plan_.data.num_features == 0)
+        train.num_features = data::sparse_num_features_for(max_index);
     train_reader_ = data::open_sparse_reader(train);
+    train_fingerprint_ = file_fingerprint(plan_.data.train_file);
+    // Before the table is allocated: a feature space too large for this host is bad input (exit 2) naming the key,
+    // not a std::bad_alloc (exit 1) now or when the dense sync buffer is first needed.
+    check_memory_on_host({sparse_table_memory(plan_, train_reader_->num_features(), model_file_.out_features,
+                                              world_, model_path_)},
+                         comm_.local_size());
     // The test file is read in the training file's feature space. It is parsed once here, before any output
     // exists, so a bad line in it (an index past that space included) is an error naming file:line at start-up,
     // not after the first epoch; the training file is too large for that and is checked as it streams.
@@ -126,21 +209,13 @@ void SparseRun::build_locally() {
     optim::SparseOptimizerOptions so;
     so.name = to_string(o.name);
     so.initial_accumulator = static_cast<float>(o.initial_accumulator);
-    so.eps = static_cast<float>(o.eps.value_or(1e-10));  // AdaGrad's own default (PyTorch's)
+    so.eps = static_cast<float>(o.resolved_eps());
     so.beta = static_cast<float>(o.beta);
     so.l1 = static_cast<float>(o.l1);
     so.l2 = static_cast<float>(o.l2);
     opt_ = optim::make_sparse_optimizer(so, model_->weight(), model_->bias());
     loss_ = nn::make_loss(model_file_.loss);
-    optim::ScheduleOptions s;
-    s.lr = static_cast<float>(plan_.optimizer.lr);
-    s.scaling = to_string(plan_.optimizer.lr_scaling);
-    s.decay = to_string(plan_.optimizer.schedule);
-    s.step_epochs = plan_.optimizer.step_epochs;
-    s.gamma = plan_.optimizer.gamma;
-    s.min_lr_factor = plan_.optimizer.min_lr_factor;
-    s.total_epochs = static_cast<double>(plan_.train.epochs);
-    schedule_ = std::make_unique<optim::LrSchedule>(s, world_);
+    schedule_ = std::make_unique<optim::LrSchedule>(schedule_options(plan_), world_);
     bias_grad_.assign(static_cast<size_t>(model_->out_features()), 0.0f);
 }
 
@@ -166,31 +241,37 @@ void SparseRun::load_resume_checkpoint() {
     if (from.kind == ResumeFrom::Fresh && (holds_checkpoints(dir) || fs::exists(metrics)))
         throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
                          "continue it or choose another output.dir");
-    std::vector<std::string> candidates;
-    if (from.kind == ResumeFrom::Path) candidates.push_back(from.path);
-    if (from.kind == ResumeFrom::Latest && fs::is_directory(dir)) candidates = resume_candidates(dir).paths;
-    for (const std::string& path : candidates) {
-        try {
-            LoopState at = load_checkpoint(path, model_->parameters(), opt_.get());
-            if (at.world_size != world_)
-                throw InputError(path + ": written by a run of " + std::to_string(at.world_size) +
-                                 " ranks; the sparse path splits the files by rank, so resume with " +
-                                 std::to_string(at.world_size) + " ranks");
-            const json sparse = at.extra.value("sparse", json::object());
-            steps_per_epoch_ = sparse.value("steps_per_epoch", int64_t{0});
-            pos_ = std::move(at);
-            resumed_ = true;
-            break;
-        } catch (const CheckpointUnreadable& e) {
-            if (from.kind == ResumeFrom::Path) throw;
-            std::fprintf(stderr, "ringtrain: rank 0: warning: passing over %s: %s\n", path.c_str(), e.what());
-        }
-    }
+    const auto load = [this](const std::string& path) { load_checkpoint_for_this_run(path); };
+    if (from.kind == ResumeFrom::Path) load(from.path);
+    // The newest that verifies, or InputError when none does: the dense path's rule (checkpoint.cpp), so a run
+    // never starts over in a folder holding its earlier metrics.
+    if (from.kind == ResumeFrom::Latest) resume_newest(dir, load);
     fs::create_directories(dir);
     remove_stale_temporaries(dir);
     metrics_ = telemetry::MetricsWriter(metrics, resumed_);
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
+}
+
+// Loads `path` (rank 0) and checks it fits this run: the world size, the batch size, the shuffle buffer, the seed
+// and the training file fix which rows each rank reads at each step, and resume replays an epoch by counting
+// batches, so a change would put the run elsewhere in the data without a word.
+void SparseRun::load_checkpoint_for_this_run(const std::string& path) {
+    LoopState at = load_checkpoint(path, model_->parameters(), opt_.get());
+    const auto refuse = [&](const std::string& key, const std::string& then, const std::string& now) {
+        throw InputError(path + ": written with " + key + " " + then + ", this run has " + now +
+                         "; resuming would read other rows than the checkpoint's run: resume with the settings that "
+                         "wrote it, or start a fresh run in another output.dir");
+    };
+    if (at.world_size != world_) refuse("world size", std::to_string(at.world_size) + " (mpirun -np)", std::to_string(world_));
+    const json sparse = at.extra.value("sparse", json::object());
+    const json now = stream_settings(plan_, train_fingerprint_);
+    for (const auto& [key, value] : now.items())
+        if (sparse.contains("stream") && sparse["stream"].contains(key) && sparse["stream"][key] != value)
+            refuse(key, sparse["stream"][key].dump(), value.dump());
+    steps_per_epoch_ = sparse.value("steps_per_epoch", int64_t{0});
+    pos_ = std::move(at);
+    resumed_ = true;
 }
 
 void SparseRun::adopt_root_position() {
@@ -380,7 +461,8 @@ LoopState SparseRun::checkpoint_position() {
     at.extra = {{"sparse", {{"num_features", model_->num_features()},
                             {"out_features", model_->out_features()},
                             {"steps_per_epoch", steps_per_epoch_},
-                            {"format", to_string(plan_.data.format)}}},
+                            {"format", to_string(plan_.data.format)},
+                            {"stream", stream_settings(plan_, train_fingerprint_)}}},
                 {"config", config_.document()}};
     return at;
 }

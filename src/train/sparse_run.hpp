@@ -78,9 +78,11 @@ public:
     std::vector<float> parameters_flat();
 
 private:
-    void build_locally();
+    int64_t scan_share_for_feature_count() const;
+    void build_locally(int64_t max_index);
     sync::Facts facts() const;
     void load_resume_checkpoint();
+    void load_checkpoint_for_this_run(const std::string& path);
     void adopt_root_position();
     void write_checkpoint(const LoopState& at);
     LoopState checkpoint_position();
@@ -105,6 +107,7 @@ private:
     const int rank_, world_;
     const double t_start_;
     std::string model_path_;
+    std::string train_fingerprint_;  // data.train_file's size and edge hash, recorded in checkpoints
     SparseModelFile model_file_;
     std::unique_ptr<data::SparseBatchReader> train_reader_, test_reader_;
     std::unique_ptr<nn::SparseLinear> model_;

@@ -83,6 +83,12 @@ std::optional<int> parse_stop_signal(std::string_view name) {
     return std::nullopt;
 }
 
+int stop_signal_number(const std::string& spelling) {
+    const std::optional<int> n = parse_stop_signal(spelling);
+    if (!n) throw InputError("train.stop_signal: '" + spelling + "' is not a signal name; use SIGUSR1, USR1, ... or none");
+    return *n;
+}
+
 std::string signal_name(int signo) {
     for (const SignalSpelling& s : kSignals)
         if (s.number == signo) return std::string("SIG") + s.name;

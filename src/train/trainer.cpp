@@ -105,17 +105,7 @@ void TrainerParts::build_optimizer() {
     oo.eps = static_cast<float>(o.resolved_eps());
     opt = optim::make_optimizer(oo, model->parameters());
 
-    optim::ScheduleOptions so;
-    so.lr = static_cast<float>(o.lr);
-    so.scaling = to_string(o.lr_scaling);
-    so.decay = to_string(o.schedule);
-    so.warmup_epochs = o.warmup_epochs;
-    so.warmup_start_lr = o.warmup_start_lr.value_or(-1.0);
-    so.step_epochs = o.step_epochs;
-    so.gamma = o.gamma;
-    so.min_lr_factor = o.min_lr_factor;
-    so.total_epochs = static_cast<double>(plan.train.epochs);
-    schedule = std::make_unique<optim::LrSchedule>(so, world);
+    schedule = std::make_unique<optim::LrSchedule>(schedule_options(plan), world);
 }
 
 void TrainerParts::build_collectively() {

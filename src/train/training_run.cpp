@@ -38,12 +38,6 @@ struct ResumePoint {
     double epoch_loss_sum, epoch_samples;
 };
 
-int stop_signal_number(const std::string& spelling) {
-    const std::optional<int> n = parse_stop_signal(spelling);
-    if (!n) throw InputError("train.stop_signal: '" + spelling + "' is not a signal name; use SIGUSR1, USR1, ... or none");
-    return *n;
-}
-
 }  // namespace
 
 TrainingRun::TrainingRun(TrainerParts& parts)
@@ -93,28 +87,8 @@ void TrainingRun::load_resume_checkpoint() {
         load_checkpoint_for_this_run(k.resume.path);
         return;
     }
-    // Latest: the newest checkpoint that verifies; a damaged one is passed over (and said so), never followed
-    // outside the folder, and a folder whose checkpoints are all unusable ends the run instead of restarting it.
-    const std::string dir = plan_.output.checkpoint_dir();
-    const ResumeCandidates c = resume_candidates(dir);
-    std::vector<std::string> passed_over;
-    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
-    for (const std::string& path : c.paths) {
-        try {
-            load_checkpoint_for_this_run(path);
-            break;
-        } catch (const CheckpointUnreadable& e) {
-            passed_over.emplace_back(e.what());
-        }
-    }
-    if (resumed_from_.empty() && !passed_over.empty())
-        throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + passed_over.back() +
-                         "); restore a good checkpoint there, or start a fresh run in another output.dir");
-    if (!passed_over.empty()) {
-        std::string note = "ringtrain: warning: resuming from " + resumed_from_ + ", the newest checkpoint that verifies: ";
-        for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
-        std::fprintf(stderr, "%s\n", note.c_str());
-    }
+    // Latest: the newest checkpoint that verifies (checkpoint.cpp's rule, shared with the sparse path).
+    resume_newest(plan_.output.checkpoint_dir(), [this](const std::string& path) { load_checkpoint_for_this_run(path); });
 }
 
 // Loads `path` (rank 0) and checks it fits this run: the world size and the steps per epoch fix which samples each

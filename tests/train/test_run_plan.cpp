@@ -1,7 +1,9 @@
 // RunPlan: every config value parsed once into typed fields, and a canonical form whose digest ranks can compare.
 #include <catch2/catch.hpp>
 
+#include "config_schema.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/optim/schedule.hpp"
 #include "ringtrain/train/config.hpp"
 
 using namespace ringtrain::train;
@@ -103,4 +105,41 @@ TEST_CASE("changing any config key changes the digest", "[train][config]") {
         ++keys;
     }
     CHECK(keys >= 54);  // every schema key (the synthetic shape has one entry here)
+}
+
+TEST_CASE("schedule_options carries every schedule key of the plan", "[train][config]") {
+    const RunPlan p = Config::from_json(kBase, "test",
+                                        {"optimizer.lr=0.2", "optimizer.lr_scaling=sqrt", "optimizer.schedule=step",
+                                         "optimizer.warmup_epochs=2", "optimizer.warmup_start_lr=0.01",
+                                         "optimizer.step_epochs=3", "optimizer.gamma=0.5",
+                                         "optimizer.min_lr_factor=0.25", "train.epochs=7"})
+                          .plan();
+    const ringtrain::optim::ScheduleOptions s = schedule_options(p);
+    CHECK(s.lr == 0.2f);
+    CHECK(s.scaling == "sqrt");
+    CHECK(s.decay == "step");
+    CHECK(s.warmup_epochs == 2.0);
+    CHECK(s.warmup_start_lr == 0.01);
+    CHECK(s.step_epochs == 3.0);
+    CHECK(s.gamma == 0.5);
+    CHECK(s.min_lr_factor == 0.25);
+    CHECK(s.total_epochs == 7.0);
+    CHECK(schedule_options(Config::from_json(kBase, "test").plan()).warmup_start_lr == -1.0);  // unset: the lr
+}
+
+TEST_CASE("train.stop_grace_s has a ceiling (the watchdog's deadline must fit a time_t)", "[train][config]") {
+    using Catch::Matchers::Contains;
+    CHECK_THROWS_WITH(Config::from_json(kBase, "test", {"train.stop_grace_s=1e300"}),
+                      Contains("train.stop_grace_s:") && Contains("is out of range"));
+    CHECK(Config::from_json(kBase, "test", {"train.stop_grace_s=1000000"}).plan().train.stop_grace_s == 1e6);
+}
+
+TEST_CASE("a key in two schema rows is an error, not a row silently dropped", "[train][config]") {
+    using namespace ringtrain::train::detail;
+    using Catch::Matchers::Contains;
+    const KeyRows a = {{"train.x", KeySpec{.kind = Kind::Int}}};
+    const KeyRows b = {{"train.y", KeySpec{.kind = Kind::Bool}}, {"train.x", KeySpec{.kind = Kind::String}}};
+    CHECK(schema_of({a}).size() == 1);
+    CHECK_THROWS_WITH(schema_of({a, b}), Contains("config key 'train.x' is in the schema twice"));
+    CHECK_NOTHROW(schema());
 }

@@ -82,3 +82,19 @@ TEST_CASE("keys one path would ignore are refused, naming the key", "[train][con
     CHECK(error_of(kSparse, {"optimizer.name=adagrad"}).empty());
     CHECK(error_of(kSparse, {"optimizer.name=sgd", "sync.mode=local_sgd"}).empty());
 }
+
+TEST_CASE("ftrl with beta 0 and l2 0 is refused, naming optimizer.beta", "[train][config][sparse]") {
+    using Catch::Matchers::Contains;
+    // Its rate alpha / (beta + sqrt(n)) + l2 would divide by zero where n underflows to 0.
+    CHECK_THAT(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0"}),
+               Contains("cfg.json: optimizer.beta: 0 with optimizer.l2 0"));
+    CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0", "optimizer.l2=0.5"}).empty());
+    CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0.1"}).empty());
+    CHECK(error_of(kSparse, {"optimizer.name=adagrad", "optimizer.beta=0"}).empty());  // beta is ftrl's only
+}
+
+TEST_CASE("adagrad's eps defaults to 1e-10 (PyTorch's), as the plan resolves it", "[train][config][sparse]") {
+    CHECK(Config::from_json(kSparse, "cfg.json", {"optimizer.name=adagrad"}).plan().optimizer.resolved_eps() == 1e-10);
+    CHECK(Config::from_json(kSparse, "cfg.json", {"optimizer.name=adagrad", "optimizer.eps=0.001"})
+              .plan().optimizer.resolved_eps() == 0.001);
+}

@@ -68,6 +68,11 @@ TEST_CASE("train.stop_signal spellings: with and without SIG, and none", "[stop]
     for (const std::string& s : stop_signal_spellings()) CHECK(parse_stop_signal(s).has_value());
     CHECK(signal_name(SIGUSR1) == "SIGUSR1");
     CHECK(signal_name(SIGTERM) == "SIGTERM");
+    // What both training paths call: bad input (exit 2) naming the key, never an empty optional's access.
+    CHECK(stop_signal_number("USR2") == SIGUSR2);
+    CHECK(stop_signal_number("none") == 0);
+    CHECK_THROWS_AS(stop_signal_number("SIGKILL"), ringtrain::InputError);
+    CHECK_THROWS_WITH(stop_signal_number("SIGKILL"), Catch::Contains("train.stop_signal: 'SIGKILL' is not a signal name"));
 }
 
 TEST_CASE("a handled signal only sets the flag; the previous handlers come back afterwards", "[stop]") {

@@ -17,6 +17,7 @@
 //   auto picks allgather when A <= D. One rank: nothing moves (A = D = 0, allgather).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -45,6 +46,11 @@ public:
     ~SparseGradientSync();
     SparseGradientSync(const SparseGradientSync&) = delete;
     SparseGradientSync& operator=(const SparseGradientSync&) = delete;
+
+    // Set-up: allocates the dense way's buffer now, for a dense part of `dense_size` floats (what average() will
+    // be given), so a table too large for it fails at start-up, not at the first dense step. Nothing for method
+    // Allgather or one rank (which never take the dense way).
+    void allocate_dense_buffer(size_t dense_size);
 
     // Replaces `grad` (this rank's rows, sorted unique) by the rank average and `dense` by its rank average.
     // Collective: every rank calls it once per step, also a rank whose batch touched no row.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,14 @@ struct ResumeCandidates {
     std::string latest_problem;  // what is wrong with `latest` (empty, missing, outside, gone); "" when nothing is
 };
 ResumeCandidates resume_candidates(const std::string& dir);
+
+// checkpoint.resume=auto, the one rule both training paths follow: tries resume_candidates(dir) best first with
+// `load` (which restores the run from one file and throws CheckpointUnreadable for a damaged one, InputError for a
+// sound one that does not fit this run), and returns the path it loaded; "" when `dir` holds no checkpoint (a
+// fresh start). A damaged candidate is passed over, with one warning line on stderr naming every file passed over
+// and why (`latest`'s problem included); when every candidate is unusable it throws InputError instead, so a run
+// never restarts from step 0 over its own earlier outputs.
+std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load);
 
 // Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
 bool holds_checkpoints(const std::string& dir);

@@ -12,6 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace ringtrain::optim {
+struct ScheduleOptions;
+}
+
 namespace ringtrain::train {
 
 class Config;
@@ -179,7 +183,7 @@ struct OptimizerPlan {
     // The sparse optimizers: AdaGrad (initial_accumulator) and FTRL-Proximal (lr is FTRL's alpha; beta, l1, l2).
     double l1 = 0, l2 = 0, beta = 1, initial_accumulator = 0;
 
-    // eps as given, else 1e-6 for Adadelta and 1e-8 for the others.
+    // eps as given, else the rule's own default (PyTorch's): 1e-6 Adadelta, 1e-10 AdaGrad, 1e-8 the others.
     double resolved_eps() const;
 };
 
@@ -243,5 +247,8 @@ struct RunPlan {
     // 64-bit FNV-1a of to_json().dump(): what ranks exchange to check they run the same plan.
     uint64_t digest() const;
 };
+
+// The learning-rate schedule the plan's optimizer keys describe (both paths build theirs from this).
+optim::ScheduleOptions schedule_options(const RunPlan& plan);
 
 }  // namespace ringtrain::train

@@ -7,7 +7,7 @@
 //
 // The handlers are process-wide, so one StopRequest may be live at a time (RAII: the constructor installs them with
 // sigaction, the destructor restores the previous ones). Usable by any training loop:
-//     StopRequest stop(parse_stop_signal(plan.train.stop_signal).value(), plan.train.stop_grace_s, rank);
+//     StopRequest stop(stop_signal_number(plan.train.stop_signal), plan.train.stop_grace_s, rank);
 //     gradient_sync.set_vote(&stop.flag());                 // free: rides in the gradient allreduce
 //     ... after each step, on every rank:
 //     bool stop_now = gradient_sync.carries_vote() ? gradient_sync.vote_any() : any_rank_requested(comm, stop);
@@ -34,6 +34,9 @@ inline constexpr int kHardStopExitCode = 4;   // second signal or grace period o
 const std::vector<std::string>& stop_signal_spellings();
 // The signal number for one of those spellings (0 for "none"); nullopt for anything else.
 std::optional<int> parse_stop_signal(std::string_view name);
+// The same, for train.stop_signal's value: throws InputError naming the key for anything else (what both training
+// paths call, so a spelling the schema lets through but the parser does not is exit 2, never a crash).
+int stop_signal_number(const std::string& spelling);
 // "SIGUSR1" for SIGUSR1, "signal 42" for a number without a name here.
 std::string signal_name(int signo);
 
