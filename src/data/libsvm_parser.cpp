@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -69,6 +68,60 @@ bool integral_label(std::string_view s, int64_t& label) {
     return true;
 }
 
+// The features of [p, e) in the common form — blank-separated "digits:value", value a decimal of at most 7
+// digits, ids in range and increasing — written to ids/vals (room for every token the text can hold). Returns
+// where it stopped: e, or the first token it does not take, which the general loop then reads (and names, when it
+// is wrong). One pass over the bytes, no token views: about a third of the instructions of reading tokens then
+// fields, which was most of a training run's (bench/RESULTS.md, "Sparse logistic regression"). The values are
+// parse_value's fast path: m and 10^k exact floats, one correctly rounded division.
+const char* parse_common_features(const char* p, const char* const e, uint64_t base, uint64_t limit,
+                                  int64_t& previous, uint32_t* ids, float* vals, size_t& count) {
+    for (;;) {
+        while (p < e && is_blank(*p)) ++p;
+        if (p == e) return p;
+        const char* const token = p;
+        const char* stop = e - p > 10 ? p + 10 : e;
+        uint64_t idx = 0;
+        unsigned d = 0;
+        while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
+            idx = idx * 10 + d;
+            ++p;
+        }
+        if (p == token || p == e || *p != ':') return token;
+        ++p;
+        bool negative = false;
+        if (p < e && (*p == '-' || *p == '+')) negative = *p++ == '-';
+        const char* const m0 = p;
+        stop = e - p > 7 ? p + 7 : e;
+        uint32_t m = 0;
+        while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
+            m = m * 10 + d;
+            ++p;
+        }
+        auto digits = static_cast<int>(p - m0), fraction = 0;
+        if (p < e && *p == '.') {
+            const char* const f0 = ++p;
+            stop = e - p > 7 - digits ? p + (7 - digits) : e;
+            while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
+                m = m * 10 + d;
+                ++p;
+            }
+            fraction = static_cast<int>(p - f0);
+            digits += fraction;
+        }
+        // An 8th digit, an exponent, a second '.', ... end here without a blank: the general loop decides.
+        if (digits == 0 || (p < e && !is_blank(*p))) return token;
+        const uint64_t id = idx - base;
+        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
+        float f = static_cast<float>(m);
+        if (fraction > 0) f /= kPow10[fraction];
+        ids[count] = static_cast<uint32_t>(id);
+        vals[count] = negative ? -f : f;
+        ++count;
+        previous = static_cast<int64_t>(id);
+    }
+}
+
 }  // namespace
 
 LibsvmLineParser::LibsvmLineParser(LibsvmOptions options) : options_(options) {
@@ -112,79 +165,48 @@ bool LibsvmLineParser::parse(std::string_view line, CsrBatch& out) const {
     int64_t previous = -1;
     const uint64_t base = static_cast<uint64_t>(options_.index_base);
     const uint64_t limit = static_cast<uint64_t>(num_features());
-    const char* const begin = line.data();
-    const char* const e = begin + n;
-    for (;;) {
-        while (p < n && is_blank(line[p])) ++p;
-        if (p == n) break;
-        // The common token, "digits:value" with a short decimal value, is read in one pass over the bytes (about a
-        // third of the instructions of the token-then-field way, which was most of a training run's; bench/RESULTS.md,
-        // "Sparse logistic regression"); anything else (qid, long values, errors) goes the long way below.
-        const char* q = begin + p;
-        const char* const digits0 = q;
+    {
+        // Room for every token the rest can hold ("1:1" and a blank each), trimmed to what was read.
+        const size_t old = out.indices.size(), room = (n - p + 1) / 4 + 1;
+        out.indices.resize(old + room);
+        out.values.resize(old + room);
+        size_t count = 0;
+        const char* const stopped = parse_common_features(line.data() + p, line.data() + n, base, limit, previous,
+                                                          out.indices.data() + old, out.values.data() + old, count);
+        out.indices.resize(old + count);
+        out.values.resize(old + count);
+        p = static_cast<size_t>(stopped - line.data());
+    }
+    for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
+        // The general way, token then fields: qid, long values, and every error.
         uint64_t idx = 0;
-        while (q < e && q - digits0 < 11 && static_cast<unsigned char>(*q - '0') < 10)
-            idx = idx * 10 + static_cast<uint64_t>(*q++ - '0');
-        size_t colon = static_cast<size_t>(q - digits0);
+        size_t colon = 0;
+        while (colon < tok.size() && colon < 11 && tok[colon] >= '0' && tok[colon] <= '9')
+            idx = idx * 10 + static_cast<uint64_t>(tok[colon++] - '0');
+        if (colon == 0 || colon > 10 || colon == tok.size() || tok[colon] != ':') {
+            colon = tok.find(':');
+            if (colon == std::string_view::npos)
+                throw SparseLineError("bad feature '" + shown_token(tok) + "' (expected idx:val)");
+            const std::string_view key = tok.substr(0, colon);
+            if (key == "qid") {
+                int64_t qid = 0;
+                if (!parse_whole(tok.substr(colon + 1), qid))
+                    throw SparseLineError("bad qid '" + shown_token(tok) + "' (expected qid:N)");
+                continue;
+            }
+            if (key.empty() || key[0] == '-' || !parse_whole(key, idx))
+                throw SparseLineError("bad feature index in '" + shown_token(tok) +
+                                      "' (expected idx:val, idx an integer >= " + std::to_string(options_.index_base) +
+                                      ")");
+        }
         float v = 0;
-        bool fast = colon > 0 && colon <= 10 && q < e && *q == ':';
-        if (fast) {
-            const char* c = q + 1;
-            bool negative = false;
-            if (c < e && (*c == '+' || *c == '-')) negative = *c++ == '-';
-            uint32_t m = 0;
-            int digits = 0, fraction = -1;
-            for (; c < e; ++c) {
-                const char ch = *c;
-                if (static_cast<unsigned char>(ch - '0') < 10) {
-                    if (++digits > 7) break;
-                    m = m * 10 + static_cast<uint32_t>(ch - '0');
-                    fraction += fraction >= 0;
-                } else if (ch == '.' && fraction < 0) {
-                    fraction = 0;
-                } else {
-                    break;
-                }
-            }
-            fast = digits > 0 && digits <= 7 && (c == e || is_blank(*c));
-            if (fast) {  // the same float as parse_value's fast path (m and 10^k exact, one rounding)
-                float f = static_cast<float>(m);
-                if (fraction > 0) f /= kPow10[fraction];
-                v = negative ? -f : f;
-                p = static_cast<size_t>(c - begin);
-            }
-        }
-        if (!fast) {
-            const std::string_view tok = next_token();
-            idx = 0;
-            colon = 0;
-            while (colon < tok.size() && colon < 11 && tok[colon] >= '0' && tok[colon] <= '9')
-                idx = idx * 10 + static_cast<uint64_t>(tok[colon++] - '0');
-            if (colon == 0 || colon > 10 || colon == tok.size() || tok[colon] != ':') {
-                colon = tok.find(':');
-                if (colon == std::string_view::npos)
-                    throw SparseLineError("bad feature '" + shown_token(tok) + "' (expected idx:val)");
-                const std::string_view key = tok.substr(0, colon);
-                if (key == "qid") {
-                    int64_t qid = 0;
-                    if (!parse_whole(tok.substr(colon + 1), qid))
-                        throw SparseLineError("bad qid '" + shown_token(tok) + "' (expected qid:N)");
-                    continue;
-                }
-                if (key.empty() || key[0] == '-' || !parse_whole(key, idx))
-                    throw SparseLineError("bad feature index in '" + shown_token(tok) +
-                                          "' (expected idx:val, idx an integer >= " +
-                                          std::to_string(options_.index_base) + ")");
-            }
-            if (!parse_value(tok.substr(colon + 1), v))
-                throw SparseLineError("bad feature value in '" + shown_token(tok) +
-                                      "' (expected idx:val, val a finite number)");
-        }
+        if (!parse_value(tok.substr(colon + 1), v))
+            throw SparseLineError("bad feature value in '" + shown_token(tok) +
+                                  "' (expected idx:val, val a finite number)");
         const uint64_t id = idx - base;
         // One comparison for the three range checks of a good token (idx >= base, id below the feature count and
         // above the previous id); the messages are sorted out only on a failure.
         if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) [[unlikely]] {
-            const std::string_view tok(digits0, static_cast<size_t>(std::find_if(digits0, e, is_blank) - digits0));
             if (idx < base)
                 throw SparseLineError("feature index 0 in '" + shown_token(tok) +
                                       "' but data.index_base is 1 (set data.index_base to 0 for 0-based files)");
