@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ringtrain/data/sparse_libsvm.hpp"
 
@@ -69,13 +70,13 @@ bool integral_label(std::string_view s, int64_t& label) {
 }
 
 // The features of [p, e) in the common form — blank-separated "digits:value", value a decimal of at most 7
-// digits, ids in range and increasing — written to ids/vals (room for every token the text can hold). Returns
+// digits, ids in range and increasing — appended to ids/vals. Returns
 // where it stopped: e, or the first token it does not take, which the general loop then reads (and names, when it
 // is wrong). One pass over the bytes, no token views: about a third of the instructions of reading tokens then
 // fields, which was most of a training run's (bench/RESULTS.md, "Sparse logistic regression"). The values are
 // parse_value's fast path: m and 10^k exact floats, one correctly rounded division.
 const char* parse_common_features(const char* p, const char* const e, uint64_t base, uint64_t limit,
-                                  int64_t& previous, uint32_t* ids, float* vals, size_t& count) {
+                                  int64_t& previous, std::vector<uint32_t>& ids, std::vector<float>& vals) {
     for (;;) {
         while (p < e && is_blank(*p)) ++p;
         if (p == e) return p;
@@ -115,9 +116,8 @@ const char* parse_common_features(const char* p, const char* const e, uint64_t b
         if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
         float f = static_cast<float>(m);
         if (fraction > 0) f /= kPow10[fraction];
-        ids[count] = static_cast<uint32_t>(id);
-        vals[count] = negative ? -f : f;
-        ++count;
+        ids.push_back(static_cast<uint32_t>(id));
+        vals.push_back(negative ? -f : f);
         previous = static_cast<int64_t>(id);
     }
 }
@@ -165,18 +165,9 @@ bool LibsvmLineParser::parse(std::string_view line, CsrBatch& out) const {
     int64_t previous = -1;
     const uint64_t base = static_cast<uint64_t>(options_.index_base);
     const uint64_t limit = static_cast<uint64_t>(num_features());
-    {
-        // Room for every token the rest can hold ("1:1" and a blank each), trimmed to what was read.
-        const size_t old = out.indices.size(), room = (n - p + 1) / 4 + 1;
-        out.indices.resize(old + room);
-        out.values.resize(old + room);
-        size_t count = 0;
-        const char* const stopped = parse_common_features(line.data() + p, line.data() + n, base, limit, previous,
-                                                          out.indices.data() + old, out.values.data() + old, count);
-        out.indices.resize(old + count);
-        out.values.resize(old + count);
-        p = static_cast<size_t>(stopped - line.data());
-    }
+    p = static_cast<size_t>(parse_common_features(line.data() + p, line.data() + n, base, limit, previous, out.indices,
+                                                  out.values) -
+                            line.data());
     for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
         // The general way, token then fields: qid, long values, and every error.
         uint64_t idx = 0;
