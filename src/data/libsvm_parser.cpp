@@ -1,4 +1,6 @@
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -69,6 +71,27 @@ bool integral_label(std::string_view s, int64_t& label) {
     return true;
 }
 
+// Eight bytes at a time (little-endian loads; the SWAR digit tricks): how many of x's first bytes are ASCII
+// digits, and the number those first `len` (1..8) digits spell.
+size_t leading_digits(uint64_t x) {
+    const uint64_t t = x ^ 0x3030303030303030ULL;  // a digit byte becomes 0..9
+    const uint64_t flagged = (((t & 0x7F7F7F7F7F7F7F7FULL) + 0x7676767676767676ULL) | t) & 0x8080808080808080ULL;
+    return flagged == 0 ? 8 : static_cast<size_t>(std::countr_zero(flagged)) / 8;
+}
+uint32_t digits_value(uint64_t x, size_t len) {
+    uint64_t t = (x ^ 0x3030303030303030ULL) << (8 * (8 - len));  // the digits in the high bytes, zeros before
+    t = (t * 10 + (t >> 8)) & 0x00FF00FF00FF00FFULL;
+    t = (t * 100 + (t >> 16)) & 0x0000FFFF0000FFFFULL;
+    t = (t * 10000 + (t >> 32)) & 0xFFFFFFFFULL;
+    return static_cast<uint32_t>(t);
+}
+uint64_t load8(const char* p) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    return x;
+}
+constexpr uint32_t kPow10Int[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+
 // The features of [p, e) in the common form — blank-separated "digits:value", value a decimal of at most 7
 // digits, ids in range and increasing — appended to ids/vals. Returns
 // where it stopped: e, or the first token it does not take, which the general loop then reads (and names, when it
@@ -81,6 +104,45 @@ const char* parse_common_features(const char* p, const char* const e, uint64_t b
         while (p < e && is_blank(*p)) ++p;
         if (p == e) return p;
         const char* const token = p;
+        if constexpr (std::endian::native == std::endian::little) {
+            // Index and value eight bytes at a time while 24 bytes are left (every load stays inside the line):
+            // up to 7 index digits, ':', up to 7 value digits with an optional '.', then a blank or the end.
+            if (e - p >= 24) {
+                const uint64_t x = load8(p);
+                const size_t li = leading_digits(x);
+                if (li >= 1 && li <= 7 && p[li] == ':') {
+                    const char* const v = p + li + 1;
+                    const uint64_t y = load8(v);
+                    const size_t lv = leading_digits(y);
+                    const char* end = nullptr;
+                    uint32_t m = 0;
+                    size_t fraction = 0;
+                    if (lv >= 1 && lv <= 7 && v[lv] == '.') {
+                        const uint64_t z = load8(v + lv + 1);
+                        fraction = leading_digits(z);
+                        if (lv + fraction <= 7) {
+                            m = digits_value(y, lv) * kPow10Int[fraction] + (fraction > 0 ? digits_value(z, fraction) : 0);
+                            end = v + lv + 1 + fraction;
+                        }
+                    } else if (lv >= 1 && lv <= 7) {
+                        m = digits_value(y, lv);
+                        end = v + lv;
+                    }
+                    if (end != nullptr && (end == e || is_blank(*end))) {
+                        const uint64_t idx = digits_value(x, li);
+                        const uint64_t id = idx - base;
+                        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
+                        float f = static_cast<float>(m);
+                        if (fraction > 0) f /= kPow10[fraction];
+                        ids.push_back(static_cast<uint32_t>(id));
+                        vals.push_back(f);
+                        previous = static_cast<int64_t>(id);
+                        p = end;
+                        continue;
+                    }
+                }
+            }
+        }
         const char* stop = e - p > 10 ? p + 10 : e;
         uint64_t idx = 0;
         unsigned d = 0;
