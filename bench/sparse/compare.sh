@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sparse logistic regression, ringtrain vs PyTorch on the same libsvm file, batch, optimizer (AdaGrad) and one core:
 # interleaved rounds (ringtrain, PyTorch, ringtrain, PyTorch ...), each pinned to the same CPU with taskset.
-# ringtrain's samples/s include parsing (its reader streams the text file on a parse thread sharing that core);
+# ringtrain's samples/s include parsing (pinned to one CPU, its reader parses the text file on the training thread);
 # the PyTorch peer parses the file into CSR arrays before its clock starts (bench/sparse/pytorch_sparse_logreg.py).
 # Then weak scaling 1 -> 2 ranks (sync.sparse auto) beside the ceiling (2 independent 1-rank copies at once).
 # Usage: bench/sparse/compare.sh [--rounds R] [--rows N] [--features F] [--batch B] [--json FILE]
@@ -34,6 +34,7 @@ trap 'rm -rf "$w"' EXIT
 mb=$(du -m "$w/train.svm" | cut -f1)
 echo "data: $rows training rows ($mb MB libsvm), $((rows / 10)) test rows, $features features; batch $batch, AdaGrad lr $lr, one epoch"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), pinned to cpu $cpu"
+echo "load average before the rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 rt_args=(train --config "$root/configs/sparse_logreg_libsvm.json" --set data.train_file="$w/train.svm"
   --set data.test_file="$w/test.svm" --set data.num_features="$features" --set data.shuffle_buffer=0
@@ -57,7 +58,7 @@ rt = json.load(open(sys.argv[1])); pe = json.load(open(sys.argv[2])); r = int(sy
 row = {"round": r, "ringtrain_samples_per_s": rt["samples_per_s"], "pytorch_samples_per_s": pe["samples_per_s"],
        "ratio": rt["samples_per_s"] / pe["samples_per_s"], "ringtrain_test_logloss": rt["test_logloss"],
        "pytorch_test_logloss": pe["test_logloss"], "ringtrain_test_auc": rt["test_auc"], "pytorch_test_auc": pe["test_auc"],
-       "pytorch_parse_s": pe["parse_s"]}
+       "pytorch_parse_s": pe["parse_s"], "load1": float(open("/proc/loadavg").read().split()[0])}
 print(json.dumps(row))
 PY
 )
@@ -84,7 +85,8 @@ print(json.dumps({"round": int(r), "n1_samples_per_s": n1["samples_per_s"], "n2_
                   "weak_scaling": n2["samples_per_s"] / (2 * n1["samples_per_s"]),
                   "ceiling_samples_per_s": ceiling, "of_ceiling": n2["samples_per_s"] / ceiling,
                   "allgather_steps": n2["sync"]["allgather_steps"], "dense_steps": n2["sync"]["dense_steps"],
-                  "bytes_per_step_per_rank": n2["sync"]["bytes_allgather"] / max(1, n2["steps"])}))
+                  "bytes_per_step_per_rank": n2["sync"]["bytes_allgather"] / max(1, n2["steps"]),
+                  "load1": float(open("/proc/loadavg").read().split()[0])}))
 PY
 )
   echo "$line"

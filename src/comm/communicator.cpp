@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <vector>
 
 #include "ringtrain/comm/launch_env.hpp"
@@ -18,6 +19,54 @@ namespace ringtrain::comm {
 void Communicator::allreduce(std::span<float> data, ReduceOp op, WireFormat wire) {
     if (wire == WireFormat::Float32) return allreduce(data, op);
     throw Error("the " + backend() + " communicator has no " + wire_format_name(wire) + " compressed allreduce");
+}
+
+namespace {
+// Every rank runs the same checks on the same counts, so a mismatch throws on every rank (none waits).
+size_t checked_allgatherv_total(const Communicator& comm, std::span<const float> mine, std::span<const size_t> counts,
+                                std::span<float> out) {
+    if (counts.size() != static_cast<size_t>(comm.size()))
+        throw Error("allgatherv_into: " + std::to_string(counts.size()) + " counts for " + std::to_string(comm.size()) +
+                    " ranks");
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    if (out.size() != total || mine.size() != counts[static_cast<size_t>(comm.rank())])
+        throw Error("allgatherv_into: rank " + std::to_string(comm.rank()) + " passes " + std::to_string(mine.size()) +
+                    " floats into " + std::to_string(out.size()) + ", the counts say " +
+                    std::to_string(counts[static_cast<size_t>(comm.rank())]) + " into " + std::to_string(total));
+    return total;
+}
+}  // namespace
+
+void Communicator::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) {
+    checked_allgatherv_total(*this, mine, counts, out);
+    const std::vector<float> all = allgather(mine);
+    if (all.size() != out.size())
+        throw Error("allgatherv_into: gathered " + std::to_string(all.size()) + " floats, the counts say " +
+                    std::to_string(out.size()));
+    std::copy(all.begin(), all.end(), out.begin());
+}
+
+void MpiCommunicatorBase::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
+                                          std::span<float> out) {
+    const size_t total = checked_allgatherv_total(*this, mine, counts, out);
+    if (total > static_cast<size_t>(INT_MAX))
+        throw Error("allgatherv_into: total of " + std::to_string(total) + " floats exceeds 2^31-1");
+    std::vector<int> n(counts.size()), displs(counts.size());
+    int at = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+        n[r] = static_cast<int>(counts[r]);
+        displs[r] = at;
+        at += n[r];
+    }
+    if (total > 0)
+        check_mpi(MPI_Allgatherv(mine.data(), n[static_cast<size_t>(rank_)], MPI_FLOAT, out.data(), n.data(),
+                                 displs.data(), MPI_FLOAT, comm_),
+                  "MPI_Allgatherv");
+    if (size_ > 1) {
+        const size_t right = counts[static_cast<size_t>((rank_ + 1) % size_)];
+        count_bytes((total - right) * sizeof(float), (total - mine.size()) * sizeof(float));
+    }
 }
 
 std::vector<std::string> allgather_strings(Communicator& comm, const std::string& mine) {

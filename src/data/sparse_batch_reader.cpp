@@ -1,5 +1,7 @@
 // The streaming sparse reader: a parse thread turns this rank's share into CSR blocks (a bounded queue of
 // kSparseQueueBlocks), next() takes rows from them in file order, through the shuffle buffer when there is one.
+// On one CPU (ParseOn::Caller, or Auto under a one-CPU affinity mask) next() parses the next block itself when it
+// needs one: the same blocks in the same order, without the thread.
 // With cache=true the blocks of a completed pass are kept and later epochs replay them (same rows, same order
 // before the shuffle, so a cached epoch equals an uncached one).
 #include <chrono>
@@ -9,6 +11,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <sched.h>
 
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/data/sparse_line_parser.hpp"
@@ -47,7 +51,9 @@ public:
     explicit StreamingSparseReader(SparseReaderOptions options)
         : opt_(std::move(options)), parser_(make_sparse_line_parser(opt_)),
           source_(open_sparse_text_source(opt_.file, opt_.rank, opt_.world, opt_.buffer_bytes / kSparseQueueBlocks)),
-          shuffle_(opt_.shuffle_buffer) {}
+          shuffle_(opt_.shuffle_buffer),
+          parse_inline_(opt_.parse_on == SparseReaderOptions::ParseOn::Caller ||
+                        (opt_.parse_on == SparseReaderOptions::ParseOn::Auto && sparse_single_cpu())) {}
     ~StreamingSparseReader() override { stop_thread(); }
 
     void start_epoch(int64_t epoch) override {
@@ -66,6 +72,7 @@ public:
         finished_ = false;
         stop_ = false;
         error_ = nullptr;
+        if (parse_inline_) return;  // take_block parses on demand
         worker_ = std::thread([this] { parse_share(); });
     }
 
@@ -191,8 +198,30 @@ private:
         return true;
     }
 
+    // The next block of the share parsed here, on the calling thread, into current_; false at the end.
+    bool parse_block_inline() {
+        for (;;) {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (finished_ || !source_->next(chunk_)) {
+                finished_ = true;
+                return false;
+            }
+            const int64_t rows = parse_chunk(chunk_, *parser_, *source_, opt_.file, current_);
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::lock_guard<std::mutex> lock(mu_);
+            stats_.parse_seconds += secs;
+            stats_.rows_parsed += rows;
+            stats_.bytes_parsed += static_cast<int64_t>(chunk_.text.size());
+            stats_.peak_raw_bytes = source_->peak_raw_bytes();
+            stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, rows);
+            stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, csr_bytes(current_));
+            if (rows > 0) return true;
+        }
+    }
+
     // The next queued block into current_; false at the end of the share (rethrows the parse thread's error).
     bool take_block() {
+        if (parse_inline_) return parse_block_inline();
         std::unique_lock<std::mutex> lock(mu_);
         ready_.wait(lock, [&] { return !queue_.empty() || finished_; });
         if (queue_.empty()) {
@@ -214,6 +243,8 @@ private:
     std::unique_ptr<SparseTextSource> source_;
     SparseShuffleBuffer shuffle_;
     bool started_ = false;
+    const bool parse_inline_;
+    TextChunk chunk_;  // the inline parse's text buffer, reused
 
     // Consumer side (the training thread).
     CsrBatch current_;
@@ -237,6 +268,12 @@ private:
 };
 
 }  // namespace
+
+bool sparse_single_cpu() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1;
+}
 
 std::unique_ptr<SparseBatchReader> open_sparse_reader(const SparseReaderOptions& options) {
     SparseReaderOptions opt = options;

@@ -59,41 +59,79 @@ void SparseLinear::forward(const CsrBatch& batch, Tensor& logits) const {
     forward(batch, logits.data());
 }
 
+template <class F>
+void SparseLinear::take_marked(F&& f) {
+    for (size_t s = 0; s < touched_words_.size(); ++s) {
+        for (uint64_t sw = touched_words_[s]; sw != 0; sw &= sw - 1) {
+            const size_t w = s * 64 + static_cast<size_t>(std::countr_zero(sw));
+            for (uint64_t bits = touched_[w]; bits != 0; bits &= bits - 1)
+                f(static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits))));
+            touched_[w] = 0;
+        }
+        touched_words_[s] = 0;
+    }
+}
+
+void SparseLinear::fail_index(uint32_t index) {
+    take_marked([&](uint32_t id) {  // leave the scratch clean for the next call
+        if (!acc_.empty()) acc_[id] = 0.0f;
+    });
+    check_index(index);
+    throw Error("sparse layer " + name_ + ": feature " + std::to_string(index) + " rejected");  // not reached
+}
+
 void SparseLinear::backward(const CsrBatch& batch, const float* dlogits, SparseRows& grad, std::span<float> bias_grad) {
     const int64_t K = out_;
     if (static_cast<int64_t>(bias_grad.size()) != K)
         throw Error("sparse layer " + name_ + ": bias gradient has " + std::to_string(bias_grad.size()) +
                     " values, the layer " + std::to_string(K) + " outputs");
-    if (slot_.empty()) slot_.assign(static_cast<size_t>(num_features_), -1);
+    if (touched_.empty()) {
+        touched_.assign(static_cast<size_t>((num_features_ + 63) / 64), 0);
+        touched_words_.assign((touched_.size() + 63) / 64, 0);
+        if (K == 1) acc_.assign(static_cast<size_t>(num_features_), 0.0f);
+        else slot_.assign(static_cast<size_t>(num_features_), 0);
+    }
     grad.width = K;
     grad.clear();
-
-    // 1. The touched rows, each once (slot_ marks them), then in ascending order: sorting the u touched ids when
-    //    that is cheap, else one pass over the marks (u log u against num_features; either is exact).
-    for (uint32_t id : batch.indices) {
-        if (static_cast<int64_t>(id) >= num_features_) {  // leave the marks clean before throwing
-            for (uint32_t t : grad.rows) slot_[t] = -1;
-            grad.clear();
-            check_index(id);
-        }
-        if (slot_[id] < 0) {
-            slot_[id] = 0;
-            grad.rows.push_back(id);
-        }
-    }
-    const auto u = static_cast<int64_t>(grad.rows.size());
-    if (u * static_cast<int64_t>(std::bit_width(static_cast<uint64_t>(u))) * 16 < num_features_) {
-        std::sort(grad.rows.begin(), grad.rows.end());
-    } else {
-        grad.rows.clear();
-        for (int64_t f = 0; f < num_features_; ++f)
-            if (slot_[static_cast<size_t>(f)] >= 0) grad.rows.push_back(static_cast<uint32_t>(f));
-    }
-    for (int64_t i = 0; i < u; ++i) slot_[grad.rows[static_cast<size_t>(i)]] = static_cast<int32_t>(i);
-
-    // 2. Sum value * dlogits[r] into each touched row, and dlogits into the bias.
-    grad.values.assign(static_cast<size_t>(u * K), 0.0f);
     std::fill(bias_grad.begin(), bias_grad.end(), 0.0f);
+    const auto nf = static_cast<uint64_t>(num_features_);
+
+    if (K == 1) {
+        // Logistic regression: each contribution summed straight into its feature's slot of acc_ (in batch-row
+        // order, as a per-step row list would), then the touched features read out in ascending order.
+        float* acc = acc_.data();
+        for (int64_t r = 0; r < batch.rows(); ++r) {
+            const auto idx = batch.row_indices(r);
+            const auto val = batch.row_values(r);
+            const float d = dlogits[r];
+            for (size_t j = 0; j < idx.size(); ++j) {
+                const uint32_t id = idx[j];
+                if (id >= nf) [[unlikely]]
+                    fail_index(id);
+                acc[id] += val[j] * d;
+                mark(id);
+            }
+            bias_grad[0] += d;
+        }
+        take_marked([&](uint32_t id) {
+            grad.rows.push_back(id);
+            grad.values.push_back(acc[id]);
+            acc[id] = 0.0f;
+        });
+        return;
+    }
+
+    // K outputs: the touched features in order first (their positions in the gradient), then the sums.
+    for (uint32_t id : batch.indices) {
+        if (id >= nf) [[unlikely]]
+            fail_index(id);
+        mark(id);
+    }
+    take_marked([&](uint32_t id) {
+        slot_[id] = static_cast<int32_t>(grad.rows.size());
+        grad.rows.push_back(id);
+    });
+    grad.values.assign(grad.rows.size() * static_cast<size_t>(K), 0.0f);
     float* g = grad.values.data();
     for (int64_t r = 0; r < batch.rows(); ++r) {
         const auto idx = batch.row_indices(r);
@@ -105,9 +143,6 @@ void SparseLinear::backward(const CsrBatch& batch, const float* dlogits, SparseR
         }
         for (int64_t k = 0; k < K; ++k) bias_grad[static_cast<size_t>(k)] += d[k];
     }
-
-    // 3. Leave the marks clean for the next step (touched entries only).
-    for (uint32_t id : grad.rows) slot_[id] = -1;
 }
 
 std::vector<SparseLinear::NamedSpan> SparseLinear::named_spans() {

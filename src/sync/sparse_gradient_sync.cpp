@@ -1,5 +1,6 @@
-// SparseGradientSync (see the header): one tiny allgather of the row counts, then either an allgather of
-// (ids, rows, dense part) merged locally, or one dense allreduce of [table | dense part | packed touched counts].
+// SparseGradientSync (see the header): one gather of fixed-size slots [header | ids | rows] (the rows that fit),
+// then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally, or one dense
+// allreduce of [table | dense part | packed touched counts].
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 
 #include <algorithm>
@@ -35,37 +36,58 @@ uint64_t ring_bytes(int64_t world, uint64_t floats) {
 }
 
 float id_as_float(uint32_t id) { return std::bit_cast<float>(id); }  // ids travel bit for bit in the float gather
-uint32_t float_as_id(float f) { return std::bit_cast<uint32_t>(f); }
 
-// Merges sorted row lists a (the earlier ranks' sum) and b (the next rank's rows) into out, summing a row found in
-// both as a + b; returns the number of rows written (out has room for na + nb). Branch-free: the ids are random, so
-// an if/else per row mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values
-// as they are. W = 1 (logistic regression's one output) is compiled on its own: the general loop over the width
-// cost ~47 instructions a row, most of a step's sync time (bench/RESULTS.md, "Sparse logistic regression").
-template <size_t W>
-size_t merge_sorted_rows(const uint32_t* ra, const float* va, size_t na, const float* ids_b, const float* vb, size_t nb,
-                         size_t runtime_w, uint32_t* out_rows, float* out) {
+// Merges sorted row lists a (rank 0's rows, or the earlier ranks' sum) and b (the next rank's rows) into out,
+// summing a row found in both as a + b and dividing every row by `div` (1 except on the last merge, where it is
+// the world size: x / 1 is x, so the sums are the same bits as summing first and dividing after); returns the
+// number of rows written (out has room for na + nb). Branch-free: the ids are random, so an if/else per row
+// mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are. W = 1
+// (logistic regression's one output) is compiled on its own: the general loop over the width cost ~47
+// instructions a row (bench/RESULTS.md, "Sparse logistic regression"). Ids are uint32 or travel bit-cast in floats.
+template <size_t W, class IdA>
+size_t merge_sorted_rows(const IdA* ids_a, const float* va, size_t na, const float* ids_b, const float* vb, size_t nb,
+                         size_t runtime_w, float div, uint32_t* out_rows, float* out) {
     const size_t w = W > 0 ? W : runtime_w;
     size_t a = 0, b = 0, m = 0;
     while (a < na && b < nb) {
-        const uint32_t ida = ra[a], idb = std::bit_cast<uint32_t>(ids_b[b]);
+        const uint32_t ida = std::bit_cast<uint32_t>(ids_a[a]), idb = std::bit_cast<uint32_t>(ids_b[b]);
         const bool take_a = ida <= idb, take_b = idb <= ida;
         out_rows[m] = take_a ? ida : idb;
         for (size_t k = 0; k < w; ++k)
-            out[m * w + k] = (take_a ? va[a * w + k] : 0.0f) + (take_b ? vb[b * w + k] : 0.0f);
+            out[m * w + k] = ((take_a ? va[a * w + k] : 0.0f) + (take_b ? vb[b * w + k] : 0.0f)) / div;
         a += take_a;
         b += take_b;
         ++m;
     }
     for (; a < na; ++a, ++m) {
-        out_rows[m] = ra[a];
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = va[a * w + k];
+        out_rows[m] = std::bit_cast<uint32_t>(ids_a[a]);
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = va[a * w + k] / div;
     }
     for (; b < nb; ++b, ++m) {
         out_rows[m] = std::bit_cast<uint32_t>(ids_b[b]);
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = vb[b * w + k];
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = vb[b * w + k] / div;
     }
     return m;
+}
+
+template <class IdA>
+size_t merge_rows(size_t w, const IdA* ids_a, const float* va, size_t na, const float* ids_b, const float* vb,
+                  size_t nb, float div, uint32_t* out_rows, float* out) {
+    return w == 1 ? merge_sorted_rows<1>(ids_a, va, na, ids_b, vb, nb, w, div, out_rows, out)
+                  : merge_sorted_rows<0>(ids_a, va, na, ids_b, vb, nb, w, div, out_rows, out);
+}
+
+// A uint64 carried bit for bit in two floats of the gathered slots.
+template <class T>
+void put2(float* at, T v) {
+    static_assert(sizeof(T) == 2 * sizeof(float));
+    std::memcpy(at, &v, sizeof(T));
+}
+template <class T>
+T get2(const float* at) {
+    T v;
+    std::memcpy(&v, at, sizeof(T));
+    return v;
 }
 
 }  // namespace
@@ -77,18 +99,25 @@ struct SparseGradientSync::State {
     SparseSyncStats stats;
 
     std::vector<int64_t> counts;  // every rank's row count this step
-    // allgather path
-    std::vector<float> send;                      // ids (bit-cast) | rows | dense part
-    std::vector<size_t> block;                    // start of each rank's block in the gathered vector
-    std::vector<uint32_t> merged_rows;            // the merge's output, swapped with the gradient's
-    std::vector<float> merged_values;
+    // The step's gather: per rank a slot [count (2 floats) | dense part | ids (capacity, bit-cast) | rows (capacity
+    // x width)]; capacity follows the largest count seen (the same on every rank).
+    size_t capacity = 0;
+    std::vector<float> send, all;
+    std::vector<size_t> slot_counts;
+    // Rows that did not fit a slot: [ids | rows] past the capacity, gathered second; staged per rank contiguous.
+    std::vector<float> tail_send, tail_all;
+    std::vector<size_t> tail_counts;
+    std::vector<std::vector<float>> staged;
+    std::vector<uint32_t> merged_rows, merged_rows2;  // the merges' outputs (ping-pong), swapped with the gradient's
+    std::vector<float> merged_values, merged_values2;
     // dense path: [num_rows x width | dense part | packed touched counts], zero between steps
     std::vector<float> dense;
 
     State(comm::Communicator& c, int64_t r, int64_t w, SparseSyncMethod m) : comm(c), num_rows(r), width(w), method(m) {}
 
     void check_input(const SparseRows& grad) const;
-    void by_allgather(SparseRows& grad, std::span<float> dense_part);
+    void gathered(SparseRows& grad, std::span<float> dense_part);
+    void merge_gathered(SparseRows& grad, std::span<float> dense_part, size_t head, size_t room);
     void by_dense(SparseRows& grad, std::span<float> dense_part);
 };
 
@@ -153,78 +182,135 @@ void SparseGradientSync::average(SparseRows& grad, std::span<float> dense_part) 
     State& s = *state_;
     s.check_input(grad);
     grad.width = s.width;
-    const int world = s.comm.size();
-    s.counts.resize(static_cast<size_t>(world));
-    if (world > 1) {
-        const std::vector<uint64_t> all = s.comm.allgather(static_cast<uint64_t>(grad.count()));
-        for (int r = 0; r < world; ++r) s.counts[static_cast<size_t>(r)] = static_cast<int64_t>(all[static_cast<size_t>(r)]);
-    } else {
-        s.counts[0] = grad.count();
+    if (s.comm.size() > 1) {
+        s.gathered(grad, dense_part);
+        return;
     }
-    const Choice c = choose(s.method, s.counts, s.num_rows, s.width);
-    if (c.method == SparseSyncMethod::Dense) {
+    // One rank: the average is the gradient itself (dense: the same round trip through the buffer, no collective).
+    s.counts.assign(1, grad.count());
+    if (choose(s.method, s.counts, s.num_rows, s.width).method == SparseSyncMethod::Dense) {
         s.by_dense(grad, dense_part);
     } else {
-        s.by_allgather(grad, dense_part);
+        ++s.stats.allgather_steps;
     }
 }
 
-void SparseGradientSync::State::by_allgather(SparseRows& grad, std::span<float> dense_part) {
+void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dense_part) {
     const int world = comm.size();
     const size_t w = static_cast<size_t>(width), nd = dense_part.size();
-    const size_t mine = grad.rows.size();
-    send.resize(mine * (1 + w) + nd);
-    for (size_t i = 0; i < mine; ++i) send[i] = id_as_float(grad.rows[i]);
-    std::copy(grad.values.begin(), grad.values.end(), send.begin() + static_cast<std::ptrdiff_t>(mine));
-    std::copy(dense_part.begin(), dense_part.end(), send.begin() + static_cast<std::ptrdiff_t>(mine * (1 + w)));
-    ++stats.allgather_steps;
-    stats.bytes_allgather += static_cast<uint64_t>(world - 1) * send.size() * sizeof(float);
-    if (world == 1) return;  // the average of one rank is itself
+    const size_t head = 2 + nd;
+    const size_t room = method == SparseSyncMethod::Dense ? 0 : capacity;
+    const size_t slot = head + room * (1 + w);
+    const size_t mine = grad.rows.size(), fit = std::min(mine, room);
+    send.resize(slot);
+    put2(send.data(), static_cast<uint64_t>(mine));
+    std::copy(dense_part.begin(), dense_part.end(), send.begin() + 2);
+    float* ids = send.data() + head;
+    for (size_t i = 0; i < fit; ++i) ids[i] = id_as_float(grad.rows[i]);
+    std::copy_n(grad.values.data(), fit * w, ids + room);
+    slot_counts.assign(static_cast<size_t>(world), slot);
+    all.resize(slot * static_cast<size_t>(world));
+    comm.allgatherv_into(send, slot_counts, all);  // every rank passes the same slot size (same capacity and nd)
 
-    const std::vector<float> all = comm.allgather(std::span<const float>(send));
-    block.resize(static_cast<size_t>(world) + 1);
-    block[0] = 0;
-    for (int r = 0; r < world; ++r)
-        block[r + 1] = block[r] + static_cast<size_t>(counts[static_cast<size_t>(r)]) * (1 + w) + nd;
-    if (all.size() != block[static_cast<size_t>(world)])
-        throw Error("SparseGradientSync: gathered " + std::to_string(all.size()) + " floats, expected " +
-                    std::to_string(block[static_cast<size_t>(world)]) + " (do all ranks pass the same dense part?)");
-    auto row_at = [&](int r, int64_t i) {
-        return all.data() + block[static_cast<size_t>(r)] + static_cast<size_t>(counts[static_cast<size_t>(r)]) +
-               static_cast<size_t>(i) * w;
-    };
-
-    // Rank 0's sorted list, then each further rank's merged into it in turn: a row's values are summed in rank
-    // order, ((r0 + r1) + r2) + ..., so every rank ends with the same bits. Two-way merges cost O(N · rows) with a
-    // small constant; a heap over N lists was 10x slower per row at N = 2 and made the merge most of a step's
-    // sync time (bench/RESULTS.md, "Sparse logistic regression").
-    const size_t n0 = static_cast<size_t>(counts[0]);
-    grad.rows.resize(n0);
-    const float* ids0 = all.data() + block[0];
-    for (size_t i = 0; i < n0; ++i) grad.rows[i] = float_as_id(ids0[i]);
-    grad.values.assign(row_at(0, 0), row_at(0, 0) + n0 * w);
-    for (int r = 1; r < world; ++r) {
-        const size_t na = grad.rows.size(), nb = static_cast<size_t>(counts[static_cast<size_t>(r)]);
-        if (nb == 0) continue;
-        // Into buffers sized for the worst case (no row shared), swapped with the gradient's afterwards.
-        merged_rows.resize(na + nb);
-        merged_values.resize((na + nb) * w);
-        const uint32_t* ra = grad.rows.data();
-        const float* va = grad.values.data();
-        const float* ids_b = all.data() + block[static_cast<size_t>(r)];
-        const float* vb = row_at(r, 0);
-        const size_t m = w == 1 ? merge_sorted_rows<1>(ra, va, na, ids_b, vb, nb, w, merged_rows.data(), merged_values.data())
-                                : merge_sorted_rows<0>(ra, va, na, ids_b, vb, nb, w, merged_rows.data(), merged_values.data());
-        merged_rows.resize(m);
-        merged_values.resize(m * w);
-        grad.rows.swap(merged_rows);
-        grad.values.swap(merged_values);
+    counts.resize(static_cast<size_t>(world));
+    int64_t largest = 0;
+    for (int r = 0; r < world; ++r) {
+        counts[static_cast<size_t>(r)] = static_cast<int64_t>(get2<uint64_t>(all.data() + static_cast<size_t>(r) * slot));
+        largest = std::max(largest, counts[static_cast<size_t>(r)]);
     }
+    const Choice c = choose(method, counts, num_rows, width);
+    if (method != SparseSyncMethod::Dense) {
+        // Next step's room: the largest count and a quarter more, up to where gathering N slots would move more
+        // than the dense allreduce (A(N slots) = (N-1) * room * (4 + 4w) <= D).
+        const Choice dense_at_all = choose(SparseSyncMethod::Dense, counts, num_rows, width);
+        const uint64_t cap = dense_at_all.dense_bytes / (static_cast<uint64_t>(world - 1) * (4 + 4 * w));
+        capacity = static_cast<size_t>(std::min<uint64_t>(cap, static_cast<uint64_t>(largest + largest / 4 + 64)));
+    }
+    if (c.method == SparseSyncMethod::Dense) {
+        by_dense(grad, dense_part);
+        return;
+    }
+    ++stats.allgather_steps;
+    stats.bytes_allgather += static_cast<uint64_t>(world - 1) * (mine * (1 + w) + nd) * sizeof(float);
+
+    if (largest > static_cast<int64_t>(room)) {  // the rows past the room, in a second collective
+        ++stats.second_collectives;
+        tail_counts.resize(static_cast<size_t>(world));
+        size_t total = 0;
+        for (int r = 0; r < world; ++r) {
+            const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+            tail_counts[static_cast<size_t>(r)] = (n > room ? n - room : 0) * (1 + w);
+            total += tail_counts[static_cast<size_t>(r)];
+        }
+        const size_t rest = mine - fit;
+        tail_send.resize(rest * (1 + w));
+        for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(grad.rows[fit + i]);
+        std::copy_n(grad.values.data() + fit * w, rest * w, tail_send.data() + rest);
+        tail_all.resize(total);
+        comm.allgatherv_into(tail_send, tail_counts, tail_all);
+    }
+    merge_gathered(grad, dense_part, head, room);
+}
+
+// Every rank's rows (from its slot, and its tail when it had one) merged in rank order into `grad`, then divided.
+void SparseGradientSync::State::merge_gathered(SparseRows& grad, std::span<float> dense_part, size_t head, size_t room) {
+    const int world = comm.size();
+    const size_t w = static_cast<size_t>(width), nd = dense_part.size();
+    const size_t slot = head + room * (1 + w);
+    struct Rows {
+        const float* ids;
+        const float* values;
+        size_t n;
+    };
+    std::vector<Rows> from(static_cast<size_t>(world));
+    staged.resize(static_cast<size_t>(world));
+    size_t tail_at = 0;
+    for (int r = 0; r < world; ++r) {
+        const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+        const float* base = all.data() + static_cast<size_t>(r) * slot + head;
+        if (n <= room) {
+            from[static_cast<size_t>(r)] = {base, base + room, n};
+            continue;
+        }
+        // Rows past the room: this rank's slot and its tail, staged contiguous for the merge.
+        std::vector<float>& st = staged[static_cast<size_t>(r)];
+        const size_t rest = n - room;
+        const float* tail = tail_all.data() + tail_at;
+        tail_at += rest * (1 + w);
+        st.resize(n * (1 + w));
+        std::copy_n(base, room, st.data());
+        std::copy_n(tail, rest, st.data() + room);
+        std::copy_n(base + room, room * w, st.data() + n);
+        std::copy_n(tail + rest, rest * w, st.data() + n + room * w);
+        from[static_cast<size_t>(r)] = {st.data(), st.data() + n, n};
+    }
+
+    // Rank 0's rows merged with rank 1's, then each further rank's merged into the sum in turn: a row's values are
+    // summed in rank order, ((r0 + r1) + r2) + ..., so every rank ends with the same bits. Two-way merges cost
+    // O(N · rows) with a small constant (a heap over N lists was 10x slower per row at N = 2).
     const float n = static_cast<float>(world);
-    for (float& v : grad.values) v /= n;
+    const Rows& r0 = from[0];
+    const Rows& r1 = from[1];
+    merged_rows.resize(r0.n + r1.n);
+    merged_values.resize((r0.n + r1.n) * w);
+    size_t m = merge_rows(w, r0.ids, r0.values, r0.n, r1.ids, r1.values, r1.n, world == 2 ? n : 1.0f,
+                          merged_rows.data(), merged_values.data());
+    for (int r = 2; r < world; ++r) {
+        const Rows& rb = from[static_cast<size_t>(r)];
+        merged_rows2.resize(m + rb.n);
+        merged_values2.resize((m + rb.n) * w);
+        m = merge_rows(w, merged_rows.data(), merged_values.data(), m, rb.ids, rb.values, rb.n,
+                       r == world - 1 ? n : 1.0f, merged_rows2.data(), merged_values2.data());
+        merged_rows.swap(merged_rows2);
+        merged_values.swap(merged_values2);
+    }
+    merged_rows.resize(m);
+    merged_values.resize(m * w);
+    grad.rows.swap(merged_rows);
+    grad.values.swap(merged_values);
     for (size_t j = 0; j < nd; ++j) {
         float sum = 0.0f;
-        for (int r = 0; r < world; ++r) sum += all[block[static_cast<size_t>(r) + 1] - nd + j];
+        for (int r = 0; r < world; ++r) sum += all[static_cast<size_t>(r) * slot + head - nd + j];
         dense_part[j] = sum / n;
     }
 }

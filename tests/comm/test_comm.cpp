@@ -542,3 +542,32 @@ TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threa
     RingCommunicator sa(o), sb(o);
     run_pair(sa, sb, "shared memory, ");
 }
+
+TEST_CASE("allgatherv_into: counts known on every rank, a rank with none, into the caller's buffer", "[comm][allgather]") {
+    const int n = world_size(), me = world_rank();
+    for (const char* backend : {"ring", "mpi"}) {
+        INFO(backend);
+        auto comm = ringtrain::comm::make_communicator(backend);
+        std::vector<size_t> counts;
+        size_t total = 0;
+        for (int r = 0; r < n; ++r) {
+            counts.push_back(r == 1 ? 0 : static_cast<size_t>(3 + 2 * r));  // rank 1 sends nothing
+            total += counts.back();
+        }
+        std::vector<float> mine(counts[static_cast<size_t>(me)]);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(100 * me) + static_cast<float>(i);
+        std::vector<float> out(total, -1.0f);
+        for (int repeat = 0; repeat < 2; ++repeat) {  // the same buffer again: nothing left over
+            comm->allgatherv_into(mine, counts, out);
+            size_t at = 0;
+            for (int r = 0; r < n; ++r)
+                for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
+                    REQUIRE(out[at++] == static_cast<float>(100 * r) + static_cast<float>(i));
+            // The same as allgather.
+            CHECK(comm->allgather(std::span<const float>(mine)) == out);
+        }
+        // Counts that do not match what this rank passes are refused on the rank that sees it, before sending.
+        std::vector<float> wrong(total + 1);
+        CHECK_THROWS_AS(comm->allgatherv_into(mine, counts, wrong), ringtrain::Error);
+    }
+}

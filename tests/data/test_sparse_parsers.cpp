@@ -220,3 +220,40 @@ TEST_CASE("libsvm: the short-decimal fast path gives from_chars' float, bit for 
         CHECK(std::bit_cast<uint32_t>(b.values[0]) == std::bit_cast<uint32_t>(want));
     }
 }
+
+TEST_CASE("libsvm: the eight-bytes-at-a-time token path gives the byte path's ids and floats, bit for bit") {
+    // Tokens followed by at least 24 bytes of line take the eight-byte path; the same token at a line's end takes
+    // the byte loop. Indices of 1-8 digits (8 goes the byte way), values of every point position and length.
+    std::vector<std::string> values = {"0", "1", "5.", "9999999", "0.0000001", "1234.567", "0.1", "0.25", "7.5",
+                                       "12345678", "0.12345678", "1e-3", "-0.5", "1.0000001", "0.", "00000001"};
+    uint64_t state = 777;
+    for (int i = 0; i < 5000; ++i) {
+        const uint64_t r = splitmix64_next(state);
+        std::string d = std::to_string((r >> 8) % 10000000).substr(0, 1 + static_cast<size_t>(r % 7));
+        const size_t point = static_cast<size_t>((r >> 40) % (d.size() + 2));
+        values.push_back(point > d.size() ? d : d.substr(0, point) + "." + d.substr(point));
+    }
+    const std::string tail = " 90000001:1 90000002:0.5 90000003:2";  // 35 bytes after the tested token
+    const std::vector<uint64_t> indices = {1, 9, 10, 4711, 999999, 1000000, 9999999, 12345678};
+    LibsvmOptions o;
+    o.num_features = 100000000;
+    for (size_t i = 0; i < values.size(); ++i) {
+        const uint64_t idx = indices[i % indices.size()];
+        const std::string token = std::to_string(idx) + ":" + values[i];
+        INFO(token);
+        const CsrBatch fast = parse_libsvm("1 " + token + tail, o);
+        const CsrBatch slow = parse_libsvm("1 " + token, o);
+        REQUIRE(fast.indices.size() == 4);
+        REQUIRE(slow.indices.size() == 1);
+        CHECK(fast.indices[0] == idx - 1);
+        CHECK(fast.indices[0] == slow.indices[0]);
+        CHECK(std::bit_cast<uint32_t>(fast.values[0]) == std::bit_cast<uint32_t>(slow.values[0]));
+        CHECK(fast.indices[3] == 90000002u);
+        CHECK(fast.values[2] == 0.5f);
+    }
+    // Errors are the byte path's, whichever path met the token first.
+    CHECK_THROWS_WITH(parse_libsvm("1 5:1 3:1" + tail, o), Catch::Contains("feature index 3 does not increase"));
+    CHECK_THROWS_WITH(parse_libsvm("1 0:1" + tail, o), Catch::Contains("feature index 0"));
+    o.num_features = 1000;
+    CHECK_THROWS_WITH(parse_libsvm("1 1001:1" + tail, o), Catch::Contains("past data.num_features"));
+}

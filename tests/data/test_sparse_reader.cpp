@@ -272,3 +272,42 @@ TEST_CASE("a line longer than the read buffer is an InputError, not unbounded me
     o.buffer_bytes = 1000;
     CHECK_THROWS_AS(open_sparse_reader(o), InputError);
 }
+
+TEST_CASE("parsing on the caller's thread (one CPU) gives the parse thread's batches, errors and memory bound") {
+    using ParseOn = SparseReaderOptions::ParseOn;
+    TempDir dir;
+    int64_t data_rows = 0;
+    std::string text = libsvm_text(6000, data_rows);
+    sparse_test::write_text(dir.file("p.svm"), text);
+    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    for (const std::string name : {"p.svm", "p.svm.gz"})
+        for (const int64_t shuffle : {int64_t{0}, int64_t{300}})
+            for (const int rank : {0, 1}) {
+                auto o = libsvm_options(dir.file(name), 7000);
+                o.shuffle_buffer = shuffle;
+                o.rank = rank;
+                o.world = 2;
+                o.parse_on = ParseOn::Thread;
+                auto threaded = open_sparse_reader(o);
+                o.parse_on = ParseOn::Caller;
+                auto inline_reader = open_sparse_reader(o);
+                for (int64_t epoch = 0; epoch < 2; ++epoch) {
+                    const auto want = read_epoch(*threaded, epoch, 33);
+                    CHECK(!want.empty());
+                    CHECK(read_epoch(*inline_reader, epoch, 33) == want);
+                }
+                const auto s = inline_reader->stats();
+                CHECK(s.bytes_parsed == threaded->stats().bytes_parsed);
+                CHECK(s.peak_raw_bytes <= o.buffer_bytes);
+                CHECK(s.peak_queued_bytes <= 2 * o.buffer_bytes / kSparseQueueBlocks);
+            }
+    // A malformed line fails on the caller's thread with the same message.
+    size_t pos = 0;
+    for (int line = 1; line < 4321; ++line) pos = text.find('\n', pos) + 1;
+    text.insert(pos, "1 5:1 3:1\n");
+    sparse_test::write_text(dir.file("bad.svm"), text);
+    auto o = libsvm_options(dir.file("bad.svm"), 7000);
+    o.parse_on = ParseOn::Caller;
+    auto reader = open_sparse_reader(o);
+    CHECK_THROWS_WITH(read_epoch(*reader, 0), Contains(dir.file("bad.svm") + ":4321: feature index 3 does not increase"));
+}

@@ -261,6 +261,31 @@ TEST_CASE("auto picks allgather for few rows and dense for many, and counts them
     }
 }
 
+TEST_CASE("rows that fit the gathered slots take one collective, rows past them a second, same result", "[sparse_sync]") {
+    const int n = world_size();
+    for (const char* backend : {"ring", "mpi"}) {
+        INFO(backend);
+        auto comm = comm::make_communicator(backend);
+        const int64_t rows = 5000, width = 2;
+        SparseGradientSync sync(*comm, rows, width, SparseSyncMethod::Allgather);
+        // Step 1: no room yet (every rank's rows come second); 2: ~ as many rows, they fit the room step 1 sized;
+        // 3: ten times as many, past the room again; 4: one rank with none, the others few.
+        const float density[] = {0.02f, 0.02f, 0.2f, 0.01f};
+        const int64_t want_second[] = {1, 1, 2, 2};
+        for (int step = 0; step < 4; ++step) {
+            INFO("step " << step);
+            const uint64_t seed = 900 + static_cast<uint64_t>(step);
+            const int empty = step == 3 ? 0 : -1;
+            RankGrad g = make_grad(world_rank(), rows, width, 1, density[step], seed, empty);
+            sync.average(g.rows, g.dense);
+            check_against(reference(rows, width, 1, density[step], seed, empty), g.rows, g.dense);
+            CHECK(same_on_every_rank(*comm, g.rows, g.dense));
+            CHECK(sync.stats().second_collectives == (n > 1 ? want_second[step] : 0));
+        }
+        CHECK(sync.stats().allgather_steps == 4);
+    }
+}
+
 TEST_CASE("malformed gradients are refused before anything is sent", "[sparse_sync]") {
     auto comm = comm::make_communicator("ring");
     SparseGradientSync sync(*comm, 10, 2, SparseSyncMethod::Allgather);

@@ -42,6 +42,10 @@ public:
     // Concatenation of every rank's `mine` in rank order; counts may differ between ranks.
     virtual std::vector<float> allgather(std::span<const float> mine) = 0;
     virtual std::vector<uint64_t> allgather(uint64_t mine) = 0;
+    // The same concatenation into `out` when every rank already knows every count (counts[r] floats from rank r;
+    // out holds their sum): one collective, no count exchange and no fresh vector, for per-step use (the sparse
+    // gradient sync). The default calls allgather() and copies; the MPI backends override it.
+    virtual void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out);
     // Every rank's `mine`, concatenated in rank order. Every rank must pass the same number of bytes; a rank whose
     // count differs gets an Error naming both counts (on every rank, so none waits in a later collective).
     virtual std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) = 0;

@@ -45,6 +45,7 @@ public:
     void broadcast_bytes(std::span<std::byte> data, int root) override;
     std::vector<float> allgather(std::span<const float> mine) override;
     std::vector<uint64_t> allgather(uint64_t mine) override;
+    void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) override;
     std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) override;
     void barrier() override;
 

@@ -27,7 +27,16 @@ struct SparseReaderOptions {
     uint64_t seed = 0;              // shuffle seed (combine with rank and epoch)
     int rank = 0, world = 1;        // this rank's share of the file's lines
     int64_t num_classes = 0;        // libsvm labels at or past it are an error naming file:line (0 = no check)
+    // Where the text is parsed: Auto = on the calling thread when this process may run on one CPU only (taskset,
+    // mpirun --bind-to core), else on a parse thread. On one CPU the thread cannot overlap anything: it only adds
+    // context switches, queue handovers, and (with MPI's busy-polling collectives) steals the core from the
+    // training thread's peers' wait, so a 2-rank job stalls on whichever rank's parser got the core.
+    enum class ParseOn { Auto, Thread, Caller };
+    ParseOn parse_on = ParseOn::Auto;
 };
+
+// Whether this process may run on one CPU only (its affinity mask has one CPU).
+bool sparse_single_cpu();
 
 // What a reader has held at most, for tests and the benchmark. Memory is bounded by the options whatever the
 // file size: peak_raw_bytes <= buffer_bytes, at most kSparseQueueBlocks parsed blocks (each from at most

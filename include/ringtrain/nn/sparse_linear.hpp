@@ -38,8 +38,8 @@ public:
     // dlogits: rows x K as the losses write them, d(scale * summed loss)/dlogits; the layer does not divide again,
     // so with the trainer's scale = 1/batch the gradient is the per-batch mean. Overwrites `grad` (width K, the
     // touched rows sorted and unique, a row's contributions from every batch row summed; a row touched with value 0
-    // is still listed) and `bias_grad` (K values). O(nnz * K + u log u) for u touched rows (or O(num_features) when
-    // u is a large share of them); no allocation once grad's buffers have grown.
+    // is still listed) and `bias_grad` (K values). O(nnz * K + u + num_features / 4096) for u touched rows (a
+    // two-level bitmap gives them in order, no sort); no allocation once grad's buffers have grown.
     void backward(const CsrBatch& batch, const float* dlogits, SparseRows& grad, std::span<float> bias_grad);
 
     // For checkpoints, broadcast and local-SGD averaging: the values only (grad tensors stay empty — the gradient
@@ -57,12 +57,25 @@ public:
 
 private:
     void check_index(uint32_t index) const;
+    [[noreturn]] void fail_index(uint32_t index);
+    void mark(uint32_t id) {
+        touched_[id >> 6] |= uint64_t{1} << (id & 63);
+        touched_words_[id >> 12] |= uint64_t{1} << ((id >> 6) & 63);
+    }
+    // Calls f(id) for every marked id in ascending order and clears the marks.
+    template <class F>
+    void take_marked(F&& f);
 
     std::string name_;
     int64_t num_features_, out_;
     Parameter weight_, bias_;
-    // Per feature: its position in this step's merged gradient while backward runs, -1 otherwise. Reused across
-    // steps and reset only at the touched entries, so a step costs O(nnz), not O(num_features).
+    // backward's scratch, reused across steps and cleared only where touched, so a step costs O(nnz), not
+    // O(num_features): the touched features as bits (touched_), the nonzero words of those bits (touched_words_),
+    // and either (K = 1) the gradient accumulated in place per feature (acc_, zero between steps; the same
+    // row-order sums as a per-row list) or (K > 1) each touched feature's position in the gradient (slot_, valid
+    // for this step's touched features only).
+    std::vector<uint64_t> touched_, touched_words_;
+    std::vector<float> acc_;
     std::vector<int32_t> slot_;
 };
 

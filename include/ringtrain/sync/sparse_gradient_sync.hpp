@@ -2,8 +2,14 @@
 // choosing per step between two ways (sync.sparse):
 //   allgather — every rank's (row ids, values) gathered, then merged locally (Horovod's IndexedSlices path);
 //   dense     — scattered into a dense [num_rows x width] buffer and allreduced (Horovod's sparse_as_dense);
-//   auto      — whichever moves fewer bytes this step, decided from every rank's row count (a tiny allgather that
-//               every step does first, so all ranks pick the same way).
+//   auto      — whichever moves fewer bytes this step, decided from every rank's row count (which every rank
+//               learns in the step's first collective, so all ranks pick the same way).
+// One collective per step when the rows fit (the common case): every rank sends a fixed-size slot — a header
+// (its row count and the dense part) and room for `capacity` rows — and capacity follows
+// the largest count seen (identically on every rank: it is computed from gathered counts). A rank with more rows
+// than the room sends the rest in a second collective (an allgatherv whose counts the first one told everyone);
+// when auto then picks dense, the dense allreduce follows instead. The room is capped where the gathered slots
+// would pass the dense allreduce's bytes, so auto never pays a slot that dense would have beaten.
 // Both give the same result: the union of the ranks' rows, values summed and divided by the world size.
 //
 // Bytes each way moves per step (what choose() compares; N ranks, rows_r = rank r's row count, w = width,
@@ -36,7 +42,8 @@ struct SparseSyncStats {
     uint64_t bytes_dense = 0;     // payload bytes this rank sent on the dense steps (the ring's 2(N-1)/N share)
     // Both byte counts are the model above applied to this rank (allgather: its own ids, rows and dense part sent
     // to N-1 peers; dense: 2(N-1)/N of the whole buffer incl. the dense part), not a transport counter, so they
-    // mean the same on every backend. The per-step count exchange (8 bytes to N-1 peers) is not included.
+    // mean the same on every backend. The per-step header (the count) and a slot's unused room are not included.
+    int64_t second_collectives = 0;  // steps whose rows did not fit the slots (a second collective followed)
 };
 
 class SparseGradientSync {
