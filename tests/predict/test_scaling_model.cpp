@@ -2,12 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/predict/link.hpp"
+#include "ringtrain/scaling/link.hpp"
 #include "ringtrain/predict/predictor.hpp"
-#include "ringtrain/predict/scaling_model.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::predict;
+using namespace ringtrain::scaling;
 
 namespace {
 

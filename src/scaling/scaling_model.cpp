@@ -1,12 +1,12 @@
 // The α-β step model (see the header and docs/scaling.md).
-#include "ringtrain/predict/scaling_model.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "ringtrain/core/error.hpp"
 
-namespace ringtrain::predict {
+namespace ringtrain::scaling {
 
 const char* to_string(Algorithm a) {
     switch (a) {
@@ -118,4 +118,4 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
     return p;
 }
 
-}  // namespace ringtrain::predict
+}  // namespace ringtrain::scaling
