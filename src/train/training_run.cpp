@@ -57,6 +57,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
+      ready_clock_(parts.model->parameters()),
       train_loss_(std::nan("")) {
     parts_.gsync->set_vote(&stop_.flag());
     if (steps_per_epoch_ == 0)
@@ -84,6 +85,7 @@ void TrainingRun::resume() {
         progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
                        std::to_string(pos_.step_in_epoch));
     last_average_step_ = pos_.global_step;
+    if (parts_.world > 1 && !local_sgd_) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
 }
 
 void TrainingRun::load_resume_checkpoint() {
@@ -262,10 +264,15 @@ double TrainingRun::forward_backward(int64_t pass) {
     PhaseScope ph(phases_, Phase::Backward, p.timeline.get());
     p.model->loss().backward(*y, loss_scale_, dlogits_);
     // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
-    if (pass + 1 == passes_ && !local_sgd_)
-        p.model->backward(dlogits_, [&p](nn::Parameter& prm) { p.gsync->on_gradient_ready(prm); }, pass > 0);
-    else
+    if (pass + 1 == passes_ && !local_sgd_) {
+        ready_clock_.backward_began();
+        p.model->backward(dlogits_, [this, &p](nn::Parameter& prm) {
+            ready_clock_.ready(prm);
+            p.gsync->on_gradient_ready(prm);
+        }, pass > 0);
+    } else {
         p.model->backward(dlogits_, {}, pass > 0);
+    }
     return static_cast<double>(batch_.size());
 }
 

@@ -1,0 +1,120 @@
+// The run's measurements for its own prediction: see the header.
+#include "run_measurements.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/train/run_prediction.hpp"
+
+namespace ringtrain::train::detail {
+
+using nlohmann::json;
+
+namespace {
+
+double clock_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+GradientReadyClock::GradientReadyClock(const std::vector<nn::Parameter*>& params)
+    : sum_s_(params.size(), 0.0), count_(params.size(), 0) {
+    for (size_t i = 0; i < params.size(); ++i) index_.emplace(params[i], i);
+}
+
+void GradientReadyClock::backward_began() {
+    ++steps_;
+    began_s_ = clock_s();
+}
+
+void GradientReadyClock::ready(const nn::Parameter& p) {
+    if (steps_ < 2) return;
+    const auto it = index_.find(&p);
+    if (it == index_.end()) return;
+    sum_s_[it->second] += clock_s() - began_s_;
+    ++count_[it->second];
+}
+
+std::vector<double> GradientReadyClock::mean_ready_s() const {
+    std::vector<double> out(sum_s_.size(), -1.0);
+    for (size_t i = 0; i < out.size(); ++i)
+        if (count_[i] > 0) out[i] = sum_s_[i] / static_cast<double>(count_[i]);
+    return out;
+}
+
+double latency_probe(comm::Communicator& comm) {
+    float one = 1.0f;
+    comm.allreduce(std::span<float>(&one, 1), comm::ReduceOp::Sum);  // the first pays for connection set-up
+    double fastest = 1e30;
+    for (int i = 0; i < 8; ++i) {
+        comm.barrier();
+        const double t0 = clock_s();
+        comm.allreduce(std::span<float>(&one, 1), comm::ReduceOp::Sum);
+        fastest = std::min(fastest, clock_s() - t0);
+    }
+    comm.allreduce(std::span<double>(&fastest, 1), comm::ReduceOp::Max);
+    return fastest;
+}
+
+json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync,
+                       const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
+                       const RunTotals& totals) {
+    if (comm.size() < 2) return nullptr;
+    // The same answer on every rank (plan, agreed device, steps run together), so all or none gather below.
+    if (plan.sync.mode == SyncMode::LocalSgd)
+        return {{"why", "sync.mode local_sgd: no per-step gradient allreduce to fit a link from"}};
+    if (device != Device::CPU)
+        return {{"why", "the GPU path: gradient ready times are host enqueue times, not when the GPU finished"}};
+    if (totals.steps < 2) return {{"why", "fewer than two steps ran: nothing to time after the first"}};
+
+    const sync::SyncStats stats = gsync.stats();
+    std::vector<float> mine;
+    for (const sync::BucketStat& b : stats.buckets)
+        mine.push_back(b.calls ? static_cast<float>(b.total_s / static_cast<double>(b.calls)) : 0.0f);
+    const std::vector<float> all = comm.allgather(std::span<const float>(mine));
+
+    RunMeasurements m;
+    m.ranks = comm.size();
+    m.batch_per_rank = plan.train.batch_size;
+    m.passes = plan.sync.backward_passes_per_step;
+    const double steps = static_cast<double>(totals.steps);
+    m.measured_step_s = totals.train_s / steps;
+    m.data_s = totals.phases.get(telemetry::Phase::Data) / steps;
+    m.forward_s = totals.phases.get(telemetry::Phase::Forward) / steps;
+    m.backward_s = totals.phases.get(telemetry::Phase::Backward) / steps;
+    m.optimizer_s = totals.phases.get(telemetry::Phase::Optimizer) / steps;
+    for (const nn::Parameter* p : params) {
+        m.grad_floats.push_back(static_cast<size_t>(p->grad.numel()));
+        m.grad_names.push_back(p->name);
+    }
+    m.ready_s = totals.ready.mean_ready_s();
+    for (size_t b = 0; b < gsync.bucket_count(); ++b) m.tensors_per_bucket.push_back(gsync.bucket_params(b).size());
+    const size_t buckets = mine.size();
+    m.bucket_s.assign(buckets, 0.0);
+    for (size_t b = 0; b < buckets; ++b) {
+        double sum = 0;
+        for (int r = 0; r < m.ranks && static_cast<size_t>(r) * buckets + b < all.size(); ++r)
+            sum += all[static_cast<size_t>(r) * buckets + b];
+        m.bucket_s[b] = sum / m.ranks;
+    }
+    m.latency_probe_s = totals.latency_probe_s;
+    const telemetry::StragglerReport& st = totals.stragglers;
+    if (st.steps > 0 && !st.mean_work_ms_per_rank.empty()) {
+        m.mean_work_s = st.work_s / static_cast<double>(st.steps);
+        m.slowest_work_s = (st.work_s + st.straggler_s) / static_cast<double>(st.steps);
+        m.rank0_work_s = 1e-3 * st.mean_work_ms_per_rank[0];
+    }
+    m.wire_bytes_per_float = plan.sync.compression == Compression::None ? 4.0 : 2.0;
+    m.overlap = gsync.overlapping();
+    m.backend = gsync.communicator().backend();
+    try {
+        return run_prediction_json(predict_run(m));
+    } catch (const Error& e) {
+        return {{"why", e.what()}};
+    }
+}
+
+}  // namespace ringtrain::train::detail
