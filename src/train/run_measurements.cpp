@@ -20,17 +20,34 @@ double clock_s() {
 
 }  // namespace
 
-GradientReadyClock::GradientReadyClock(const std::vector<nn::Parameter*>& params)
+StepClock::StepClock(const std::vector<nn::Parameter*>& params)
     : sum_s_(params.size(), 0.0), count_(params.size(), 0) {
     for (size_t i = 0; i < params.size(); ++i) index_.emplace(params[i], i);
 }
 
-void GradientReadyClock::backward_began() {
+void StepClock::backward_began() {
+    const double now = clock_s();
+    if (steps_ >= 2 && periods_s_.size() < (size_t{1} << 20)) periods_s_.push_back(static_cast<float>(now - began_s_));
     ++steps_;
-    began_s_ = clock_s();
+    began_s_ = now;
 }
 
-void GradientReadyClock::ready(const nn::Parameter& p) {
+double StepClock::steady_step_s() const {
+    if (periods_s_.size() < 2) return 0.0;
+    std::vector<float> sorted = periods_s_;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    const double limit = 3.0 * sorted[sorted.size() / 2];
+    double sum = 0;
+    size_t n = 0;
+    for (float p : periods_s_)
+        if (p <= limit) {
+            sum += p;
+            ++n;
+        }
+    return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+void StepClock::ready(const nn::Parameter& p) {
     if (steps_ < 2) return;
     const auto it = index_.find(&p);
     if (it == index_.end()) return;
@@ -38,7 +55,7 @@ void GradientReadyClock::ready(const nn::Parameter& p) {
     ++count_[it->second];
 }
 
-std::vector<double> GradientReadyClock::mean_ready_s() const {
+std::vector<double> StepClock::mean_ready_s() const {
     std::vector<double> out(sum_s_.size(), -1.0);
     for (size_t i = 0; i < out.size(); ++i)
         if (count_[i] > 0) out[i] = sum_s_[i] / static_cast<double>(count_[i]);
@@ -68,7 +85,7 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
         return {{"why", "sync.mode local_sgd: no per-step gradient allreduce to fit a link from"}};
     if (device != Device::CPU)
         return {{"why", "the GPU path: gradient ready times are host enqueue times, not when the GPU finished"}};
-    if (totals.steps < 2) return {{"why", "fewer than two steps ran: nothing to time after the first"}};
+    if (totals.steps < 4) return {{"why", "fewer than four steps ran: too few to time after the first"}};
 
     const sync::SyncStats stats = gsync.stats();
     std::vector<float> mine;
@@ -81,7 +98,8 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     m.batch_per_rank = plan.train.batch_size;
     m.passes = plan.sync.backward_passes_per_step;
     const double steps = static_cast<double>(totals.steps);
-    m.measured_step_s = totals.train_s / steps;
+    // The steady step: the first step's set-up and the evaluations between epochs are not what the model describes.
+    m.measured_step_s = totals.clock.steady_step_s();
     m.data_s = totals.phases.get(telemetry::Phase::Data) / steps;
     m.forward_s = totals.phases.get(telemetry::Phase::Forward) / steps;
     m.backward_s = totals.phases.get(telemetry::Phase::Backward) / steps;
@@ -90,7 +108,7 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
         m.grad_floats.push_back(static_cast<size_t>(p->grad.numel()));
         m.grad_names.push_back(p->name);
     }
-    m.ready_s = totals.ready.mean_ready_s();
+    m.ready_s = totals.clock.mean_ready_s();
     for (size_t b = 0; b < gsync.bucket_count(); ++b) m.tensors_per_bucket.push_back(gsync.bucket_params(b).size());
     const size_t buckets = mine.size();
     m.bucket_s.assign(buckets, 0.0);

@@ -19,19 +19,24 @@
 
 namespace ringtrain::train::detail {
 
-// When each gradient became final, seconds after the last pass's backward began: summed over every step but the
-// first (allocations, and the blocking first step of a cycle-time layout), one clock read per gradient per step.
-class GradientReadyClock {
+// When each gradient became final, seconds after the last pass's backward began, summed over every step but the
+// first (allocations, connection set-up, the blocking first step of a cycle-time layout): one clock read per gradient
+// per step. And the steady step: the time from one step's backward to the next one's, the first left out.
+class StepClock {
 public:
-    explicit GradientReadyClock(const std::vector<nn::Parameter*>& params);
+    explicit StepClock(const std::vector<nn::Parameter*>& params);
     void backward_began();                // the step's last pass, before the loss gradient
     void ready(const nn::Parameter& p);   // from backward's on_ready hook
     std::vector<double> mean_ready_s() const;  // per parameter; -1 where never reported
+    // The mean of the periods between consecutive steps but the first, leaving out those over 3x their median (an
+    // evaluation or a checkpoint between two steps); 0 with fewer than two periods.
+    double steady_step_s() const;
 
 private:
     std::unordered_map<const nn::Parameter*, size_t> index_;
     std::vector<double> sum_s_;
     std::vector<int64_t> count_;
+    std::vector<float> periods_s_;  // capped like StepWorkLog: 4 bytes a step
     double began_s_ = 0;
     int64_t steps_ = 0;
 };
@@ -42,10 +47,9 @@ double latency_probe(comm::Communicator& comm);
 
 struct RunTotals {  // what TrainingRun counted
     const telemetry::PhaseTimes& phases;
-    const GradientReadyClock& ready;
+    const StepClock& clock;
     const telemetry::StragglerReport& stragglers;
     int64_t steps = 0;
-    double train_s = 0;
     double latency_probe_s = -1;
 };
 

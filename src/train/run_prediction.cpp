@@ -80,19 +80,12 @@ scaling::Link link_from_run(const RunMeasurements& m) {
     // the ranks it averages slowest − mean local work per step. What is left is the transfer.
     const double wait = std::max(0.0, m.slowest_work_s - m.mean_work_s);
     const double keep = std::clamp((total - wait) / total, 0.05, 1.0);
+    // Bucket b's bytes on the wire: its gradients' floats (buckets take the parameters from the last one backwards).
+    const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
     std::vector<scaling::LinkSample> samples;
-    for (size_t b = 0; b < m.bucket_s.size() && b < m.tensors_per_bucket.size(); ++b)
-        if (m.bucket_s[b] > 0) samples.push_back({0.0, keep * m.bucket_s[b]});
-    // Bucket bytes on the wire: the floats of its gradients.
-    {
-        size_t param = 0, k = 0;
-        for (size_t b = 0; b < m.tensors_per_bucket.size(); ++b) {
-            size_t floats = 0;
-            for (size_t i = 0; i < m.tensors_per_bucket[b] && param < m.grad_floats.size(); ++i)
-                floats += m.grad_floats[param++];
-            if (b < m.bucket_s.size() && m.bucket_s[b] > 0) samples[k++].bytes = floats * m.wire_bytes_per_float;
-        }
-    }
+    for (size_t b = 0; b < m.bucket_s.size() && b < layout.size(); ++b)
+        if (m.bucket_s[b] > 0)
+            samples.push_back({static_cast<double>(layout.bucket(b).count) * m.wire_bytes_per_float, keep * m.bucket_s[b]});
     std::string source = "this run's gradient allreduces (" + std::to_string(samples.size()) +
                          " bucket(s), less the wait for the slowest rank)";
     if (m.latency_probe_s > 0) {

@@ -57,7 +57,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
-      ready_clock_(parts.model->parameters()),
+      step_clock_(parts.model->parameters()),
       train_loss_(std::nan("")) {
     parts_.gsync->set_vote(&stop_.flag());
     if (steps_per_epoch_ == 0)
@@ -265,9 +265,9 @@ double TrainingRun::forward_backward(int64_t pass) {
     p.model->loss().backward(*y, loss_scale_, dlogits_);
     // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
     if (pass + 1 == passes_ && !local_sgd_) {
-        ready_clock_.backward_began();
+        step_clock_.backward_began();
         p.model->backward(dlogits_, [this, &p](nn::Parameter& prm) {
-            ready_clock_.ready(prm);
+            step_clock_.ready(prm);
             p.gsync->on_gradient_ready(prm);
         }, pass > 0);
     } else {

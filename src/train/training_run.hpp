@@ -122,7 +122,7 @@ private:
     // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.
     telemetry::StepWorkLog work_log_;
     // For the run's own prediction (summary.json "predicted", run_measurements.hpp).
-    GradientReadyClock ready_clock_;
+    StepClock step_clock_;
     double latency_probe_s_ = -1;
     nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss_;
