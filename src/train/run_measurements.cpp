@@ -27,24 +27,17 @@ StepClock::StepClock(const std::vector<nn::Parameter*>& params)
 
 void StepClock::backward_began() {
     const double now = clock_s();
-    if (steps_ >= 2 && periods_s_.size() < (size_t{1} << 20)) periods_s_.push_back(static_cast<float>(now - began_s_));
+    if (steps_ >= 2 && !skip_ && periods_s_.size() < (size_t{1} << 20))
+        periods_s_.push_back(static_cast<float>(now - began_s_));
+    skip_ = false;
     ++steps_;
     began_s_ = now;
 }
 
 double StepClock::steady_step_s() const {
-    if (periods_s_.size() < 2) return 0.0;
-    std::vector<float> sorted = periods_s_;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-    const double limit = 3.0 * sorted[sorted.size() / 2];
     double sum = 0;
-    size_t n = 0;
-    for (float p : periods_s_)
-        if (p <= limit) {
-            sum += p;
-            ++n;
-        }
-    return n ? sum / static_cast<double>(n) : 0.0;
+    for (float p : periods_s_) sum += p;
+    return periods_s_.empty() ? 0.0 : sum / static_cast<double>(periods_s_.size());
 }
 
 void StepClock::ready(const nn::Parameter& p) {

@@ -21,15 +21,18 @@ namespace ringtrain::train::detail {
 
 // When each gradient became final, seconds after the last pass's backward began, summed over every step but the
 // first (allocations, connection set-up, the blocking first step of a cycle-time layout): one clock read per gradient
-// per step. And the steady step: the time from one step's backward to the next one's, the first left out.
+// per step. And the steady step: the time from one step's backward to the next one's, the first left out, and those
+// with an evaluation or a checkpoint between them (skip_next_period).
 class StepClock {
 public:
     explicit StepClock(const std::vector<nn::Parameter*>& params);
     void backward_began();                // the step's last pass, before the loss gradient
     void ready(const nn::Parameter& p);   // from backward's on_ready hook
     std::vector<double> mean_ready_s() const;  // per parameter; -1 where never reported
-    // The mean of the periods between consecutive steps but the first, leaving out those over 3x their median (an
-    // evaluation or a checkpoint between two steps); 0 with fewer than two periods.
+    // The next period holds work the model does not describe (an evaluation, a checkpoint): not counted.
+    void skip_next_period() { skip_ = true; }
+    // The mean of the periods counted; 0 with none. A mean, not a median: the model's inputs are means, and a
+    // shaped link's occasional slow step is part of what the run costs.
     double steady_step_s() const;
 
 private:
@@ -39,6 +42,7 @@ private:
     std::vector<float> periods_s_;  // capped like StepWorkLog: 4 bytes a step
     double began_s_ = 0;
     int64_t steps_ = 0;
+    bool skip_ = false;
 };
 
 // The fastest of a few one-float allreduces (each after a barrier), the slowest rank's: the transport's latency, a

@@ -309,6 +309,7 @@ TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
 }
 
 void TrainingRun::write_step_checkpoint() {
+    step_clock_.skip_next_period();
     average_parameters_now();
     const LossSums all = epoch_sums_over_ranks();
     LoopState at = pos_;
@@ -318,6 +319,7 @@ void TrainingRun::write_step_checkpoint() {
 }
 
 void TrainingRun::end_epoch() {
+    step_clock_.skip_next_period();  // an evaluation, a checkpoint
     if (pending_loss_.pending()) read_loss();  // stopped by max_steps between reads
     const LossSums all = epoch_sums_over_ranks();
     pos_.epoch_loss_sum += all.loss;
