@@ -221,10 +221,11 @@ def main():
     hosts = EmulatedHosts(max(spec["ranks"]), a.dry_run) if spec["placement"] == "netns" else contextlib.nullcontext()
     with hosts:
         for rep in range(spec["repeats"]):  # interleaved: every N of a group inside each repeat
+            if spec["placement"] == "slurm":
+                for cfg in spec["configs"]:
+                    raw += slurm_arrays(spec, groups, cfg, rep, a, out)
+                continue
             for gi, (cfg, sync, b, rate) in enumerate(groups):
-                if spec["placement"] == "slurm":
-                    raw += slurm_group(spec, gi, cfg, sync, b, rate, rep, a, out)
-                    continue
                 if rate is not None:
                     hosts.shape(rate)
                 for n in spec["ranks"]:
@@ -291,23 +292,30 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
     return row
 
 
-def slurm_group(spec, gi, cfg, sync, b, rate, rep, a, out):
-    """placement slurm: one array per rank count of this group (an array's tasks share -n), in the order of ranks."""
+def slurm_arrays(spec, groups, cfg, rep, a, out):
+    """placement slurm: per rank count, one sbatch array whose tasks are this config's points (sync x batch), in the
+    order of ranks (an array's tasks share -n, and cpu.sbatch takes one config)."""
     rows = []
     for n in spec["ranks"]:
-        tag = f"g{gi}-n{n}-r{rep}"
-        d = os.path.join(out, "points", tag)
-        sets = point_sets(spec, sync, b, n) + [f"output.dir={d}", "output.progress=none"]
+        tag = f"{os.path.basename(cfg).replace('.json', '')}-n{n}-r{rep}"
+        points = []
+        for gi, (c, sync, b, rate) in enumerate(groups):
+            if c != cfg:
+                continue
+            d = os.path.join(out, "points", f"g{gi}-n{n}-r{rep}")
+            points.append((sync, b, rate, d, point_sets(spec, sync, b, n) + [f"output.dir={d}", "output.progress=none"]))
         if a.dry_run:
-            print(f"sbatch --array=0-0%1 -n {n} -J {tag} scripts/slurm/cpu.sbatch {cfg} " +
-                  " ".join(sum((["--set", x] for x in sets), [])))
+            for i, (_, _, _, _, sets) in enumerate(points):
+                print(f"sbatch --array={i} -n {n} -J {tag} scripts/slurm/cpu.sbatch {cfg} " +
+                      " ".join(sum((["--set", x] for x in sets), [])))
             continue
         load_before = os.getloadavg()[0]
-        run_slurm_array(spec, cfg, n, [sets], a.bin, out, tag)
-        rows.append(measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
-                                 os.path.relpath(os.path.join(d, "summary.json"), out), load_before))
-        print(f"{cfg} {sync['name']} batch {b} N={n} rep {rep} (Slurm): {rows[-1]['samples_per_s']:.0f} samples/s",
-              flush=True)
+        run_slurm_array(spec, cfg, n, [p[4] for p in points], a.bin, out, tag)
+        for sync, b, rate, d, _ in points:
+            rows.append(measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
+                                     os.path.relpath(os.path.join(d, "summary.json"), out), load_before))
+            print(f"{cfg} {sync['name']} batch {b} N={n} rep {rep} (Slurm array {tag}): "
+                  f"{rows[-1]['samples_per_s']:.0f} samples/s", flush=True)
     return rows
 
 
