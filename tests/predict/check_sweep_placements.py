@@ -2,7 +2,10 @@
 """ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys exit 2 with
 one line, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
 `... netns`: a 2-point sweep on emulated hosts at a tc rate, with each point's own prediction in the rows and the
-report; exit 77 (skipped, with the reason) without root or network namespaces."""
+report; exit 77 (skipped, with the reason) without root or network namespaces. `... slurm`: a private single-node
+Slurm (own directory and ports, scripts/cluster/start-slurm.sh) runs a 2-point sweep as sbatch arrays, then goes;
+once it is gone, the same sweep exits 77 with the reason; exit 77 without root or Slurm."""
+import shutil
 import json
 import os
 import subprocess
@@ -41,6 +44,43 @@ if part == "inputs":
     assert len(arrays) == 4, p.stdout  # 2 sync settings x ranks 1, 2
     assert all("scripts/slurm/cpu.sbatch configs/logreg_fashion.json" in l for l in arrays), arrays
     assert sum(" -n 2 " in l for l in arrays) == 2 and sum("sync.backend=mpi" in l for l in arrays) == 2, arrays
+    print("ok")
+    sys.exit(0)
+
+if part == "slurm":
+    if os.geteuid() != 0:
+        print("skipped: the Slurm daemons need root")
+        sys.exit(77)
+    missing = [c for c in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged") if not shutil.which(c)]
+    if missing:
+        print(f"skipped: Slurm is not installed ({missing[0]} missing; scripts/setup.sh installs it)")
+        sys.exit(77)
+    lab = "/tmp/ringtrain-cluster/slurm-sweep-ctest"
+    os.environ.update(RT_SLURM_DIR=lab, RT_SLURM_LINK_ETC="0", RT_SLURM_INSTALL="0", SLURMCTLD_PORT="16927",
+                      SLURMD_PORT="16928", SLURM_CONF=lab + "/etc/slurm.conf")
+    for v in [v for v in os.environ if v.startswith("SLURM_") and v != "SLURM_CONF"]:
+        del os.environ[v]
+    start = subprocess.run([os.path.join(root, "scripts/cluster/start-slurm.sh")], capture_output=True, text=True,
+                           timeout=180)
+    try:
+        assert start.returncode == 0, start.stderr
+        with tempfile.TemporaryDirectory() as out:
+            p = run_sweep(dict(base, name="placements-slurm", placement="slurm", timeout_s=120,
+                               sync=[{"name": "ring", "set": ["sync.backend=ring"]},
+                                     {"name": "mpi", "set": ["sync.backend=mpi"]}]), "--out", out)
+            print(p.stdout, p.stderr)
+            assert p.returncode == 0, f"sweep.py exited {p.returncode}"
+            doc = json.load(open(os.path.join(out, "rows.json")))
+            assert sorted((pt["sync"], pt["ranks"]) for pt in doc["points"]) == \
+                [("mpi", 1), ("mpi", 2), ("ring", 1), ("ring", 2)], doc["points"]
+            assert all(pt["samples_per_s"] > 0 for pt in doc["points"])
+            assert all(pt["inrun_predicted_step_s"] > 0 for pt in doc["points"] if pt["ranks"] == 2)
+            outs = sorted(f for f in os.listdir(out) if f.endswith(".out"))
+            assert len(outs) == 4 and sum(f.startswith("logreg_fashion-n2-r0-") for f in outs) == 2, outs  # 2 arrays
+    finally:
+        subprocess.run([os.path.join(root, "scripts/cluster/stop-slurm.sh"), "--purge"], capture_output=True)
+    p = run_sweep(dict(base, placement="slurm"))
+    assert p.returncode == 77 and "placement slurm: skipped:" in p.stderr, (p.returncode, p.stderr)
     print("ok")
     sys.exit(0)
 
