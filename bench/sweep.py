@@ -327,7 +327,7 @@ def measured_row(summ, cfg, sync, b, rate, n, rep, summary_path, load_before):
     pred = summ.get("predicted") or {}
     if "step_s" in pred:  # the run's own prediction (train/run_prediction.hpp)
         row.update(inrun_predicted_step_s=pred["step_s"], inrun_measured_step_s=pred["measured_step_s"],
-                   inrun_error=pred["error"], inrun_dominant=pred["dominant"], inrun_terms_s=pred["terms_s"],
+                   inrun_error=pred["error"], inrun_error_fitted_link=pred.get("error_fitted_link"), inrun_dominant=pred["dominant"], inrun_terms_s=pred["terms_s"],
                    inrun_link=pred["link"], inrun_straggler=pred["straggler"])
     return row
 
@@ -356,7 +356,8 @@ def aggregate(raw, spec):
         own = [r for r in rs if "inrun_error" in r]
         if own:  # the run's own prediction: the repeat with the median error, whole (its terms belong together)
             mid = sorted(own, key=lambda r: r["inrun_error"])[len(own) // 2]
-            for f in ("inrun_predicted_step_s", "inrun_measured_step_s", "inrun_error", "inrun_dominant",
+            for f in ("inrun_predicted_step_s", "inrun_measured_step_s", "inrun_error", "inrun_error_fitted_link",
+                      "inrun_dominant",
                       "inrun_terms_s", "inrun_link", "inrun_straggler"):
                 p[f] = mid[f]
             p["inrun_errors"] = [r["inrun_error"] for r in own]
@@ -529,21 +530,42 @@ def write_report(doc, pngs, out):
                   "phase at this N (so co-located ranks sharing cores are in it: compute is measured per point), "
                   "when each gradient became ready, the final buckets, the slowest rank's extra work, and a link "
                   "fitted to the run's own bucket allreduces (less the wait for the slowest rank) and a one-float "
-                  "probe. Measured: the steady step (between consecutive steps, the first left out). Error = "
+                  "probe; each bucket's own time goes through the timeline ('error, fitted line': every bucket's time "
+                  "from the fitted alpha-beta line instead). Measured: the steady step (between consecutive steps, the first left out). Error = "
                   "(measured - predicted) / measured; with repeats, the repeat with the median error.",
                   "", f"{len(own)} points; |error| at most {100 * max(errs):.1f} %, median "
                   f"{100 * statistics.median(errs):.1f} %; {sum(e <= 0.15 for e in errs)} of {len(own)} within 15 %.", "",
-                  "| config | sync | backend | rate | ranks | predicted ms | measured ms | error | dominant | "
-                  "straggler | link alpha us | link Gbit/s | load avg |", "|" + "---|" * 13]
+                  "| config | sync | backend | rate | ranks | predicted ms | measured ms | error | error, fitted line | "
+                  "dominant | straggler | link alpha us | link Gbit/s | load avg |", "|" + "---|" * 14]
         for p in own:
             beta = p["inrun_link"]["beta_s_per_byte"]
             lines.append("| " + " | ".join(map(str, [
                 os.path.basename(p["config"]), p["sync"], p.get("backend") or "-", p.get("rate") or "-", p["ranks"],
                 f"{1e3 * p['inrun_predicted_step_s']:.2f}", f"{1e3 * p['inrun_measured_step_s']:.2f}",
-                f"{100 * p['inrun_error']:+.1f}%", p["inrun_dominant"], f"{p['inrun_straggler']:.2f}",
+                f"{100 * p['inrun_error']:+.1f}%",
+                "-" if p.get("inrun_error_fitted_link") is None else f"{100 * p['inrun_error_fitted_link']:+.1f}%",
+                p["inrun_dominant"], f"{p['inrun_straggler']:.2f}",
                 f"{1e6 * p['inrun_link']['alpha_s']:.1f}", f"{8e-9 / beta:.3f}" if beta > 0 else "-",
                 f"{p['load_before']:.1f}"])) + " |")
         lines.append("")
+        # The α-β model extrapolates in N only if the link fitted at each N (through the ring formula) is the same.
+        series = {}
+        for p in own:
+            if p["inrun_link"]["beta_s_per_byte"] > 0:
+                series.setdefault((os.path.basename(p["config"]), p["sync"], p.get("rate") or "-"), {})[p["ranks"]] = \
+                    8e-9 / p["inrun_link"]["beta_s_per_byte"]
+        ns = sorted({n for v in series.values() for n in v})
+        if len(ns) > 1:
+            lines += ["### The link fitted at each N (Gbit/s through the ring formula)", "",
+                      "If the alpha-beta model held across N, each row would be flat: a prediction at N from the link "
+                      "fitted at the smallest N is off by the ratio (last column: largest N's / smallest N's).", "",
+                      "| config | sync | rate | " + " | ".join(f"N={n}" for n in ns) + " | ratio |",
+                      "|" + "---|" * (len(ns) + 4)]
+            for (c, sy, r), v in series.items():
+                lo, hi = min(v), max(v)
+                lines.append(f"| {c} | {sy} | {r} | " + " | ".join(f"{v[n]:.3f}" if n in v else "-" for n in ns) +
+                             f" | {v[hi] / v[lo]:.2f} |")
+            lines.append("")
     lines += [f"![{n}]({n})" for n in pngs]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -70,22 +70,37 @@ size_t most_exposed_bucket(const scaling::StepTimings& t, const sync::BucketLayo
     return best;
 }
 
+// Milliseconds with three significant digits and never an exponent: "0.0589", "27.6", "1030".
+std::string ms(double seconds) {
+    const double v = 1e3 * seconds;
+    char text[32];
+    std::snprintf(text, sizeof text, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 1 ? "%.2f" : "%.3g", v);
+    return text;
+}
+
 }  // namespace
 
-scaling::Link link_from_run(const RunMeasurements& m) {
-    if (m.ranks < 2) throw Error("run prediction: a link is fitted from the collectives of two or more ranks");
+std::vector<double> bucket_transfer_s(const RunMeasurements& m) {
     const double total = std::accumulate(m.bucket_s.begin(), m.bucket_s.end(), 0.0);
     if (!(total > 0)) throw Error("run prediction: no gradient allreduce was timed");
     // The wait for the slowest rank's work is inside the collectives (a faster rank waits in its allreduce); over
     // the ranks it averages slowest − mean local work per step. What is left is the transfer.
     const double wait = std::max(0.0, m.slowest_work_s - m.mean_work_s);
     const double keep = std::clamp((total - wait) / total, 0.05, 1.0);
+    std::vector<double> out;
+    for (double t : m.bucket_s) out.push_back(keep * std::max(0.0, t));
+    return out;
+}
+
+scaling::Link link_from_run(const RunMeasurements& m) {
+    if (m.ranks < 2) throw Error("run prediction: a link is fitted from the collectives of two or more ranks");
+    const std::vector<double> transfer = bucket_transfer_s(m);
     // Bucket b's bytes on the wire: its gradients' floats (buckets take the parameters from the last one backwards).
     const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
     std::vector<scaling::LinkSample> samples;
-    for (size_t b = 0; b < m.bucket_s.size() && b < layout.size(); ++b)
-        if (m.bucket_s[b] > 0)
-            samples.push_back({static_cast<double>(layout.bucket(b).count) * m.wire_bytes_per_float, keep * m.bucket_s[b]});
+    for (size_t b = 0; b < transfer.size() && b < layout.size(); ++b)
+        if (transfer[b] > 0)
+            samples.push_back({static_cast<double>(layout.bucket(b).count) * m.wire_bytes_per_float, transfer[b]});
     std::string source = "this run's gradient allreduces (" + std::to_string(samples.size()) +
                          " bucket(s), less the wait for the slowest rank)";
     if (m.latency_probe_s > 0) {
@@ -125,7 +140,11 @@ RunPrediction predict_run(const RunMeasurements& m) {
     s.overlap = m.overlap;
     r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;
     s.straggler = r.straggler;
-    r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, m.batch_per_rank * std::max<int64_t>(m.passes, 1));
+    const int64_t samples = m.batch_per_rank * std::max<int64_t>(m.passes, 1);
+    // The buckets' own transfer times through the timeline; the fitted line alone, for comparison (how much the
+    // α-β line loses on this run's own sizes: what an extrapolation in N would start from).
+    r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, bucket_transfer_s(m));
+    r.fitted_link_step_s = scaling::predict_step(t, layout, r.link, s, m.ranks, samples).step_s;
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = t.compute_s();
     r.measured_efficiency = r.one_rank_step_s / m.measured_step_s;
@@ -139,11 +158,11 @@ RunPrediction predict_run(const RunMeasurements& m) {
                       bucket_layers(m, layout, b).c_str(), 4e-6 * static_cast<double>(layout.bucket(b).count),
                       m.backend.c_str(), d == "latency" ? " (latency-bound)" : "");
     } else if (d == "compute") {
-        std::snprintf(text, sizeof text, "compute (forward+backward, %.3g ms)", 1e3 * k.compute);
+        std::snprintf(text, sizeof text, "compute (forward+backward, %s ms)", ms(k.compute).c_str());
     } else if (d == "straggler") {
-        std::snprintf(text, sizeof text, "waiting for the slowest rank (%.3g ms)", 1e3 * k.straggler);
+        std::snprintf(text, sizeof text, "waiting for the slowest rank (%s ms)", ms(k.straggler).c_str());
     } else {
-        std::snprintf(text, sizeof text, "%s (%.3g ms)", d.c_str(), 1e3 * (d == "input" ? k.input : k.optimizer));
+        std::snprintf(text, sizeof text, "%s (%s ms)", d.c_str(), ms(d == "input" ? k.input : k.optimizer).c_str());
     }
     r.dominant = text;
     return r;
@@ -159,6 +178,8 @@ json run_prediction_json(const RunPrediction& r) {
             {"link", {{"alpha_s", r.link.alpha_s}, {"beta_s_per_byte", r.link.beta_s_per_byte}, {"source", r.link.source}}},
             {"error", r.error},
             {"measured_step_s", r.measured_step_s},
+            {"step_s_fitted_link", r.fitted_link_step_s},
+            {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
             {"measured_efficiency", r.measured_efficiency},
             {"straggler", r.straggler},
             {"setting", p.setting.describe()},

@@ -102,7 +102,7 @@ TEST_CASE("a blocking run: the slowest rank's compute, the transfer, the optimiz
     CHECK(r.one_rank_step_s == Approx(10.5e-3));
     CHECK(r.measured_efficiency == Approx(10.5 / 12.5));
     CHECK(r.error == Approx((12.5 - 11.575) / 12.5));
-    CHECK(r.dominant == "compute (forward+backward, 9 ms)");
+    CHECK(r.dominant == "compute (forward+backward, 9.00 ms)");
 }
 
 TEST_CASE("an overlapped run: the bucket that sticks out most past backward is named", "[train][predict]") {
@@ -120,6 +120,23 @@ TEST_CASE("an overlapped run: the bucket that sticks out most past backward is n
     CHECK(r.dominant == "allreduce of bucket 1 (fc1, 2 MB) over ring");
     CHECK(r.error == Approx((50.0 - 43.0) / 50.0).epsilon(1e-4));
     CHECK(p.efficiency == Approx(8.0 / 43.0).epsilon(1e-4));
+}
+
+TEST_CASE("the buckets' own times go through the timeline; the fitted line alone is reported beside it",
+          "[train][predict]") {
+    RunMeasurements m = overlapped_three_ranks();
+    m.latency_probe_s = 1e-3;  // a third point off the buckets' line: the fit no longer passes through them
+    const RunPrediction r = predict_run(m);
+    CHECK(r.prediction.step_s == Approx(43e-3).epsilon(1e-4));  // as before: each bucket's own time
+    CHECK(std::abs(r.fitted_link_step_s - 43e-3) > 0.1e-3);
+    CHECK(r.link.alpha_s > 0);
+    const nlohmann::json j = run_prediction_json(r);
+    CHECK(j["step_s_fitted_link"].get<double>() == Approx(r.fitted_link_step_s));
+    CHECK(j["error_fitted_link"].get<double>() == Approx((50e-3 - r.fitted_link_step_s) / 50e-3));
+    // Each bucket's transfer: its time less its share of the wait for the slowest rank (none here).
+    CHECK(bucket_transfer_s(m) == m.bucket_s);
+    RunMeasurements waited = blocking_two_ranks();  // 0.2 ms of the 0.225 ms was waiting
+    CHECK(bucket_transfer_s(waited)[0] == Approx(25e-6));
 }
 
 TEST_CASE("accumulated passes: only the last backward overlaps the allreduce", "[train][predict]") {
@@ -145,7 +162,7 @@ TEST_CASE("the summary's predicted section and the end-of-run line", "[train][pr
     CHECK(j.contains("efficiency"));
     const std::string line = describe_run_prediction({{"predicted", j}});
     CHECK_THAT(line, Contains("scaling: 0.84 of linear; predicted step 11.5") && Contains("vs measured 12.5 ms (+7 %)") &&
-                         Contains("dominant: compute (forward+backward, 9 ms)"));
+                         Contains("dominant: compute (forward+backward, 9.00 ms)"));
     CHECK(describe_run_prediction({{"world_size", 1}}).empty());
     CHECK(describe_run_prediction({{"predicted", {{"why", "local SGD"}}}}).empty());
 }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,8 +71,11 @@ struct Prediction {
 
 // The step at `ranks` ranks with `layout` (fusion buckets in backward order) over `link`.
 // Efficiency = samples/s at N ÷ (N × samples/s at one rank) = one rank's step ÷ the step at N (weak scaling).
+// `bucket_seconds` (optional, one per bucket): each bucket's allreduce time measured at this N, used instead of the
+// formula (a run predicting its own step); the link then only splits each into latency (at most the formula's α
+// part) and bandwidth. Error when given with another count than the layout's buckets.
 Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, const Link& link, const Setting& s,
-                        int ranks, int64_t batch_per_rank);
+                        int ranks, int64_t batch_per_rank, std::span<const double> bucket_seconds = {});
 
 // The largest term's name.
 std::string dominant_term(const Terms& terms);

@@ -54,15 +54,20 @@ struct RunPrediction {
     scaling::Link link;
     double straggler = 0;          // the slowest rank's extra share, relative to rank 0 (the model's `straggler`)
     double measured_step_s = 0;
+    double fitted_link_step_s = 0;  // the same with every bucket's time from the fitted link instead of its own
     double one_rank_step_s = 0;    // this run's compute without communication: rank 0's data+fwd+bwd+optimizer
     double measured_efficiency = 0;  // one_rank_step_s / measured step
     double error = 0;              // (measured − predicted) / measured
     std::string dominant;          // the largest term in words ("allreduce of bucket 1 (fc1, 4.7 MB) over ring")
 };
 
-// Pure arithmetic on `m` (tests/train/test_run_prediction.cpp checks it on hand-made inputs). Throws Error when the
-// sizes do not agree (gradients, buckets) or nothing was measured (no steps, no bucket times).
+// Pure arithmetic on `m` (tests/train/test_run_prediction.cpp checks it on hand-made inputs): the model's timeline
+// with each bucket's own transfer time (bucket_transfer_s); the fitted link splits latency from bandwidth, and alone
+// gives fitted_link_step_s. Throws Error when the sizes do not agree (gradients, buckets) or nothing was measured.
 RunPrediction predict_run(const RunMeasurements& m);
+
+// Each bucket's mean allreduce time less its share (in proportion to its time) of the wait for the slowest rank.
+std::vector<double> bucket_transfer_s(const RunMeasurements& m);
 
 // The link from the run's collectives: bucket b's time less its share of the wait for the slowest rank (that wait,
 // slowest − mean local work, sits inside the collectives: a faster rank waits in its allreduce), at the bucket's
