@@ -51,16 +51,14 @@ std::string bucket_layers(const RunMeasurements& m, const sync::BucketLayout& la
 }
 
 // The bucket whose allreduce stuck out past the end of backward the most.
-size_t most_exposed_bucket(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
+size_t most_exposed_bucket(const scaling::StepTimings& t, const std::vector<double>& bucket_s,
                            const scaling::Prediction& p) {
     const double slow = 1.0 + std::max(0.0, p.setting.straggler);
     const double backward_end = slow * (t.input_s + t.forward_s + t.backward_s);
     size_t best = 0;
     double best_exposed = -1;
-    for (size_t b = 0; b < layout.size() && b < p.bucket_end_s.size(); ++b) {
-        const double bytes = static_cast<double>(layout.bucket(b).count) * p.setting.wire_bytes_per_float;
-        const double c = scaling::allreduce_time(p.setting.algorithm, p.ranks, bytes, link).total();
-        const double end = p.bucket_end_s[b], start = end - c;
+    for (size_t b = 0; b < bucket_s.size() && b < p.bucket_end_s.size(); ++b) {
+        const double end = p.bucket_end_s[b], start = end - bucket_s[b];
         const double exposed = std::max(0.0, end - std::max(start, backward_end));
         if (exposed > best_exposed) {
             best_exposed = exposed;
@@ -143,7 +141,8 @@ RunPrediction predict_run(const RunMeasurements& m) {
     const int64_t samples = m.batch_per_rank * std::max<int64_t>(m.passes, 1);
     // The buckets' own transfer times through the timeline; the fitted line alone, for comparison (how much the
     // α-β line loses on this run's own sizes: what an extrapolation in N would start from).
-    r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, bucket_transfer_s(m));
+    const std::vector<double> transfer = bucket_transfer_s(m);
+    r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, transfer);
     r.fitted_link_step_s = scaling::predict_step(t, layout, r.link, s, m.ranks, samples).step_s;
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = t.compute_s();
@@ -153,7 +152,7 @@ RunPrediction predict_run(const RunMeasurements& m) {
     const std::string& d = r.prediction.dominant;
     char text[256];
     if (d == "communication" || d == "latency") {
-        const size_t b = most_exposed_bucket(t, layout, r.link, r.prediction);
+        const size_t b = most_exposed_bucket(t, transfer, r.prediction);
         std::snprintf(text, sizeof text, "allreduce of bucket %zu (%s, %.2g MB) over %s%s", b,
                       bucket_layers(m, layout, b).c_str(), 4e-6 * static_cast<double>(layout.bucket(b).count),
                       m.backend.c_str(), d == "latency" ? " (latency-bound)" : "");

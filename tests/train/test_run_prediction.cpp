@@ -139,6 +139,15 @@ TEST_CASE("the buckets' own times go through the timeline; the fitted line alone
     CHECK(bucket_transfer_s(waited)[0] == Approx(25e-6));
 }
 
+TEST_CASE("the bucket named is the one whose own time stuck out most past backward", "[train][predict]") {
+    RunMeasurements m = overlapped_three_ranks();
+    m.bucket_s = {30e-3, 1e-3};  // fc2 (1 MB) slow, fc1 (2 MB) fast: the line through them is no guide
+    const RunPrediction r = predict_run(m);
+    // fc2: ready at 2 ms, ends at 32 ms (25 ms past backward's end at 7 ms); fc1: 32 -> 33 ms (1 ms).
+    CHECK(r.prediction.step_s == Approx(34e-3).epsilon(1e-6));
+    CHECK_THAT(r.dominant, Catch::Matchers::StartsWith("allreduce of bucket 0 (fc2, 1 MB) over ring"));
+}
+
 TEST_CASE("accumulated passes: only the last backward overlaps the allreduce", "[train][predict]") {
     RunMeasurements m = overlapped_three_ranks();
     m.passes = 2;  // phases hold both passes: 2 ms forward, 12 ms backward
