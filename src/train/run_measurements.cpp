@@ -90,13 +90,17 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     m.ranks = comm.size();
     m.batch_per_rank = plan.train.batch_size;
     m.passes = plan.sync.backward_passes_per_step;
-    const double steps = static_cast<double>(totals.steps);
-    // The steady step: the first step's set-up and the evaluations between epochs are not what the model describes.
+    // The steady step: the first step's set-up and the evaluations between epochs are not what the model describes;
+    // so the phases are the steps' after the first too (its allocations made it slower).
     m.measured_step_s = totals.clock.steady_step_s();
-    m.data_s = totals.phases.get(telemetry::Phase::Data) / steps;
-    m.forward_s = totals.phases.get(telemetry::Phase::Forward) / steps;
-    m.backward_s = totals.phases.get(telemetry::Phase::Backward) / steps;
-    m.optimizer_s = totals.phases.get(telemetry::Phase::Optimizer) / steps;
+    const double steps = static_cast<double>(totals.steps - 1);
+    auto per_step = [&](telemetry::Phase ph) {
+        return (totals.phases.get(ph) - totals.phases_after_first_step.get(ph)) / steps;
+    };
+    m.data_s = per_step(telemetry::Phase::Data);
+    m.forward_s = per_step(telemetry::Phase::Forward);
+    m.backward_s = per_step(telemetry::Phase::Backward);
+    m.optimizer_s = per_step(telemetry::Phase::Optimizer);
     for (const nn::Parameter* p : params) {
         m.grad_floats.push_back(static_cast<size_t>(p->grad.numel()));
         m.grad_names.push_back(p->name);

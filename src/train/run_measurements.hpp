@@ -51,6 +51,7 @@ double latency_probe(comm::Communicator& comm);
 
 struct RunTotals {  // what TrainingRun counted
     const telemetry::PhaseTimes& phases;
+    const telemetry::PhaseTimes& phases_after_first_step;  // the same when the second step began
     const StepClock& clock;
     const telemetry::StragglerReport& stragglers;
     int64_t steps = 0;

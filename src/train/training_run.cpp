@@ -198,6 +198,7 @@ void TrainingRun::begin_epoch() {
 
 float TrainingRun::run_step() {
     TrainerParts& p = parts_;
+    if (steps_this_run_ == 1) phases_after_first_step_ = phases_;
     p.gsync->begin_step(pos_.global_step);
     const double work_t0 = telemetry::now_seconds();
     double step_samples = 0.0;

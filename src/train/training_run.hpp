@@ -124,6 +124,7 @@ private:
     // For the run's own prediction (summary.json "predicted", run_measurements.hpp).
     StepClock step_clock_;
     double latency_probe_s_ = -1;
+    telemetry::PhaseTimes phases_after_first_step_;  // the prediction's inputs leave the first step out
     nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss_;
     double train_seconds_ = 0.0, eval_seconds_ = 0.0;
