@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -198,6 +199,8 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("RINGTRAIN_BIN", os.path.join(ROOT, "build/ringtrain")))
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     a = ap.parse_args()
+    # SIGTERM (a kill, a time limit) unwinds like an error, so the emulated hosts are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     spec = load_spec(a.sweep)
     a.bin = os.path.abspath(a.bin)
     out = os.path.abspath(a.out or os.path.join(ROOT, "runs/sweeps", spec["name"]))

@@ -25,26 +25,28 @@ StepClock::StepClock(const std::vector<nn::Parameter*>& params)
     for (size_t i = 0; i < params.size(); ++i) index_.emplace(params[i], i);
 }
 
-void StepClock::backward_began() {
-    const double now = clock_s();
-    if (steps_ >= 2 && !skip_ && periods_s_.size() < (size_t{1} << 20))
-        periods_s_.push_back(static_cast<float>(now - began_s_));
-    skip_ = false;
+void StepClock::step_began() {
     ++steps_;
-    began_s_ = now;
+    step_began_s_ = clock_s();
+}
+
+void StepClock::backward_began() { backward_began_s_ = clock_s(); }
+
+void StepClock::step_ended() {
+    if (steps_ < 2) return;
+    steps_sum_s_ += clock_s() - step_began_s_;
+    ++steps_counted_;
 }
 
 double StepClock::steady_step_s() const {
-    double sum = 0;
-    for (float p : periods_s_) sum += p;
-    return periods_s_.empty() ? 0.0 : sum / static_cast<double>(periods_s_.size());
+    return steps_counted_ > 0 ? steps_sum_s_ / static_cast<double>(steps_counted_) : 0.0;
 }
 
 void StepClock::ready(const nn::Parameter& p) {
     if (steps_ < 2) return;
     const auto it = index_.find(&p);
     if (it == index_.end()) return;
-    sum_s_[it->second] += clock_s() - began_s_;
+    sum_s_[it->second] += clock_s() - backward_began_s_;
     ++count_[it->second];
 }
 
@@ -90,8 +92,8 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     m.ranks = comm.size();
     m.batch_per_rank = plan.train.batch_size;
     m.passes = plan.sync.backward_passes_per_step;
-    // The steady step: the first step's set-up and the evaluations between epochs are not what the model describes;
-    // so the phases are the steps' after the first too (its allocations made it slower).
+    // The steps after the first (its set-up is not what the model describes, and its allocations made it slower),
+    // for the measured step as for the phases.
     m.measured_step_s = totals.clock.steady_step_s();
     const double steps = static_cast<double>(totals.steps - 1);
     auto per_step = [&](telemetry::Phase ph) {

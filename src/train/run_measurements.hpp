@@ -19,30 +19,30 @@
 
 namespace ringtrain::train::detail {
 
-// When each gradient became final, seconds after the last pass's backward began, summed over every step but the
-// first (allocations, connection set-up, the blocking first step of a cycle-time layout): one clock read per gradient
-// per step. And the steady step: the time from one step's backward to the next one's, the first left out, and those
-// with an evaluation or a checkpoint between them (skip_next_period).
+// When each gradient became final, seconds after the last pass's backward began, and how long each whole step took
+// (TrainingRun::run_step: passes, allreduce, update), both over every step but the first (allocations, connection
+// set-up, the blocking first step of a cycle-time layout): the same steps as the bucket times and the phases the
+// prediction uses. One clock read per gradient per step.
 class StepClock {
 public:
     explicit StepClock(const std::vector<nn::Parameter*>& params);
+    void step_began();
     void backward_began();                // the step's last pass, before the loss gradient
     void ready(const nn::Parameter& p);   // from backward's on_ready hook
+    void step_ended();
     std::vector<double> mean_ready_s() const;  // per parameter; -1 where never reported
-    // The next period holds work the model does not describe (an evaluation, a checkpoint): not counted.
-    void skip_next_period() { skip_ = true; }
-    // The mean of the periods counted; 0 with none. A mean, not a median: the model's inputs are means, and a
-    // shaped link's occasional slow step is part of what the run costs.
+    // The mean step time over the steps after the first; 0 with none. A mean, not a median: the model's inputs are
+    // means, and a shaped link's occasional slow step is part of what the run costs.
     double steady_step_s() const;
 
 private:
     std::unordered_map<const nn::Parameter*, size_t> index_;
     std::vector<double> sum_s_;
     std::vector<int64_t> count_;
-    std::vector<float> periods_s_;  // capped like StepWorkLog: 4 bytes a step
-    double began_s_ = 0;
+    double step_began_s_ = 0, backward_began_s_ = 0;
     int64_t steps_ = 0;
-    bool skip_ = false;
+    double steps_sum_s_ = 0;
+    int64_t steps_counted_ = 0;
 };
 
 // The fastest of a few one-float allreduces (each after a barrier), the slowest rank's: the transport's latency, a

@@ -199,6 +199,7 @@ void TrainingRun::begin_epoch() {
 float TrainingRun::run_step() {
     TrainerParts& p = parts_;
     if (steps_this_run_ == 1) phases_after_first_step_ = phases_;
+    step_clock_.step_began();
     p.gsync->begin_step(pos_.global_step);
     const double work_t0 = telemetry::now_seconds();
     double step_samples = 0.0;
@@ -222,6 +223,7 @@ float TrainingRun::run_step() {
     ++window_.steps;
     if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
     agree_on_stop();
+    step_clock_.step_ended();
     return lr;
 }
 
@@ -310,7 +312,6 @@ TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
 }
 
 void TrainingRun::write_step_checkpoint() {
-    step_clock_.skip_next_period();
     average_parameters_now();
     const LossSums all = epoch_sums_over_ranks();
     LoopState at = pos_;
@@ -320,7 +321,6 @@ void TrainingRun::write_step_checkpoint() {
 }
 
 void TrainingRun::end_epoch() {
-    step_clock_.skip_next_period();  // an evaluation, a checkpoint
     if (pending_loss_.pending()) read_loss();  // stopped by max_steps between reads
     const LossSums all = epoch_sums_over_ranks();
     pos_.epoch_loss_sum += all.loss;
