@@ -118,7 +118,14 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
         m.bucket_s[b] = sum / m.ranks;
     }
     m.latency_probe_s = totals.latency_probe_s;
-    const telemetry::StragglerReport& st = totals.stragglers;
+    // Every rank's local work per step, the first step left out (its allocations fall unevenly on the ranks).
+    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(totals.work_log.seconds().size()));
+    const std::vector<float> works = comm.allgather(totals.work_log.seconds());
+    std::vector<std::vector<float>> per_rank;
+    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
+        per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
+                              works.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
+    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
     if (st.steps > 0 && !st.mean_work_ms_per_rank.empty()) {
         m.mean_work_s = st.work_s / static_cast<double>(st.steps);
         m.slowest_work_s = (st.work_s + st.straggler_s) / static_cast<double>(st.steps);

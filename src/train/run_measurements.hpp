@@ -53,13 +53,14 @@ struct RunTotals {  // what TrainingRun counted
     const telemetry::PhaseTimes& phases;
     const telemetry::PhaseTimes& phases_after_first_step;  // the same when the second step began
     const StepClock& clock;
-    const telemetry::StragglerReport& stragglers;
+    const telemetry::StepWorkLog& work_log;  // this rank's local work per step (every rank's is gathered)
     int64_t steps = 0;
     double latency_probe_s = -1;
 };
 
 // summary.json's "predicted" (null for one rank; {"why": ...} where the run cannot be predicted: local SGD, the GPU
-// path, no synchronised step). Collective: gathers every rank's bucket times.
+// path, no synchronised step). Collective: gathers every rank's bucket times and local work per step (the straggler
+// share over the same steps as everything else: all but the first).
 nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync,
                                  const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                                  const RunTotals& totals);

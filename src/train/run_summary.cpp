@@ -179,7 +179,7 @@ json TrainingRun::write_summary() {
     };
     if (p.world > 1)  // collective: every rank's bucket times
         summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
-                                                 {phases_, phases_after_first_step_, step_clock_, stragglers, steps_this_run_,
+                                                 {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,
                                                   latency_probe_s_});
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);

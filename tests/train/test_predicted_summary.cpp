@@ -69,7 +69,7 @@ TEST_CASE("summary.json carries the run's own prediction next to the measured st
     CHECK(p["efficiency"].get<double>() > 0);
     CHECK(p["efficiency"].get<double>() <= 1.0 + 1e-9);
     CHECK(p["link"]["alpha_s"].get<double>() >= 0);
-    CHECK(p["link"]["beta_s_per_byte"].get<double>() > 0);
+    CHECK(p["link"]["beta_s_per_byte"].get<double>() >= 0);  // a fit may clamp it: microsecond buckets are noise
     CHECK(p["link"]["source"].get<std::string>().find("this run's gradient allreduces") != std::string::npos);
     CHECK_FALSE(p["dominant"].get<std::string>().empty());
     for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
