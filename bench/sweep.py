@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Scaling sweeps: configs x ranks x batch x sync settings, each point a real `ringtrain train` with its own
 summary.json; repeats interleaved (1, N, 1, N ...), medians; the ceiling (N independent single-rank copies at once);
-optionally `ringtrain predict` next to each measured point. Output: rows.json, report.md and PNG plots.
+optionally `ringtrain predict` next to each measured point, and every multi-rank point's own prediction (its
+summary.json "predicted"). Placements: local mpirun, emulated hosts (network namespaces with a tc rate per link,
+scripts/cluster/), or Slurm (an sbatch array per config and rank count, scripts/slurm/cpu.sbatch). Output:
+rows.json, report.md and PNG plots.
 
 Usage: bench/sweep.py SWEEP.json [--out DIR] [--bin PATH] [--dry-run]
 Run with Debian's /usr/bin/python3 (python3-matplotlib). Definitions and the sweep file's keys: docs/scaling.md.
@@ -11,8 +14,10 @@ at 1 with the same per-rank batch). Strong scaling: the global batch is fixed (`
 N ranks); efficiency = samples/s at N / (N x samples/s at 1 rank training the whole global batch).
 """
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -20,8 +25,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = {"name", "description", "configs", "ranks", "batch", "scaling", "sync", "set", "placement", "repeats",
-        "ceiling", "predict", "mpirun_flags", "timeout_s"}
+        "ceiling", "predict", "mpirun_flags", "timeout_s", "rates", "slurm_flags"}
 LOCAL_FLAGS = ["--oversubscribe", "--bind-to", "none"]
+CLUSTER = os.path.join(ROOT, "scripts/cluster")
+NETNS_PREFIX = "rtsweep"  # its own namespace set (common.sh): never the one a test or another user has up
+SKIPPED = 77  # placement slurm without a running Slurm: the reason is printed, nothing is run
 
 
 def fail(msg):
@@ -52,10 +60,22 @@ def load_spec(path):
     spec.setdefault("ceiling", False)
     spec.setdefault("mpirun_flags", [])
     spec.setdefault("timeout_s", 900)
+    spec.setdefault("slurm_flags", [])
     if spec["scaling"] not in ("weak", "strong"):
         fail(f"{path}: scaling must be weak or strong (got {spec['scaling']!r})")
-    if spec["placement"] not in ("local", "netns"):
-        fail(f"{path}: placement must be local or netns (got {spec['placement']!r}); slurm: see docs/scaling.md")
+    if spec["placement"] not in ("local", "netns", "slurm"):
+        fail(f"{path}: placement must be local, netns or slurm (got {spec['placement']!r})")
+    if "rates" in spec and spec["placement"] != "netns":
+        fail(f"{path}: rates (a tc rate per emulated link) need placement netns")
+    spec.setdefault("rates", ["none"] if spec["placement"] == "netns" else [None])
+    if spec["placement"] == "netns":
+        if not isinstance(spec["rates"], list) or not spec["rates"] or not all(
+                isinstance(r, str) and (r == "none" or r.rstrip("kmgbit").replace(".", "", 1).isdigit() and
+                                        r[len(r.rstrip("kmgbit")):] in ("kbit", "mbit", "gbit"))
+                for r in spec["rates"]):
+            fail(f"{path}: rates must be a list of tc rates like \"100mbit\", \"1gbit\", \"10gbit\" (or \"none\")")
+        if max(spec["ranks"]) > 50:
+            fail(f"{path}: placement netns runs one rank per emulated host, at most 50")
     if not all(isinstance(n, int) and n >= 1 for n in spec["ranks"]) or 1 not in spec["ranks"]:
         fail(f"{path}: ranks must be positive integers and include 1 (the efficiency baseline)")
     if not isinstance(spec["repeats"], int) or spec["repeats"] < 1:
@@ -76,9 +96,74 @@ def load_spec(path):
 
 
 def launcher(spec, n):
-    if spec["placement"] == "netns":
-        return [os.path.join(ROOT, "scripts/cluster/mpirun-netns.sh"), "-np", str(n)] + spec["mpirun_flags"] + ["--"]
+    if spec["placement"] == "netns":  # one rank per emulated host
+        return [os.path.join(CLUSTER, "mpirun-netns.sh"), "-np", str(n)] + spec["mpirun_flags"] + ["--"]
     return ["mpirun"] + LOCAL_FLAGS + spec["mpirun_flags"] + ["-np", str(n)]
+
+
+class EmulatedHosts:
+    """placement netns: max(ranks) network namespaces (scripts/cluster/netns-up.sh), shaped per rate; removed at the
+    end, also after a failure."""
+
+    def __init__(self, hosts, dry_run):
+        self.hosts, self.dry_run, self.rate = hosts, dry_run, None
+        os.environ["RT_CLUSTER_PREFIX"] = NETNS_PREFIX
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            fail("placement netns needs root (ip netns, tc): see scripts/cluster/README.md")
+        self._call([os.path.join(CLUSTER, "netns-up.sh"), str(self.hosts)])
+        return self
+
+    def shape(self, rate):
+        if rate != self.rate:
+            self._call([os.path.join(CLUSTER, "netns-shape.sh"), rate])
+            self.rate = rate
+
+    def __exit__(self, *exc):
+        self._call([os.path.join(CLUSTER, "netns-down.sh"), "-q"], check=False)
+
+    def _call(self, cmd, check=True):
+        if self.dry_run:
+            print(" ".join(cmd))
+            return
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            fail(f"{' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()[-400:]}")
+
+
+def slurm_running():
+    """None when a Slurm controller answers, else why not."""
+    try:
+        p = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
+    except FileNotFoundError:
+        return "no Slurm client (scontrol) on PATH; scripts/cluster/start-slurm.sh installs and starts one"
+    except subprocess.TimeoutExpired:
+        return "scontrol ping did not answer in 20 s"
+    if p.returncode != 0 or "UP" not in p.stdout:
+        return (f"no Slurm controller answers (scontrol ping: {(p.stdout + p.stderr).strip()[:200]}); start one "
+                "with scripts/cluster/start-slurm.sh (and export the SLURM_CONF it prints)")
+    return None
+
+
+def run_slurm_array(spec, cfg, n, tasks, binary, out, tag):
+    """One sbatch array for `tasks` (lists of --set arguments) of `cfg` at `n` ranks, one task per point, one at a
+    time (%1: concurrent points would share the cores), waited for; a failed task ends the sweep."""
+    lines = os.path.join(out, f"{tag}.lines")
+    with open(lines, "w") as f:
+        for sets in tasks:
+            f.write(" ".join(sum((["--set", x] for x in sets), [])) + "\n")
+    env = dict(os.environ, RINGTRAIN_SWEEP=lines, RINGTRAIN_BIN=binary, RINGTRAIN_REQUEUE="0")
+    cmd = ["sbatch", "--wait", "--parsable", f"--array=0-{len(tasks) - 1}%1", "-n", str(n), "-J", tag,
+           "-o", os.path.join(out, "%x-%A_%a.out"), "-t", str(max(1, spec["timeout_s"] // 60))] + \
+        spec["slurm_flags"] + [os.path.join(ROOT, "scripts/slurm/cpu.sbatch"), cfg]
+    with open(os.path.join(out, f"{tag}.log"), "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                           timeout=spec["timeout_s"] * (len(tasks) + 1))
+    if p.returncode != 0:
+        fail(f"the Slurm array {tag} failed (exit {p.returncode}); see {out}/{tag}.log and {out}/{tag}-*.out")
 
 
 def run(cmd, log, timeout):
@@ -114,6 +199,8 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("RINGTRAIN_BIN", os.path.join(ROOT, "build/ringtrain")))
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     a = ap.parse_args()
+    # SIGTERM (a kill, a time limit) unwinds like an error, so the emulated hosts are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     spec = load_spec(a.sweep)
     a.bin = os.path.abspath(a.bin)
     out = os.path.abspath(a.out or os.path.join(ROOT, "runs/sweeps", spec["name"]))
@@ -125,54 +212,40 @@ def main():
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
-    # Groups share one efficiency baseline: (config, sync, batch value).
-    groups = [(c, s, b) for c in spec["configs"] for s in spec["sync"] for b in spec["batch"]]
-    raw = []
-    for rep in range(spec["repeats"]):  # interleaved: every N of a group inside each repeat
-        for gi, (cfg, sync, b) in enumerate(groups):
-            for n in spec["ranks"]:
-                per_rank = None if b is None else (b if spec["scaling"] == "weak" else b // n)
-                sets = list(spec["set"]) + list(sync["set"])
-                if per_rank is not None:
-                    sets.append(f"train.batch_size={per_rank}")
-                tag = f"g{gi}-n{n}-r{rep}"
-                d = os.path.join(out, "points", tag)
-                args = [a.bin, "train", "--config", cfg] + sum((["--set", s] for s in sets), []) + \
-                       ["--set", f"output.dir={d}", "--set", "output.progress=none"]
-                cmd = launcher(spec, n) + args
-                if a.dry_run:
-                    print(" ".join(cmd))
-                    continue
-                t0 = time.time()
-                load_before = os.getloadavg()[0]  # other tenants' load: the model cannot see it, the report shows it
-                run(cmd, d + ".log", spec["timeout_s"])
-                summ = read_summary(d)
-                row = {"config": cfg, "sync": sync["name"], "batch": b, "ranks": n, "repeat": rep,
-                       "batch_per_rank": summ["batch_size_per_rank"], "global_batch": summ["global_batch_size"],
-                       "summary": os.path.relpath(os.path.join(d, "summary.json"), out),
-                       "load_before": load_before}
-                row.update(point_row(summ, n))
-                print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b} N={n} rep {rep}: "
-                      f"{row['samples_per_s']:.0f} samples/s", flush=True)
-                if spec["ceiling"] and n > 1 and spec["scaling"] == "weak":
-                    procs = []
-                    for i in range(n):  # N independent single-rank copies at once: no communication at all
-                        di = f"{d}-alone{i}"
-                        ci = ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
-                                                                        f"output.dir={di}" for x in args]
-                        procs.append((subprocess.Popen(ci, stdout=subprocess.DEVNULL, stderr=open(di + ".log", "w"),
-                                                       cwd=ROOT), di))
-                    for p, di in procs:
-                        if p.wait() != 0:
-                            fail(f"a ceiling copy failed; see {di}.log")
-                    row["ceiling_samples_per_s"] = sum(read_summary(di)["samples_per_s"] for _, di in procs)
-                raw.append(row)
-    if a.dry_run:
-        return
+    if spec["placement"] == "slurm" and not a.dry_run:
+        why = slurm_running()
+        if why:
+            print(f"sweep.py: placement slurm: skipped: {why}", file=sys.stderr)
+            sys.exit(SKIPPED)
 
-    points = aggregate(raw, spec)
-    if "predict" in spec:
-        add_predictions(points, spec, groups, a.bin, out)
+    # Groups share one efficiency baseline: (config, sync, batch value, link rate).
+    groups = [(c, s, b, r) for c in spec["configs"] for s in spec["sync"] for b in spec["batch"] for r in spec["rates"]]
+    raw = []
+    hosts = EmulatedHosts(max(spec["ranks"]), a.dry_run) if spec["placement"] == "netns" else contextlib.nullcontext()
+    with hosts:
+        for rep in range(spec["repeats"]):  # interleaved: every N of a group inside each repeat
+            if spec["placement"] == "slurm":
+                for cfg in spec["configs"]:
+                    raw += slurm_arrays(spec, groups, cfg, rep, a, out)
+                continue
+            for gi, (cfg, sync, b, rate) in enumerate(groups):
+                if rate is not None:
+                    hosts.shape(rate)
+                for n in spec["ranks"]:
+                    # One rank has no link: its baseline is the same whatever the rate, measured once per repeat.
+                    same = next((r for r in raw if n == 1 and r["ranks"] == 1 and r["repeat"] == rep and
+                                 (r["config"], r["sync"], r["batch"]) == (cfg, sync["name"], b)), None)
+                    if same is not None:
+                        raw.append(dict(same, rate=rate))
+                        continue
+                    row = run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep)
+                    if row:
+                        raw.append(row)
+        if a.dry_run:
+            return
+        points = aggregate(raw, spec)
+        if "predict" in spec:  # (netns: still on the emulated hosts, --measure over each rate)
+            add_predictions(points, spec, a.bin, out, hosts)
     doc = {"sweep": spec, "command": " ".join(sys.argv), "points": points, "runs": raw}
     with open(os.path.join(out, "rows.json"), "w") as f:
         json.dump(doc, f, indent=2)
@@ -181,13 +254,99 @@ def main():
     print(f"wrote {out}/rows.json, {out}/report.md and {len(pngs)} plots")
 
 
+def point_sets(spec, sync, b, n):
+    per_rank = None if b is None else (b if spec["scaling"] == "weak" else b // n)
+    sets = list(spec["set"]) + list(sync["set"])
+    if per_rank is not None:
+        sets.append(f"train.batch_size={per_rank}")
+    return sets
+
+
+def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
+    sets = point_sets(spec, sync, b, n)
+    tag = f"g{gi}-n{n}-r{rep}"
+    d = os.path.join(out, "points", tag)
+    args = [a.bin, "train", "--config", cfg] + sum((["--set", s] for s in sets), []) + \
+           ["--set", f"output.dir={d}", "--set", "output.progress=none"]
+    cmd = launcher(spec, n) + args
+    if a.dry_run:
+        print(" ".join(cmd))
+        return None
+    t0 = time.time()
+    load_before = os.getloadavg()[0]  # other tenants' load: the model cannot see it, the report shows it
+    run(cmd, d + ".log", spec["timeout_s"])
+    row = measured_row(read_summary(d), cfg, sync, b, rate, n, rep, os.path.relpath(os.path.join(d, "summary.json"), out),
+                       load_before)
+    print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b}{'' if rate is None else ' ' + rate} N={n} "
+          f"rep {rep}: {row['samples_per_s']:.0f} samples/s" +
+          (f", own prediction {100 * row['inrun_error']:+.0f} %" if "inrun_error" in row else ""), flush=True)
+    if spec["ceiling"] and n > 1 and spec["scaling"] == "weak":
+        procs = []
+        for i in range(n):  # N independent single-rank copies at once: no communication at all
+            di = f"{d}-alone{i}"
+            ci = ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
+                                                            f"output.dir={di}" for x in args]
+            procs.append((subprocess.Popen(ci, stdout=subprocess.DEVNULL, stderr=open(di + ".log", "w"),
+                                           cwd=ROOT), di))
+        for p, di in procs:
+            if p.wait() != 0:
+                fail(f"a ceiling copy failed; see {di}.log")
+        row["ceiling_samples_per_s"] = sum(read_summary(di)["samples_per_s"] for _, di in procs)
+    return row
+
+
+def slurm_arrays(spec, groups, cfg, rep, a, out):
+    """placement slurm: per rank count, one sbatch array whose tasks are this config's points (sync x batch), in the
+    order of ranks (an array's tasks share -n, and cpu.sbatch takes one config)."""
+    rows = []
+    for n in spec["ranks"]:
+        tag = f"{os.path.basename(cfg).replace('.json', '')}-n{n}-r{rep}"
+        points = []
+        for gi, (c, sync, b, rate) in enumerate(groups):
+            if c != cfg:
+                continue
+            d = os.path.join(out, "points", f"g{gi}-n{n}-r{rep}")
+            points.append((sync, b, rate, d, point_sets(spec, sync, b, n) + [f"output.dir={d}", "output.progress=none"]))
+        if a.dry_run:
+            for i, (_, _, _, _, sets) in enumerate(points):
+                print(f"sbatch --array={i} -n {n} -J {tag} scripts/slurm/cpu.sbatch {cfg} " +
+                      " ".join(sum((["--set", x] for x in sets), [])))
+            continue
+        load_before = os.getloadavg()[0]
+        run_slurm_array(spec, cfg, n, [p[4] for p in points], a.bin, out, tag)
+        for sync, b, rate, d, _ in points:
+            rows.append(measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
+                                     os.path.relpath(os.path.join(d, "summary.json"), out), load_before))
+            print(f"{cfg} {sync['name']} batch {b} N={n} rep {rep} (Slurm array {tag}): "
+                  f"{rows[-1]['samples_per_s']:.0f} samples/s", flush=True)
+    return rows
+
+
+def measured_row(summ, cfg, sync, b, rate, n, rep, summary_path, load_before):
+    row = {"config": cfg, "sync": sync["name"], "batch": b, "rate": rate, "ranks": n, "repeat": rep,
+           "batch_per_rank": summ["batch_size_per_rank"], "global_batch": summ["global_batch_size"],
+           "summary": summary_path, "load_before": load_before, "backend": summ.get("backend")}
+    row.update(point_row(summ, n))
+    pred = summ.get("predicted") or {}
+    if "step_s" in pred:  # the run's own prediction (train/run_prediction.hpp)
+        row.update(inrun_predicted_step_s=pred["step_s"], inrun_measured_step_s=pred["measured_step_s"],
+                   inrun_error=pred["error"], inrun_error_fitted_link=pred.get("error_fitted_link"), inrun_dominant=pred["dominant"], inrun_terms_s=pred["terms_s"],
+                   inrun_link=pred["link"], inrun_straggler=pred["straggler"])
+    return row
+
+
+def key(p, ranks=None):
+    return (p["config"], p["sync"], p["batch"], p.get("rate"), p["ranks"] if ranks is None else ranks)
+
+
 def aggregate(raw, spec):
     points = []
-    keys = list(dict.fromkeys((r["config"], r["sync"], r["batch"], r["ranks"]) for r in raw))
-    for key in keys:
-        rs = [r for r in raw if (r["config"], r["sync"], r["batch"], r["ranks"]) == key]
+    keys = list(dict.fromkeys(key(r) for r in raw))
+    for k in keys:
+        rs = [r for r in raw if key(r) == k]
         med = lambda f: statistics.median(f(r) for r in rs)
-        p = {"config": key[0], "sync": key[1], "batch": key[2], "ranks": key[3], "scaling": spec["scaling"],
+        p = {"config": k[0], "sync": k[1], "batch": k[2], "rate": k[3], "ranks": k[4], "scaling": spec["scaling"],
+             "backend": rs[0].get("backend"),
              "repeats": len(rs), "batch_per_rank": rs[0]["batch_per_rank"], "global_batch": rs[0]["global_batch"],
              "samples_per_s": med(lambda r: r["samples_per_s"]), "step_s": med(lambda r: r["step_s"]),
              "load_before": med(lambda r: r["load_before"]),
@@ -197,10 +356,17 @@ def aggregate(raw, spec):
         p["test_accuracy"] = statistics.median(acc) if acc else None
         if "ceiling_samples_per_s" in rs[0]:
             p["ceiling_samples_per_s"] = med(lambda r: r["ceiling_samples_per_s"])
+        own = [r for r in rs if "inrun_error" in r]
+        if own:  # the run's own prediction: the repeat with the median error, whole (its terms belong together)
+            mid = sorted(own, key=lambda r: r["inrun_error"])[len(own) // 2]
+            for f in ("inrun_predicted_step_s", "inrun_measured_step_s", "inrun_error", "inrun_error_fitted_link",
+                      "inrun_dominant",
+                      "inrun_terms_s", "inrun_link", "inrun_straggler"):
+                p[f] = mid[f]
+            p["inrun_errors"] = [r["inrun_error"] for r in own]
         points.append(p)
     for p in points:
-        base = next(q for q in points if (q["config"], q["sync"], q["batch"], q["ranks"]) ==
-                    (p["config"], p["sync"], p["batch"], 1))
+        base = next(q for q in points if key(q) == key(p, 1))
         p["efficiency"] = p["samples_per_s"] / (p["ranks"] * base["samples_per_s"])
         if "ceiling_samples_per_s" in p:
             p["ceiling"] = p["ceiling_samples_per_s"] / (p["ranks"] * base["samples_per_s"])
@@ -208,35 +374,37 @@ def aggregate(raw, spec):
     return points
 
 
-def add_predictions(points, spec, groups, binary, out):
-    """`ringtrain predict` once per (config, sync, per-rank batch): the link given, or fitted with --measure."""
+def add_predictions(points, spec, binary, out, hosts):
+    """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
+    (over the emulated hosts at that rate with placement netns)."""
     link = spec["predict"].get("link", "measure")
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
     cache = {}
     for p in points:
         sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
-        key = (p["config"], p["sync"], p["batch_per_rank"])
-        if key not in cache:
+        ck = (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None)
+        if ck not in cache:
             js = os.path.join(out, f"predict-{len(cache)}.json")
             sets = list(spec["set"]) + list(sync["set"]) + [f"train.batch_size={p['batch_per_rank']}"]
             args = [binary, "predict", "--config", p["config"], "--ranks", ",".join(map(str, ranks)),
                     "--json", js] + sum((["--set", s] for s in sets), [])
             if link == "measure":
+                if p.get("rate") is not None:
+                    hosts.shape(p["rate"])
                 cmd = launcher(spec, 2) + args + ["--measure"]
             else:
                 cmd = args + ["--link", link]
             run(cmd, js[:-5] + ".log", spec["timeout_s"])
             with open(js) as f:
-                cache[key] = {r["ranks"]: r for r in json.load(f)["rows"]}
-        pred = cache[key].get(p["ranks"])
+                cache[ck] = {r["ranks"]: r for r in json.load(f)["rows"]}
+        pred = cache[ck].get(p["ranks"])
         if pred:
             p["predicted_step_s"] = pred["step_s"]
             p["predicted_dominant"] = pred["dominant"]
             p["prediction_error"] = (pred["step_s"] - p["step_s"]) / p["step_s"]
             exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
-            one = cache[key].get(1)
-            base = next((q for q in points if (q["config"], q["sync"], q["batch"], q["ranks"]) ==
-                         (p["config"], p["sync"], p["batch"], 1)), None)
+            one = cache[ck].get(1)
+            base = next((q for q in points if key(q) == key(p, 1)), None)
             # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one
             # (same interleaved runs), i.e. only the communication model is being tested.
             calib = base["step_s"] / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
@@ -249,7 +417,7 @@ def add_predictions(points, spec, groups, binary, out):
 
 def label(p):
     return f"{os.path.basename(p['config']).replace('.json', '')} {p['sync']}" + \
-           (f" b{p['batch']}" if p["batch"] is not None else "")
+           (f" b{p['batch']}" if p["batch"] is not None else "") + (f" {p['rate']}" if p.get("rate") else "")
 
 
 def plot(points, out):
@@ -333,15 +501,18 @@ def write_report(doc, pngs, out):
              "1-minute load average before the point (other tenants; the model assumes none).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
-    head = ["config", "sync", "ranks", "batch/rank", "global batch", "samples/s", "step ms", "efficiency"]
+    has_rate = any(p.get("rate") for p in points)
+    head = ["config", "sync"] + (["rate"] if has_rate else []) + ["ranks", "batch/rank", "global batch", "samples/s",
+                                                                  "step ms", "efficiency"]
     head += ["ceiling"] if has_ceil else []
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
     head += ["calibrated ms", "error"] if has_pred else []
     head += ["sync_wait ms", "MB sent/step/rank", "test acc", "load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
-        cells = [os.path.basename(p["config"]), p["sync"], p["ranks"], p["batch_per_rank"], p["global_batch"],
-                 f"{p['samples_per_s']:.0f}", f"{1e3 * p['step_s']:.2f}", f"{p['efficiency']:.3f}"]
+        cells = [os.path.basename(p["config"]), p["sync"]] + ([p.get("rate") or "-"] if has_rate else []) + \
+                [p["ranks"], p["batch_per_rank"], p["global_batch"], f"{p['samples_per_s']:.0f}",
+                 f"{1e3 * p['step_s']:.2f}", f"{p['efficiency']:.3f}"]
         if has_ceil:
             cells.append(f"{p['ceiling']:.3f}" if "ceiling" in p else "-")
         if has_pred:
@@ -354,6 +525,50 @@ def write_report(doc, pngs, out):
                   "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append("")
+    own = [p for p in points if "inrun_error" in p]
+    if own:
+        errs = [abs(p["inrun_error"]) for p in own]
+        lines += ["## Each run's own prediction (summary.json `predicted`)", "",
+                  "The scaling model fed with the point's own measurements (docs/scaling.md): rank 0's compute per "
+                  "phase at this N (so co-located ranks sharing cores are in it: compute is measured per point), "
+                  "when each gradient became ready, the final buckets, the slowest rank's extra work, and a link "
+                  "fitted to the run's own bucket allreduces (less the wait for the slowest rank) and a one-float "
+                  "probe; each bucket's own time goes through the timeline ('error, fitted line': every bucket's time "
+                  "from the fitted alpha-beta line instead). Measured: the steady step (between consecutive steps, the first left out). Error = "
+                  "(measured - predicted) / measured; with repeats, the repeat with the median error.",
+                  "", f"{len(own)} points; |error| at most {100 * max(errs):.1f} %, median "
+                  f"{100 * statistics.median(errs):.1f} %; {sum(e <= 0.15 for e in errs)} of {len(own)} within 15 %.", "",
+                  "| config | sync | backend | rate | ranks | predicted ms | measured ms | error | error, fitted line | "
+                  "dominant | straggler | link alpha us | link Gbit/s | load avg |", "|" + "---|" * 14]
+        for p in own:
+            beta = p["inrun_link"]["beta_s_per_byte"]
+            lines.append("| " + " | ".join(map(str, [
+                os.path.basename(p["config"]), p["sync"], p.get("backend") or "-", p.get("rate") or "-", p["ranks"],
+                f"{1e3 * p['inrun_predicted_step_s']:.2f}", f"{1e3 * p['inrun_measured_step_s']:.2f}",
+                f"{100 * p['inrun_error']:+.1f}%",
+                "-" if p.get("inrun_error_fitted_link") is None else f"{100 * p['inrun_error_fitted_link']:+.1f}%",
+                p["inrun_dominant"], f"{p['inrun_straggler']:.2f}",
+                f"{1e6 * p['inrun_link']['alpha_s']:.1f}", f"{8e-9 / beta:.3f}" if beta > 0 else "-",
+                f"{p['load_before']:.1f}"])) + " |")
+        lines.append("")
+        # The α-β model extrapolates in N only if the link fitted at each N (through the ring formula) is the same.
+        series = {}
+        for p in own:
+            if p["inrun_link"]["beta_s_per_byte"] > 0:
+                series.setdefault((os.path.basename(p["config"]), p["sync"], p.get("rate") or "-"), {})[p["ranks"]] = \
+                    8e-9 / p["inrun_link"]["beta_s_per_byte"]
+        ns = sorted({n for v in series.values() for n in v})
+        if len(ns) > 1:
+            lines += ["### The link fitted at each N (Gbit/s through the ring formula)", "",
+                      "If the alpha-beta model held across N, each row would be flat: a prediction at N from the link "
+                      "fitted at the smallest N is off by the ratio (last column: largest N's / smallest N's).", "",
+                      "| config | sync | rate | " + " | ".join(f"N={n}" for n in ns) + " | ratio |",
+                      "|" + "---|" * (len(ns) + 4)]
+            for (c, sy, r), v in series.items():
+                lo, hi = min(v), max(v)
+                lines.append(f"| {c} | {sy} | {r} | " + " | ".join(f"{v[n]:.3f}" if n in v else "-" for n in ns) +
+                             f" | {v[hi] / v[lo]:.2f} |")
+            lines.append("")
     lines += [f"![{n}]({n})" for n in pngs]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

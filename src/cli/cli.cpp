@@ -22,6 +22,7 @@
 #include "ringtrain/train/device_choice.hpp"
 #include "ringtrain/train/sparse_trainer.hpp"
 #include "ringtrain/train/stop_request.hpp"
+#include "ringtrain/train/run_prediction.hpp"
 #include "ringtrain/train/time_split.hpp"
 #include "ringtrain/train/trainer.hpp"
 #include "make_clicklog.hpp"
@@ -150,6 +151,8 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
                      summary["samples_per_s"].get<double>(), cfg.plan().output.dir.c_str());
         const std::string split = train::describe_time_split(summary);
         if (!split.empty()) std::fprintf(stderr, "%s\n", split.c_str());
+        const std::string predicted = train::describe_run_prediction(summary);
+        if (!predicted.empty()) std::fprintf(stderr, "%s\n", predicted.c_str());
     }
     return 0;
 }

@@ -86,7 +86,7 @@ PredictArgs parse_predict(int argc, char** argv) {
 int predict(const PredictArgs& a, int world_rank, int world_size) {
     const auto ranks = predict::parse_ranks(a.ranks);
     const auto algorithm = predict::parse_algorithm(a.algorithm);
-    predict::Link link;
+    scaling::Link link;
     const train::Config config = train::Config::load(a.config, a.overrides);
     const train::RunPlan& plan = config.plan();
     if (a.measure) {
@@ -104,16 +104,16 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     } else {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
-        link = predict::parse_link(a.link);
+        link = scaling::parse_link(a.link);
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
     const train::StepProfile profile =
         a.profile.empty() ? train::profile_steps(config, 2, a.steps, 1.0)
                           : predict::profile_from_json(
                               read_json_file(a.profile, "--profile", "pass a file written by predict --json"), a.profile);
-    const predict::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
+    const scaling::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
     const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
-    const predict::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);
+    const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);
     const auto rows = predict::predict_rows(timings, layout, link, setting, ranks,
                                             profile.batch_size * plan.sync.backward_passes_per_step);
     std::printf("one rank (%s, batch %lld): input %.3f ms, forward %.3f ms, backward %.3f ms, optimizer %.3f ms; "

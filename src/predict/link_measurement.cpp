@@ -30,19 +30,8 @@ LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>
         comm.allreduce(std::span<double>(&fastest, 1), comm::ReduceOp::Max);
         m.samples.push_back({static_cast<double>(buffer.size() * sizeof(float)), fastest});
     }
-    std::vector<double> x, y;
-    for (const auto& s : m.samples) {
-        x.push_back(s.bytes);
-        y.push_back(s.seconds);
-    }
-    // Relative errors: the sizes span four orders of magnitude, and an unweighted fit would let the largest
-    // messages' noise decide α.
-    std::vector<double> w;
-    for (double t : y) w.push_back(1.0 / std::max(t * t, 1e-18));
-    const LineFit f = fit_line(x, y, w);
-    m.link.alpha_s = std::max(0.0, f.intercept / (2.0 * (n - 1)));
-    m.link.beta_s_per_byte = std::max(0.0, f.slope / (2.0 * (n - 1) / n));
-    m.link.source = "measured: allreduce over " + comm.backend() + " at " + std::to_string(n) + " ranks";
+    m.link = scaling::fit_ring_link(m.samples, n,
+                                    "measured: allreduce over " + comm.backend() + " at " + std::to_string(n) + " ranks");
     return m;
 }
 

@@ -9,8 +9,8 @@
 
 namespace ringtrain::predict {
 
-StepTimings timings_from(const train::StepProfile& profile, int64_t passes) {
-    StepTimings t;
+scaling::StepTimings timings_from(const train::StepProfile& profile, int64_t passes) {
+    scaling::StepTimings t;
     const double p = static_cast<double>(std::max<int64_t>(passes, 1));
     // Gradient accumulation: only the last pass's backward reports gradients, so the earlier passes' backward
     // counts as work before it (kept under forward, where it sits in time).
@@ -25,7 +25,7 @@ StepTimings timings_from(const train::StepProfile& profile, int64_t passes) {
     return t;
 }
 
-sync::BucketLayout layout_for(const train::SyncPlan& sync, const StepTimings& t) {
+sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTimings& t) {
     const size_t fusion = static_cast<size_t>(sync.fusion_bytes);
     if (sync.cycle_time_ms > 0 && sync.overlap && fusion > 0) {
         std::vector<double> ready = t.ready_s;
@@ -37,8 +37,8 @@ sync::BucketLayout layout_for(const train::SyncPlan& sync, const StepTimings& t)
     return sync::BucketLayout::by_size(t.grad_floats, fusion);
 }
 
-Setting setting_for(const train::SyncPlan& sync, Algorithm algorithm, double straggler) {
-    Setting s;
+scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm algorithm, double straggler) {
+    scaling::Setting s;
     s.algorithm = algorithm;
     s.wire_bytes_per_float = sync.compression == train::Compression::None ? 4.0 : 2.0;
     s.overlap = sync.overlap;
@@ -47,19 +47,19 @@ Setting setting_for(const train::SyncPlan& sync, Algorithm algorithm, double str
     return s;
 }
 
-std::vector<Row> predict_rows(const StepTimings& t, const sync::BucketLayout& layout, const Link& link,
-                              const Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank) {
+std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
+                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank) {
     std::vector<Row> rows;
     for (int n : ranks) {
         Row r;
-        r.configured = predict_step(t, layout, link, configured, n, batch_per_rank);
+        r.configured = scaling::predict_step(t, layout, link, configured, n, batch_per_rank);
         r.best = r.configured;
-        for (Algorithm a : kAlgorithms)
+        for (scaling::Algorithm a : scaling::kAlgorithms)
             for (double wire : {4.0, 2.0}) {
-                Setting s = configured;
+                scaling::Setting s = configured;
                 s.algorithm = a;
                 s.wire_bytes_per_float = wire;
-                const Prediction p = predict_step(t, layout, link, s, n, batch_per_rank);
+                const scaling::Prediction p = scaling::predict_step(t, layout, link, s, n, batch_per_rank);
                 if (p.step_s < r.best.step_s) r.best = p;
             }
         rows.push_back(r);
@@ -91,13 +91,13 @@ std::vector<int> parse_ranks(const std::string& text) {
     return out;
 }
 
-Algorithm parse_algorithm(const std::string& text) {
-    for (Algorithm a : kAlgorithms)
+scaling::Algorithm parse_algorithm(const std::string& text) {
+    for (scaling::Algorithm a : scaling::kAlgorithms)
         if (text == to_string(a)) return a;
     throw InputError("--algorithm: unknown '" + text + "'; use ring, recursive_doubling or halving_doubling");
 }
 
-std::string format_table(const std::vector<Row>& rows, const Link& link) {
+std::string format_table(const std::vector<Row>& rows, const scaling::Link& link) {
     std::ostringstream os;
     char line[320];
     std::snprintf(line, sizeof line, "link: alpha %.2f us, %.3f Gbit/s (%s)\n", link.alpha_s * 1e6,
@@ -107,7 +107,7 @@ std::string format_table(const std::vector<Row>& rows, const Link& link) {
                   "dominant", "best setting", "eff");
     os << line;
     for (const Row& r : rows) {
-        const Prediction& c = r.configured;
+        const scaling::Prediction& c = r.configured;
         std::snprintf(line, sizeof line, "%6d %10.3f %12.1f %5.1f%%  %-13s %-32s %5.1f%%\n", c.ranks, c.step_s * 1e3,
                       c.samples_per_s, 100 * c.efficiency, c.dominant.c_str(), r.best.setting.describe().c_str(),
                       100 * r.best.efficiency);
@@ -118,7 +118,7 @@ std::string format_table(const std::vector<Row>& rows, const Link& link) {
 
 namespace {
 
-nlohmann::json prediction_json(const Prediction& p) {
+nlohmann::json prediction_json(const scaling::Prediction& p) {
     return {{"ranks", p.ranks},
             {"step_s", p.step_s},
             {"samples_per_s", p.samples_per_s},

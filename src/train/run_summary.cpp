@@ -190,6 +190,10 @@ json TrainingRun::write_summary() {
             if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split)) held += double(folder->cache_bytes());
         summary["data_cache_mb"] = held / 1048576.0;
     }
+    if (p.world > 1)  // collective: every rank's bucket times
+        summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
+                                                 {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,
+                                                  latency_probe_s_});
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);

@@ -51,6 +51,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
+      step_clock_(parts.model->parameters()),
       train_loss_(std::nan("")) {
     parts_.gsync->set_vote(&stop_.flag());
     if (steps_per_epoch_ == 0)
@@ -78,6 +79,7 @@ void TrainingRun::resume() {
         progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
                        std::to_string(pos_.step_in_epoch));
     last_average_step_ = pos_.global_step;
+    if (parts_.world > 1 && !local_sgd_) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
 }
 
 void TrainingRun::load_resume_checkpoint() {
@@ -171,6 +173,8 @@ void TrainingRun::begin_epoch() {
 
 float TrainingRun::run_step() {
     TrainerParts& p = parts_;
+    if (steps_this_run_ == 1) phases_after_first_step_ = phases_;
+    step_clock_.step_began();
     p.gsync->begin_step(pos_.global_step);
     const double work_t0 = telemetry::now_seconds();
     double step_samples = 0.0;
@@ -194,6 +198,7 @@ float TrainingRun::run_step() {
     ++window_.steps;
     if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
     agree_on_stop();
+    step_clock_.step_ended();
     return lr;
 }
 
@@ -237,10 +242,15 @@ double TrainingRun::forward_backward(int64_t pass) {
     PhaseScope ph(phases_, Phase::Backward, p.timeline.get());
     p.model->loss().backward(*y, loss_scale_, dlogits_);
     // Only the last pass's gradients are final; only they go to the allreduce (as they become ready).
-    if (pass + 1 == passes_ && !local_sgd_)
-        p.model->backward(dlogits_, [&p](nn::Parameter& prm) { p.gsync->on_gradient_ready(prm); }, pass > 0);
-    else
+    if (pass + 1 == passes_ && !local_sgd_) {
+        step_clock_.backward_began();
+        p.model->backward(dlogits_, [this, &p](nn::Parameter& prm) {
+            step_clock_.ready(prm);
+            p.gsync->on_gradient_ready(prm);
+        }, pass > 0);
+    } else {
         p.model->backward(dlogits_, {}, pass > 0);
+    }
     return static_cast<double>(batch_.size());
 }
 

@@ -17,6 +17,7 @@
 #include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/stop_request.hpp"
+#include "run_measurements.hpp"
 #include "trainer_parts.hpp"
 
 namespace ringtrain::train::detail {
@@ -120,6 +121,10 @@ private:
     telemetry::PhaseTimes phases_;
     // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.
     telemetry::StepWorkLog work_log_;
+    // For the run's own prediction (summary.json "predicted", run_measurements.hpp).
+    StepClock step_clock_;
+    double latency_probe_s_ = -1;
+    telemetry::PhaseTimes phases_after_first_step_;  // the prediction's inputs leave the first step out
     nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss_;
     double train_seconds_ = 0.0, eval_seconds_ = 0.0;

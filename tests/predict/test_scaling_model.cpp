@@ -2,12 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/predict/link.hpp"
+#include "ringtrain/scaling/link.hpp"
 #include "ringtrain/predict/predictor.hpp"
-#include "ringtrain/predict/scaling_model.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::predict;
+using namespace ringtrain::scaling;
 
 namespace {
 
@@ -95,6 +96,22 @@ TEST_CASE("predict_step: a bucket waits for the previous bucket's allreduce", "[
     CHECK(p.step_s == Approx(39.62e-3));
     CHECK(p.dominant == "communication");
     CHECK(p.terms.communication + p.terms.latency == Approx(23.62e-3));
+}
+
+TEST_CASE("predict_step: measured bucket times replace the formula; the link only splits off the latency", "[predict]") {
+    // As above at N = 4, but bucket 0 measured at 5 ms and bucket 1 at 0.1 ms: bucket 0 ready at 7 ms -> ends 12 ms;
+    // bucket 1 ready at 15 ms -> ends 15.1 ms; + 1 ms. Exposed 0.1 ms, of it the formula's latency 6·10 us = 0.06 ms.
+    const StepTimings t = hand_timings(250000);
+    const double measured[] = {5e-3, 0.1e-3};
+    const Prediction p = predict_step(t, two_buckets(t), hand_link(), Setting{}, 4, 64, measured);
+    CHECK(p.bucket_end_s[0] == Approx(12e-3));
+    CHECK(p.bucket_end_s[1] == Approx(15.1e-3));
+    CHECK(p.step_s == Approx(16.1e-3));
+    // Latency: 60 us of each bucket, 0.12 of the buckets' 5.1 ms, that share of the exposed 0.1 ms.
+    CHECK(p.terms.latency == Approx(0.1e-3 * 0.12 / 5.1).epsilon(1e-6));
+    CHECK(p.terms.communication + p.terms.latency == Approx(0.1e-3));
+    const double wrong_count[] = {5e-3};
+    CHECK_THROWS_AS(predict_step(t, two_buckets(t), hand_link(), Setting{}, 4, 64, wrong_count), Error);
 }
 
 TEST_CASE("predict_step: no overlap, 16-bit wire, straggler, local SGD", "[predict]") {

@@ -4,21 +4,18 @@
 #include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
-#include "ringtrain/predict/link.hpp"
+#include "ringtrain/scaling/link.hpp"
 
 namespace ringtrain::predict {
 
-struct LinkSample {
-    double bytes = 0, seconds = 0;  // median allreduce time at this size
-};
-
 struct LinkMeasurement {
-    Link link;
-    std::vector<LinkSample> samples;
+    scaling::Link link;
+    std::vector<scaling::LinkSample> samples;  // per size, the fastest repeat (the slowest rank's)
 };
 
 // Allreduces of `sizes_bytes` (float32) over `comm`, `repeats` times each after one warm-up, and the ring model
-// 2(N−1)α + 2(N−1)/N·n·β fitted (relative errors) to the fastest repeat of each size (so predictions at N = comm.size() reproduce the measurement).
+// 2(N−1)α + 2(N−1)/N·n·β fitted to the fastest repeat of each size (scaling::fit_ring_link: predictions at
+// N = comm.size() reproduce the measurement).
 // Collective: every rank calls it with the same arguments. A negative fitted α or β is clamped to 0.
 LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats);
 

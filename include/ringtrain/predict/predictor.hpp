@@ -7,36 +7,36 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ringtrain/predict/scaling_model.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 #include "ringtrain/train/run_plan.hpp"
 #include "ringtrain/train/step_profile.hpp"
 
 namespace ringtrain::predict {
 
 // One step of `passes` forward/backward passes (sync.backward_passes_per_step) from one measured pass.
-StepTimings timings_from(const train::StepProfile& profile, int64_t passes = 1);
+scaling::StepTimings timings_from(const train::StepProfile& profile, int64_t passes = 1);
 
 // The layout GradientSync would settle on: by ready time with sync.cycle_time_ms > 0 and overlap (host paths), else
 // by size (sync.fusion_bytes).
-sync::BucketLayout layout_for(const train::SyncPlan& sync, const StepTimings& t);
+sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTimings& t);
 
 // The configured setting: the plan's compression, overlap and local SGD; `algorithm` for the allreduce.
-Setting setting_for(const train::SyncPlan& sync, Algorithm algorithm, double straggler);
+scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm algorithm, double straggler);
 
 struct Row {
-    Prediction configured;
-    Prediction best;  // the fastest of every algorithm × {fp32, 16-bit}, the rest as configured
+    scaling::Prediction configured;
+    scaling::Prediction best;  // the fastest of every algorithm × {fp32, 16-bit}, the rest as configured
 };
 
-std::vector<Row> predict_rows(const StepTimings& t, const sync::BucketLayout& layout, const Link& link,
-                              const Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank);
+std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
+                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank);
 
 // "2,4,8" -> {2, 4, 8}; "" -> 2, 4, ..., 512. Throws InputError for anything but positive integers.
 std::vector<int> parse_ranks(const std::string& text);
 // "ring", "recursive_doubling", "halving_doubling"; InputError otherwise.
-Algorithm parse_algorithm(const std::string& text);
+scaling::Algorithm parse_algorithm(const std::string& text);
 
-std::string format_table(const std::vector<Row>& rows, const Link& link);
+std::string format_table(const std::vector<Row>& rows, const scaling::Link& link);
 nlohmann::json rows_json(const std::vector<Row>& rows);
 nlohmann::json profile_json(const train::StepProfile& profile, const sync::BucketLayout& layout);
 // The profile back from a `predict --json` file's "profile" (to predict again without measuring, e.g. other links

@@ -1,12 +1,12 @@
 // The α-β step model (see the header and docs/scaling.md).
-#include "ringtrain/predict/scaling_model.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "ringtrain/core/error.hpp"
 
-namespace ringtrain::predict {
+namespace ringtrain::scaling {
 
 const char* to_string(Algorithm a) {
     switch (a) {
@@ -60,7 +60,10 @@ std::string dominant_term(const Terms& t) {
 }
 
 Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, const Link& link, const Setting& s,
-                        int ranks, int64_t batch_per_rank) {
+                        int ranks, int64_t batch_per_rank, std::span<const double> bucket_seconds) {
+    if (!bucket_seconds.empty() && bucket_seconds.size() != layout.size())
+        throw Error("predict_step: " + std::to_string(bucket_seconds.size()) + " bucket times for " +
+                    std::to_string(layout.size()) + " buckets");
     if (ranks < 1) throw InputError("predict: ranks must be at least 1 (got " + std::to_string(ranks) + ")");
     if (t.grad_floats.size() != layout.gradients() || t.ready_s.size() != t.grad_floats.size())
         throw Error("predict_step: the timings describe " + std::to_string(t.grad_floats.size()) +
@@ -84,7 +87,8 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
         double previous_end = s.local_sgd_period > 0 ? backward_end + slow * t.optimizer_s : backward_begin;
         double latency = 0, total = 0;
         const double comm_begin = previous_end;
-        for (const sync::Bucket& b : layout.buckets()) {
+        for (size_t k = 0; k < layout.size(); ++k) {
+            const sync::Bucket& b = layout.bucket(k);
             double ready = backward_end;
             if (s.overlap && s.local_sgd_period == 0) {
                 ready = backward_begin;
@@ -93,7 +97,11 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
                     ready = std::max(ready, r >= 0 ? backward_begin + slow * r : backward_end);
                 }
             }
-            const CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link);
+            CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link);
+            if (!bucket_seconds.empty()) {  // measured: the link only says how much of it is latency
+                c.latency_s = std::min(c.latency_s, std::max(0.0, bucket_seconds[k]));
+                c.bandwidth_s = std::max(0.0, bucket_seconds[k]) - c.latency_s;
+            }
             previous_end = std::max(ready, previous_end) + c.total();
             p.bucket_end_s.push_back(previous_end);
             latency += c.latency_s;
@@ -118,4 +126,4 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
     return p;
 }
 
-}  // namespace ringtrain::predict
+}  // namespace ringtrain::scaling

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-namespace ringtrain::predict {
+namespace ringtrain::scaling {
 
 struct Link {
     double alpha_s = 0;        // per message
@@ -27,4 +27,14 @@ struct LineFit {
 // `weights` (optional, one per point): weighted least squares, e.g. 1/t² for relative errors.
 LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds, std::span<const double> weights = {});
 
-}  // namespace ringtrain::predict
+// One timed allreduce size: `seconds` for `bytes` at the job's rank count.
+struct LinkSample {
+    double bytes = 0, seconds = 0;
+};
+// The ring model 2(N−1)α + 2(N−1)/N·n·β fitted to allreduce times taken at `ranks` ranks (least squares on relative
+// errors: the sizes may span orders of magnitude, and an unweighted fit would let the largest messages' noise decide
+// α), so that predictions at N = `ranks` reproduce the samples. Needs two distinct sizes and ranks >= 2 (Error
+// otherwise); a negative fitted α or β is clamped to 0. `source` goes into Link::source.
+Link fit_ring_link(std::span<const LinkSample> samples, int ranks, std::string source);
+
+}  // namespace ringtrain::scaling

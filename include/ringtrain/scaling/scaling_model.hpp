@@ -1,6 +1,8 @@
 // ScalingModel: the predicted step time of a data-parallel run at N ranks, from one rank's measured step (compute per
 // phase, and when each gradient becomes ready in backward), the run's own bucket layout, and an α-β link.
-// Pure arithmetic: no measurement, no communication (tests/predict checks it on hand-made inputs).
+// Pure arithmetic: no measurement, no communication (tests/predict checks it on hand-made inputs). A layer of its own
+// below train (core + sync's BucketLayout), so that `ringtrain predict` (predict layer) and the trainer's prediction
+// after every multi-rank run (train/run_prediction.hpp) share one model.
 //
 // Assumptions (docs/scaling.md): weak scaling (per-rank batch fixed, so each rank's compute does not change with N);
 // every rank as fast as the measured one except the slowest, `straggler` slower, whom every collective waits for;
@@ -9,13 +11,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "ringtrain/predict/link.hpp"
+#include "ringtrain/scaling/link.hpp"
 #include "ringtrain/sync/bucket_layout.hpp"
 
-namespace ringtrain::predict {
+namespace ringtrain::scaling {
 
 enum class Algorithm { Ring, RecursiveDoubling, HalvingDoubling };
 const char* to_string(Algorithm a);
@@ -67,10 +71,13 @@ struct Prediction {
 
 // The step at `ranks` ranks with `layout` (fusion buckets in backward order) over `link`.
 // Efficiency = samples/s at N ÷ (N × samples/s at one rank) = one rank's step ÷ the step at N (weak scaling).
+// `bucket_seconds` (optional, one per bucket): each bucket's allreduce time measured at this N, used instead of the
+// formula (a run predicting its own step); the link then only splits each into latency (at most the formula's α
+// part) and bandwidth. Error when given with another count than the layout's buckets.
 Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, const Link& link, const Setting& s,
-                        int ranks, int64_t batch_per_rank);
+                        int ranks, int64_t batch_per_rank, std::span<const double> bucket_seconds = {});
 
 // The largest term's name.
 std::string dominant_term(const Terms& terms);
 
-}  // namespace ringtrain::predict
+}  // namespace ringtrain::scaling

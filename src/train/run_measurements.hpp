@@ -1,0 +1,68 @@
+// What a multi-rank run measures for its own prediction (train/run_prediction.hpp), private to train: when each
+// gradient became ready in backward, a one-float latency probe at set-up, and the gathering of it all (with every
+// rank's bucket times) into summary.json's "predicted".
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/tensor.hpp"
+#include "ringtrain/nn/layer.hpp"
+#include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/telemetry/straggler.hpp"
+#include "ringtrain/train/run_plan.hpp"
+
+namespace ringtrain::train::detail {
+
+// When each gradient became final, seconds after the last pass's backward began, and how long each whole step took
+// (TrainingRun::run_step: passes, allreduce, update), both over every step but the first (allocations, connection
+// set-up, the blocking first step of a cycle-time layout): the same steps as the bucket times and the phases the
+// prediction uses. One clock read per gradient per step.
+class StepClock {
+public:
+    explicit StepClock(const std::vector<nn::Parameter*>& params);
+    void step_began();
+    void backward_began();                // the step's last pass, before the loss gradient
+    void ready(const nn::Parameter& p);   // from backward's on_ready hook
+    void step_ended();
+    std::vector<double> mean_ready_s() const;  // per parameter; -1 where never reported
+    // The mean step time over the steps after the first; 0 with none. A mean, not a median: the model's inputs are
+    // means, and a shaped link's occasional slow step is part of what the run costs.
+    double steady_step_s() const;
+
+private:
+    std::unordered_map<const nn::Parameter*, size_t> index_;
+    std::vector<double> sum_s_;
+    std::vector<int64_t> count_;
+    double step_began_s_ = 0, backward_began_s_ = 0;
+    int64_t steps_ = 0;
+    double steps_sum_s_ = 0;
+    int64_t steps_counted_ = 0;
+};
+
+// The fastest of a few one-float allreduces (each after a barrier), the slowest rank's: the transport's latency, a
+// millisecond or so. Collective.
+double latency_probe(comm::Communicator& comm);
+
+struct RunTotals {  // what TrainingRun counted
+    const telemetry::PhaseTimes& phases;
+    const telemetry::PhaseTimes& phases_after_first_step;  // the same when the second step began
+    const StepClock& clock;
+    const telemetry::StepWorkLog& work_log;  // this rank's local work per step (every rank's is gathered)
+    int64_t steps = 0;
+    double latency_probe_s = -1;
+};
+
+// summary.json's "predicted" (null for one rank; {"why": ...} where the run cannot be predicted: local SGD, the GPU
+// path, no synchronised step). Collective: gathers every rank's bucket times and local work per step (the straggler
+// share over the same steps as everything else: all but the first).
+nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync,
+                                 const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
+                                 const RunTotals& totals);
+
+}  // namespace ringtrain::train::detail

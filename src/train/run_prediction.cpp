@@ -1,0 +1,206 @@
+// The run's own prediction: see the header.
+#include "ringtrain/train/run_prediction.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/sync/bucket_layout.hpp"
+
+namespace ringtrain::train {
+
+using nlohmann::json;
+
+namespace {
+
+scaling::StepTimings timings_of(const RunMeasurements& m) {
+    scaling::StepTimings t;
+    const double p = static_cast<double>(std::max<int64_t>(m.passes, 1));
+    // With accumulation only the last pass's backward reports gradients; the earlier ones count as work before it.
+    t.input_s = m.data_s;
+    t.forward_s = m.forward_s + m.backward_s * (p - 1) / p;
+    t.backward_s = m.backward_s / p;
+    t.optimizer_s = m.optimizer_s;
+    t.grad_floats = m.grad_floats;
+    t.ready_s = m.ready_s;
+    return t;
+}
+
+// "fc1" from "fc1.weight"; the bucket's layers in order, at most three named.
+std::string bucket_layers(const RunMeasurements& m, const sync::BucketLayout& layout, size_t b) {
+    std::vector<std::string> layers;
+    for (size_t param : layout.params(b)) {
+        std::string name = param < m.grad_names.size() ? m.grad_names[param] : std::string("parameter ");
+        if (param >= m.grad_names.size()) name += std::to_string(param);
+        if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0) name.resize(dot);
+        if (std::find(layers.begin(), layers.end(), name) == layers.end()) layers.push_back(name);
+    }
+    std::string out;
+    for (size_t i = 0; i < layers.size() && i < 3; ++i) {
+        if (i > 0) out += '+';
+        out += layers[i];
+    }
+    if (layers.size() > 3) {
+        out += '+';
+        out += std::to_string(layers.size() - 3);
+        out += " more";
+    }
+    return out;
+}
+
+// The bucket whose allreduce stuck out past the end of backward the most.
+size_t most_exposed_bucket(const scaling::StepTimings& t, const std::vector<double>& bucket_s,
+                           const scaling::Prediction& p) {
+    const double slow = 1.0 + std::max(0.0, p.setting.straggler);
+    const double backward_end = slow * (t.input_s + t.forward_s + t.backward_s);
+    size_t best = 0;
+    double best_exposed = -1;
+    for (size_t b = 0; b < bucket_s.size() && b < p.bucket_end_s.size(); ++b) {
+        const double end = p.bucket_end_s[b], start = end - bucket_s[b];
+        const double exposed = std::max(0.0, end - std::max(start, backward_end));
+        if (exposed > best_exposed) {
+            best_exposed = exposed;
+            best = b;
+        }
+    }
+    return best;
+}
+
+// Milliseconds with three significant digits and never an exponent: "0.0589", "27.6", "1030".
+std::string ms(double seconds) {
+    const double v = 1e3 * seconds;
+    char text[32];
+    std::snprintf(text, sizeof text, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 1 ? "%.2f" : "%.3g", v);
+    return text;
+}
+
+}  // namespace
+
+std::vector<double> bucket_transfer_s(const RunMeasurements& m) {
+    const double total = std::accumulate(m.bucket_s.begin(), m.bucket_s.end(), 0.0);
+    if (!(total > 0)) throw Error("run prediction: no gradient allreduce was timed");
+    // The wait for the slowest rank's work is inside the collectives (a faster rank waits in its allreduce); over
+    // the ranks it averages slowest − mean local work per step. What is left is the transfer.
+    const double wait = std::max(0.0, m.slowest_work_s - m.mean_work_s);
+    const double keep = std::clamp((total - wait) / total, 0.05, 1.0);
+    std::vector<double> out;
+    for (double t : m.bucket_s) out.push_back(keep * std::max(0.0, t));
+    return out;
+}
+
+scaling::Link link_from_run(const RunMeasurements& m) {
+    if (m.ranks < 2) throw Error("run prediction: a link is fitted from the collectives of two or more ranks");
+    const std::vector<double> transfer = bucket_transfer_s(m);
+    // Bucket b's bytes on the wire: its gradients' floats (buckets take the parameters from the last one backwards).
+    const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
+    std::vector<scaling::LinkSample> samples;
+    for (size_t b = 0; b < transfer.size() && b < layout.size(); ++b)
+        if (transfer[b] > 0)
+            samples.push_back({static_cast<double>(layout.bucket(b).count) * m.wire_bytes_per_float, transfer[b]});
+    std::string source = "this run's gradient allreduces (" + std::to_string(samples.size()) +
+                         " bucket(s), less the wait for the slowest rank)";
+    if (m.latency_probe_s > 0) {
+        samples.push_back({sizeof(float), m.latency_probe_s});
+        source += " and a one-float latency probe";
+    }
+    std::vector<double> sizes;
+    for (const auto& s : samples) sizes.push_back(s.bytes);
+    std::sort(sizes.begin(), sizes.end());
+    const bool fittable = std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2;
+    source += ", ring formula at " + std::to_string(m.ranks) + " ranks over " + m.backend;
+    if (fittable) return scaling::fit_ring_link(samples, m.ranks, source);
+    // One size only (one bucket, no probe): no latency can be told apart; all of it counts as bandwidth.
+    scaling::Link link;
+    const double n = m.ranks;
+    link.beta_s_per_byte = samples[0].seconds / (2.0 * (n - 1) / n * std::max(samples[0].bytes, 1.0));
+    link.source = source + " (one size: alpha not separable, taken as 0)";
+    return link;
+}
+
+RunPrediction predict_run(const RunMeasurements& m) {
+    if (m.ranks < 2) throw Error("run prediction: needs two or more ranks");
+    if (m.grad_floats.size() != m.ready_s.size() || m.grad_floats.empty())
+        throw Error("run prediction: " + std::to_string(m.grad_floats.size()) + " gradients with " +
+                    std::to_string(m.ready_s.size()) + " ready times");
+    if (m.bucket_s.size() != m.tensors_per_bucket.size())
+        throw Error("run prediction: " + std::to_string(m.bucket_s.size()) + " bucket times for " +
+                    std::to_string(m.tensors_per_bucket.size()) + " buckets");
+    if (!(m.measured_step_s > 0)) throw Error("run prediction: no step was measured");
+    RunPrediction r;
+    r.link = link_from_run(m);
+    const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
+    const scaling::StepTimings t = timings_of(m);
+    scaling::Setting s;
+    s.algorithm = scaling::Algorithm::Ring;  // the link was fitted through the ring formula at this N
+    s.wire_bytes_per_float = m.wire_bytes_per_float;
+    s.overlap = m.overlap;
+    r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;
+    s.straggler = r.straggler;
+    const int64_t samples = m.batch_per_rank * std::max<int64_t>(m.passes, 1);
+    // The buckets' own transfer times through the timeline; the fitted line alone, for comparison (how much the
+    // α-β line loses on this run's own sizes: what an extrapolation in N would start from).
+    const std::vector<double> transfer = bucket_transfer_s(m);
+    r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, transfer);
+    r.fitted_link_step_s = scaling::predict_step(t, layout, r.link, s, m.ranks, samples).step_s;
+    r.measured_step_s = m.measured_step_s;
+    r.one_rank_step_s = t.compute_s();
+    r.measured_efficiency = r.one_rank_step_s / m.measured_step_s;
+    r.error = (m.measured_step_s - r.prediction.step_s) / m.measured_step_s;
+    const scaling::Terms& k = r.prediction.terms;
+    const std::string& d = r.prediction.dominant;
+    char text[256];
+    if (d == "communication" || d == "latency") {
+        const size_t b = most_exposed_bucket(t, transfer, r.prediction);
+        std::snprintf(text, sizeof text, "allreduce of bucket %zu (%s, %.2g MB) over %s%s", b,
+                      bucket_layers(m, layout, b).c_str(), 4e-6 * static_cast<double>(layout.bucket(b).count),
+                      m.backend.c_str(), d == "latency" ? " (latency-bound)" : "");
+    } else if (d == "compute") {
+        std::snprintf(text, sizeof text, "compute (forward+backward, %s ms)", ms(k.compute).c_str());
+    } else if (d == "straggler") {
+        std::snprintf(text, sizeof text, "waiting for the slowest rank (%s ms)", ms(k.straggler).c_str());
+    } else {
+        std::snprintf(text, sizeof text, "%s (%s ms)", d.c_str(), ms(d == "input" ? k.input : k.optimizer).c_str());
+    }
+    r.dominant = text;
+    return r;
+}
+
+json run_prediction_json(const RunPrediction& r) {
+    const scaling::Prediction& p = r.prediction;
+    return {{"step_s", p.step_s},
+            {"samples_per_s", p.samples_per_s},
+            {"efficiency", p.efficiency},
+            {"dominant", r.dominant},
+            {"dominant_term", p.dominant},
+            {"link", {{"alpha_s", r.link.alpha_s}, {"beta_s_per_byte", r.link.beta_s_per_byte}, {"source", r.link.source}}},
+            {"error", r.error},
+            {"measured_step_s", r.measured_step_s},
+            {"step_s_fitted_link", r.fitted_link_step_s},
+            {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
+            {"measured_efficiency", r.measured_efficiency},
+            {"straggler", r.straggler},
+            {"setting", p.setting.describe()},
+            {"terms_s",
+             {{"input", p.terms.input},
+              {"compute", p.terms.compute},
+              {"optimizer", p.terms.optimizer},
+              {"straggler", p.terms.straggler},
+              {"communication", p.terms.communication},
+              {"latency", p.terms.latency}}}};
+}
+
+std::string describe_run_prediction(const json& summary) {
+    const auto it = summary.find("predicted");
+    if (it == summary.end() || !it->is_object() || !it->contains("step_s")) return "";
+    const json& p = *it;
+    char line[512];
+    std::snprintf(line, sizeof line, "scaling: %.2f of linear; predicted step %.4g ms vs measured %.4g ms (%+.0f %%); "
+                  "dominant: %s",
+                  p.value("measured_efficiency", 0.0), 1e3 * p.value("step_s", 0.0), 1e3 * p.value("measured_step_s", 0.0),
+                  100 * p.value("error", 0.0), p.value("dominant", std::string("?")).c_str());
+    return line;
+}
+
+}  // namespace ringtrain::train
