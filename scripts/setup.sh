@@ -7,7 +7,8 @@ set -euo pipefail
 # slurmctld slurmd slurm-client munge: the real Slurm of the `slurm` tests (tests/cluster; scripts/cluster/start-slurm.sh,
 # slurm-netns.sh); iproute2 util-linux: the network namespaces of the `netns` tests (ip netns, nsenter, unshare).
 # The daemons are not started by installing them (no systemd here); the tests start private ones.
-packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
+# libdnnl-dev: oneDNN, the CPU convolutions train.cpu_conv can pick (optional at build time; im2col without it).
+packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev catch2 zlib1g-dev
           dataset-fashion-mnist python3-protobuf python3-matplotlib
           slurmctld slurmd slurm-client munge iproute2 util-linux)
 

@@ -17,6 +17,7 @@
 #include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/device_choice.hpp"
@@ -188,6 +189,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
                                                                                              : "shared memory off");
         }
         std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
+        std::printf("cpu conv: %s\n", ops::cpu_conv_description().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");
             for (const auto& [k, v] : env.variables) std::printf(" %s=%s", k.c_str(), v.c_str());
