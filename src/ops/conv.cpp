@@ -18,11 +18,11 @@ void check_conv_params(const Conv2dParams& p) {
                          std::to_string(p.pad_w));
 }
 
-// CPU convolutions run on oneDNN when train.cpu_conv resolves to it (ops/cpu_conv.hpp); empty tensors always take
-// the im2col kernels, which define the zero-sample case (a zero filter gradient).
+// CPU convolutions run on oneDNN where train.cpu_conv says so for this shape and direction (ops/cpu_conv.hpp);
+// empty tensors always take the im2col kernels, which define the zero-sample case (a zero filter gradient).
 #ifdef RINGTRAIN_WITH_ONEDNN
-bool use_onednn(Device dev, std::initializer_list<const Tensor*> ts) {
-    if (dev != Device::CPU || cpu_conv() != CpuConv::OneDnn) return false;
+bool use_onednn(Device dev, ConvDirection d, const Tensor& x, std::initializer_list<const Tensor*> ts) {
+    if (dev != Device::CPU || !conv_uses_onednn(d, x.shape())) return false;
     for (const Tensor* t : ts)
         if (t->numel() == 0) return false;
     return true;
@@ -53,7 +53,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
             "bias must be empty or [K]", {{"w", &w}, {"bias", &bias}});
     const Device dev = detail::device_of("conv2d_forward", {&x, &w, &bias, &y});
 #ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, {&x, &w, &y})) return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws);
+    if (use_onednn(dev, ConvDirection::Forward, x, {&x, &w, &y}))
+        return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws);
 #endif
     RT_DISPATCH(dev, conv2d_forward, x, w, bias, y, p, ws);
 }
@@ -64,7 +65,8 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
             {{"dy", &dy}, {"w", &w}, {"dx", &dx}});
     const Device dev = detail::device_of("conv2d_backward_data", {&dy, &w, &dx});
 #ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, {&dy, &w, &dx})) return cpu::onednn::conv2d_backward_data(dy, w, dx, p, ws);
+    if (use_onednn(dev, ConvDirection::BackwardData, dx, {&dy, &w, &dx}))
+        return cpu::onednn::conv2d_backward_data(dy, w, dx, p, ws);
 #endif
     RT_DISPATCH(dev, conv2d_backward_data, dy, w, dx, p, ws);
 }
@@ -78,7 +80,8 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
             "dbias must be empty or [K]", {{"dw", &dw}, {"dbias", &dbias}});
     const Device dev = detail::device_of("conv2d_backward_filter", {&x, &dy, &dw, &dbias});
 #ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, {&x, &dy, &dw})) return cpu::onednn::conv2d_backward_filter(x, dy, dw, dbias, p, ws, accumulate);
+    if (use_onednn(dev, ConvDirection::BackwardFilter, x, {&x, &dy, &dw}))
+        return cpu::onednn::conv2d_backward_filter(x, dy, dw, dbias, p, ws, accumulate);
 #endif
     RT_DISPATCH(dev, conv2d_backward_filter, x, dy, dw, dbias, p, ws, accumulate);
 }

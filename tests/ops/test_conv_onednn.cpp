@@ -172,18 +172,34 @@ TEST_CASE("oneDNN conv makes its primitives once per shape, not per step", "[ops
     REQUIRE(cpu::onednn::primitives_made(ws) == 4);
 }
 
-TEST_CASE("train.cpu_conv resolves and describes the path", "[ops][conv][onednn]") {
+TEST_CASE("train.cpu_conv: forced paths everywhere, auto per direction and channel count", "[ops][conv][onednn]") {
+    const Shape one_channel{8, 1, 28, 28}, few{8, 3, 64, 64}, many{8, 32, 16, 16};
+    const ConvDirection all[] = {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter};
     {
         PathGuard path(CpuConv::OneDnn);
-        REQUIRE(cpu_conv() == CpuConv::OneDnn);
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE(conv_uses_onednn(d, s));
         REQUIRE_THAT(cpu_conv_description(), Catch::StartsWith("oneDNN 2.") && Catch::EndsWith(" jit)"));
     }
     {
         PathGuard path(CpuConv::Im2col);
-        REQUIRE(cpu_conv() == CpuConv::Im2col);
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE_FALSE(conv_uses_onednn(d, s));
         REQUIRE_THAT(cpu_conv_description(), Catch::StartsWith("im2col + "));
     }
-    REQUIRE(cpu_conv() == cpu_conv_auto_choice());
+    REQUIRE(cpu_conv() == CpuConv::Auto);
+    if (cpu::onednn::has_avx512()) {
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE(conv_uses_onednn(d, s));
+    } else {
+        for (ConvDirection d : all) REQUIRE_FALSE(conv_uses_onednn(d, one_channel));
+        for (ConvDirection d : all) REQUIRE(conv_uses_onednn(d, few));
+        REQUIRE(conv_uses_onednn(ConvDirection::Forward, many));
+        REQUIRE(conv_uses_onednn(ConvDirection::BackwardData, many));
+        REQUIRE_FALSE(conv_uses_onednn(ConvDirection::BackwardFilter, many));
+        REQUIRE_THAT(cpu_conv_description(), Catch::Contains("oneDNN 2.") && Catch::Contains("im2col + ") &&
+                                                 Catch::Contains("(auto, AVX2)"));
+    }
 }
 #endif
 

@@ -5,19 +5,24 @@
 
 #include <string>
 
+#include "ringtrain/core/tensor.hpp"
+
 namespace ringtrain::ops {
 
+// Auto: per convolution and direction, whichever measured faster on this CPU family (the rule and its measurements:
+// src/ops/cpu_conv.cpp); the other two force one implementation everywhere.
 enum class CpuConv { Auto, OneDnn, Im2col };
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 
 // InputError when `c` is OneDnn and this build has no oneDNN (libdnnl-dev was not found at configure time).
 void set_cpu_conv(CpuConv c);
-// The path convolutions take now: OneDnn or Im2col (Auto resolved by cpu_conv_auto_choice()).
+// The setting in force (Auto stays Auto).
 CpuConv cpu_conv();
-// What Auto picks on this CPU (see the rule in src/ops/cpu_conv.cpp).
-CpuConv cpu_conv_auto_choice();
 bool onednn_available();
-// "oneDNN 2.6.3 (avx2 jit)" or "im2col + OpenBLAS 0.3.21 ..." for the path that runs now; when this build has no
-// oneDNN the im2col line says so.
+// Whether a CPU convolution with input [N, C, H, W] `x` runs on oneDNN in direction `d` under the current setting.
+bool conv_uses_onednn(ConvDirection d, const Shape& x);
+// For `ringtrain info`: "oneDNN 2.6.3 (avx2 jit)", "im2col + OpenBLAS 0.3.21 ...", or for Auto which runs where;
+// a build without oneDNN says so.
 std::string cpu_conv_description();
 
 }  // namespace ringtrain::ops
