@@ -2,12 +2,13 @@
 """PyTorch CPU reference for bench_throughput: the same models, optimizers and batch sizes as the configs
 (logreg SGD batch 200, LeNet-5 Adam batch 64, MNIST CNN Adadelta batch 128, the quality CNN SGD momentum 0.9 batch
 256 on 3x64x64 with one logit and BCEWithLogits), one intra-op thread, on 4 cycled in-memory batches;
-samples/s = median of --runs timed runs after a warm-up.
+samples/s = median of --runs timed runs after a warm-up (wall clock; samples_per_cpu_s from process CPU time, less
+disturbed by other load on a shared machine).
 This is the issue's reference protocol ("PyTorch 1.13 with OpenBLAS, single thread, median of 3"); Debian 12's
 python3-torch is exactly that build, so `apt-get install python3-torch` lets both run on the same machine in one
 session. First prints what it runs on (stderr: torch.__config__.show(); stdout: one JSON line "pytorch-cpu-env" with
 the CPU model, oneDNN availability, the OpenBLAS core and threads), then one JSON line per model.
-Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5]"""
+Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5] [--steps N]"""
 import argparse, ctypes, json, os, statistics, sys, time
 import torch
 import torch.nn as nn
@@ -88,8 +89,9 @@ def print_environment():
           flush=True)
 
 
-def run(name, runs):
+def run(name, runs, steps_override=0):
     make, opt_name, batch, steps, warmup, sample, outputs = MODELS[name]
+    steps = steps_override or steps
     torch.manual_seed(0)
     model = make()
     if opt_name == "sgd":
@@ -114,23 +116,26 @@ def run(name, runs):
         opt.step()
     for i in range(warmup):
         step(i)
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(steps):
             step(i)
         rates.append(steps * batch / (time.perf_counter() - t0))
+        cpu_rates.append(steps * batch / (time.process_time() - c0))
     print(json.dumps({"impl": "pytorch-cpu", "model": name, "batch": batch, "optimizer": opt_name,
-                      "samples_per_s": statistics.median(rates), "runs": rates, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
+                      "samples_per_s": statistics.median(rates), "runs": rates,
+                      "samples_per_cpu_s": statistics.median(cpu_rates), "cpu_runs": cpu_rates, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
                       "torch": torch.__version__}), flush=True)
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per run (default: the table above)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     print_environment()
     for name in MODELS:
         if not a.only or a.only == name:
-            run(name, a.runs)
+            run(name, a.runs, a.steps)
