@@ -167,6 +167,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
     const auto env = comm::describe_launch_environment();
     // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
     const train::DeviceChoice choice = config ? config->plan().device : train::DeviceChoice::Auto;
+    if (config) ops::set_cpu_conv(config->plan().train.cpu_conv);  // so that "cpu conv:" below is the run's
     const auto devices = allgather_strings(comm, train::describe_device(choice, comm.local_rank()));
     if (comm.rank() == 0) {
         std::string backends;
