@@ -42,6 +42,7 @@ die() {
   done
   exit 1
 }
+. "$HERE/slurm-common.sh"
 # alive PID: running and not a zombie (PID 1 here may reap daemons late; kill -0 is true for zombies)
 alive() {
   local pid=${1:-} st
@@ -70,13 +71,7 @@ if [ "$need_install" = 1 ]; then
     || die "apt-get install failed, see ${LAB%/*}/apt-slurm.log"
 fi
 
-PLUGDIR=
-for d in /usr/lib/x86_64-linux-gnu/slurm-wlm /usr/lib/aarch64-linux-gnu/slurm-wlm /usr/lib64/slurm /usr/lib/slurm; do
-  [ -e "$d/select_cons_tres.so" ] && { PLUGDIR=$d; break; }
-done
-[ -n "$PLUGDIR" ] || die "cannot find Slurm plugin dir (select_cons_tres.so)"
-MPI_DEFAULT=none
-[ -e "$PLUGDIR/mpi_pmix.so" ] && MPI_DEFAULT=pmix
+slurm_find_plugins
 
 HOST=$(hostname -s)
 [ -n "$HOST" ] || die "empty hostname"
@@ -165,22 +160,7 @@ SlurmctldLogFile=$LAB/log/slurmctld.log
 SlurmdLogFile=$LAB/log/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-PluginDir=$PLUGDIR
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=$MPI_DEFAULT
-SchedulerType=sched/backfill
-# schedule every second (defaults 60s/30s/3s) so back-to-back CI jobs start in ~1s, not ~5s
-SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
-SwitchType=switch/none
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-ReturnToService=2
-KillOnBadExit=1
-MailProg=/bin/true
+$(slurm_conf_policy)
 ${GRES:+GresTypes=gpu}
 $EXTRA
 NodeName=$HOST NodeAddr=127.0.0.1 $NODEHW $GRES State=UNKNOWN

@@ -143,45 +143,99 @@ void RingCommunicator::allreduce(std::span<float> data, ReduceOp op, WireFormat 
     allreduce_by_path<uint16_t>(data.data(), count, op, wire);
 }
 
+namespace {
+
+// Where each step's chunks lie in the buffer on rank r of N: N segments (the first count % N one element longer),
+// each cut into chunks of at most C elements, and the segment each step t sends and receives (file comment).
+struct RingGeometry {
+    int N = 1, r = 0;
+    size_t base = 0, rem = 0, C = 1;
+    int steps() const { return 2 * (N - 1); }
+    size_t wrap(int k) const { return static_cast<size_t>(((k % N) + N) % N); }
+    size_t seg_off(int k) const { const size_t s = wrap(k); return s * base + std::min(s, rem); }
+    size_t seg_len(int k) const { return base + (wrap(k) < rem ? 1 : 0); }
+    size_t chunks(int k) const { return (seg_len(k) + C - 1) / C; }
+    int recv_seg(int t) const { return t < N - 1 ? r - t - 1 : r - (t - (N - 1)); }
+    int send_seg(int t) const { return t < N - 1 ? r - t : r + 1 - (t - (N - 1)); }
+    bool reducing(int t) const { return t < N - 1; }  // a reduce-scatter step (else allgather)
+};
+
+// A position (step, chunk) in the stream of receives, skipping empty segments.
+struct RingCursor {
+    int t = 0;
+    size_t c = 0;
+    void normalise(const RingGeometry& g) {
+        while (t < g.steps() && c >= g.chunks(g.recv_seg(t))) {
+            ++t;
+            c = 0;
+        }
+    }
+    void advance(const RingGeometry& g) {
+        ++c;
+        normalise(g);
+    }
+    size_t offset(const RingGeometry& g) const { return g.seg_off(g.recv_seg(t)) + c * g.C; }
+    size_t length(const RingGeometry& g) const { return std::min(g.C, g.seg_len(g.recv_seg(t)) - c * g.C); }
+};
+
+// What a received chunk does to data[0, len). Reduce-scatter steps add the received values in; with a 16-bit wire
+// the sum is re-encoded for forwarding and, at the last reduce step (the segment is complete), averaged and rounded
+// exactly as every rank will receive it, so all ranks hold the same bits. Allgather steps on a 16-bit wire decode
+// what landed in the wire copy; on a float wire it landed in the data already.
+template <class W>
+void apply_received_chunk(const RingGeometry& g, int t, WireFormat fmt, ReduceOp op, const W* received, float* data,
+                          W* wire, size_t len) {
+    if constexpr (std::is_same_v<W, uint16_t>) {
+        if (!g.reducing(t)) {
+            decode16(fmt, wire, data, len);
+            return;
+        }
+        decode16_reduce(fmt, received, data, len, op);
+        if (t == g.N - 2) {
+            if (op == ReduceOp::Average) scale(data, len, 1.0f / static_cast<float>(g.N));
+            encode16(fmt, data, wire, len);
+            decode16(fmt, wire, data, len);
+        } else {
+            encode16(fmt, data, wire, len);
+        }
+    } else {
+        (void)fmt;
+        (void)wire;
+        if (g.reducing(t)) reduce_into(data, received, len, op);
+    }
+}
+
+}  // namespace
+
 template <class W>
 void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op, WireFormat fmt) {
-    constexpr bool k16 = std::is_same_v<W, uint16_t>;
     const MPI_Datatype type = mpi_type<W>();
-    const int N = size_, r = rank_;
-    const int right = (r + 1) % N, left = (r + N - 1) % N;
-    const size_t n = static_cast<size_t>(N);
-    const size_t base = count / n, rem = count % n;
-    const size_t C = std::clamp<size_t>(chunk_bytes_ / sizeof(W), 1, static_cast<size_t>(INT_MAX));
-    const int steps = 2 * (N - 1);
+    RingGeometry g;
+    g.N = size_;
+    g.r = rank_;
+    g.base = count / static_cast<size_t>(size_);
+    g.rem = count % static_cast<size_t>(size_);
+    g.C = std::clamp<size_t>(chunk_bytes_ / sizeof(W), 1, static_cast<size_t>(INT_MAX));
+    const int steps = g.steps(), right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
     const size_t D = static_cast<size_t>(options_.pipeline_depth);
     // 16-bit: the wire copy of the data; float: the data itself.
     W* wire = nullptr;
-    if constexpr (k16) wire = static_cast<W*>(ensure(wire_, count * sizeof(W)));
+    if constexpr (std::is_same_v<W, uint16_t>) wire = static_cast<W*>(ensure(wire_, count * sizeof(W)));
     else wire = data;
-    // 16-bit, Average: the rank finishing a segment scales it before rounding it for the allgather.
-    const bool average16 = k16 && op == ReduceOp::Average;
-    const float inv_n = 1.0f / static_cast<float>(N);
-
-    auto wrap = [N](int k) { return static_cast<size_t>(((k % N) + N) % N); };
-    auto seg_off = [&](int k) { const size_t s = wrap(k); return s * base + std::min(s, rem); };
-    auto seg_len = [&](int k) { return base + (wrap(k) < rem ? 1 : 0); };
-    auto chunks = [&](int k) { return (seg_len(k) + C - 1) / C; };
-    auto recv_seg = [&](int t) { return t < N - 1 ? r - t - 1 : r - (t - (N - 1)); };
-    auto send_seg = [&](int t) { return t < N - 1 ? r - t : r + 1 - (t - (N - 1)); };
 
     // Send indices: step 0 sends segment r; step t > 0 forwards what step t−1 received, in chunk order.
     send_step_base_.resize(static_cast<size_t>(steps) + 1);
     size_t total_sends = 0, total_recvs = 0;
     for (int t = 0; t < steps; ++t) {
         send_step_base_[t] = total_sends;
-        total_sends += chunks(send_seg(t));
-        total_recvs += chunks(recv_seg(t));
+        total_sends += g.chunks(g.send_seg(t));
+        total_recvs += g.chunks(g.recv_seg(t));
     }
     send_step_base_[steps] = total_sends;
     send_requests_.assign(total_sends, MPI_REQUEST_NULL);  // keeps capacity: no allocation once grown
     size_t sends_issued = 0;
 
-    const size_t slot_elems = std::min(C, base + (rem ? 1 : 0));  // no receive is longer than this
+    const size_t slot_elems = std::min(g.C, g.base + (g.rem ? 1 : 0));  // no receive is longer than this
     W* scratch = static_cast<W*>(ensure(scratch_, D * slot_elems * sizeof(W)));
     uint64_t sent_elems = 0, received_elems = 0;
 
@@ -191,58 +245,37 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op, Wi
         ++sends_issued;
     };
 
-    // A cursor over (step, chunk) in stream order, skipping empty segments.
-    struct Cursor {
-        int t = 0;
-        size_t c = 0;
-    };
-    auto normalise = [&](Cursor& cur) {
-        while (cur.t < steps && cur.c >= chunks(recv_seg(cur.t))) {
-            ++cur.t;
-            cur.c = 0;
-        }
-    };
-    auto advance = [&](Cursor& cur) {
-        ++cur.c;
-        normalise(cur);
-    };
-    auto chunk_region = [&](const Cursor& cur, size_t& off, size_t& len) {
-        const int s = recv_seg(cur.t);
-        off = seg_off(s) + cur.c * C;
-        len = std::min(C, seg_len(s) - cur.c * C);
-    };
-
     // Step 0: send all of our own segment.
     {
-        const size_t off = seg_off(r), len = seg_len(r);
-        if constexpr (k16) encode16(fmt, data + off, wire + off, len);
-        for (size_t c = 0; c * C < len; ++c) isend(send_step_base_[0] + c, wire + off + c * C, std::min(C, len - c * C));
+        const size_t off = g.seg_off(rank_), len = g.seg_len(rank_);
+        if constexpr (std::is_same_v<W, uint16_t>) encode16(fmt, data + off, wire + off, len);
+        for (size_t c = 0; c * g.C < len; ++c)
+            isend(send_step_base_[0] + c, wire + off + c * g.C, std::min(g.C, len - c * g.C));
     }
 
-    Cursor post, proc;
-    normalise(post);
-    normalise(proc);
+    RingCursor post, proc;
+    post.normalise(g);
+    proc.normalise(g);
     size_t posted = 0, processed = 0;
 
     // Posts the next receive if its slot is free and, for an allgather receive, the reduce-scatter send out of the
     // same region has been issued (it is then waited for). Returns false when nothing could be posted.
     auto try_post = [&]() -> bool {
         if (posted >= total_recvs || posted >= processed + D) return false;
-        size_t off = 0, len = 0;
-        chunk_region(post, off, len);
         const size_t slot = posted % D;
         W* dst = nullptr;
-        if (post.t < N - 1) {
+        if (g.reducing(post.t)) {
             dst = scratch + slot * slot_elems;
         } else {
-            const size_t hazard = send_step_base_[post.t - (N - 1)] + post.c;
+            const size_t hazard = send_step_base_[post.t - (g.N - 1)] + post.c;
             if (hazard >= sends_issued) return false;
             check_mpi(MPI_Wait(&send_requests_[hazard], MPI_STATUS_IGNORE), "MPI_Wait");
-            dst = wire + off;
+            dst = wire + post.offset(g);
         }
-        check_mpi(MPI_Irecv(dst, static_cast<int>(len), type, left, kTagRing, comm_, &recv_requests_[slot]), "MPI_Irecv");
+        check_mpi(MPI_Irecv(dst, static_cast<int>(post.length(g)), type, left, kTagRing, comm_, &recv_requests_[slot]),
+                  "MPI_Irecv");
         ++posted;
-        advance(post);
+        post.advance(g);
         return true;
     };
 
@@ -254,30 +287,14 @@ void RingCommunicator::ring_allreduce(float* data, size_t count, ReduceOp op, Wi
         }
         const size_t slot = processed % D;
         check_mpi(MPI_Wait(&recv_requests_[slot], MPI_STATUS_IGNORE), "MPI_Wait");
-        size_t off = 0, len = 0;
-        chunk_region(proc, off, len);
+        const size_t off = proc.offset(g), len = proc.length(g);
         received_elems += len;
-        if constexpr (k16) {
-            if (proc.t < N - 1) {
-                decode16_reduce(fmt, scratch + slot * slot_elems, data + off, len, op);
-                if (proc.t == N - 2) {  // this chunk of segment r+1 is now complete: finish it as every rank will see it
-                    if (average16) scale(data + off, len, inv_n);
-                    encode16(fmt, data + off, wire + off, len);
-                    decode16(fmt, wire + off, data + off, len);
-                } else {
-                    encode16(fmt, data + off, wire + off, len);
-                }
-            } else {
-                decode16(fmt, wire + off, data + off, len);
-            }
-        } else {
-            if (proc.t < N - 1) reduce_into(data + off, scratch + slot * slot_elems, len, op);
-        }
+        apply_received_chunk<W>(g, proc.t, fmt, op, scratch + slot * slot_elems, data + off, wire + off, len);
         ++processed;
         if (proc.t + 1 < steps) isend(send_step_base_[proc.t + 1] + proc.c, wire + off, len);
         while (try_post()) {
         }
-        advance(proc);
+        proc.advance(g);
     }
     check_mpi(MPI_Waitall(static_cast<int>(total_sends), send_requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     count_bytes(sent_elems * sizeof(W), received_elems * sizeof(W));

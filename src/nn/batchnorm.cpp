@@ -1,4 +1,5 @@
-// BatchNorm1d/2d (PyTorch semantics, per-rank batch statistics). The math is in ops::batchnorm_*.
+// BatchNorm1d/2d (PyTorch semantics; per-rank batch statistics, or every rank's with a BatchStatsReducer). The math
+// is in ops::batchnorm_*.
 #include <algorithm>
 
 #include "ringtrain/core/error.hpp"
@@ -40,10 +41,16 @@ Tensor BatchNorm::as_channels(const Tensor& t) const {
     return t.reshape({n, c, t.numel() / std::max<int64_t>(n * c, 1)});
 }
 
+ops::CrossRankSum BatchNorm::across() const {
+    if (!reducer_) return {};
+    return [r = reducer_](std::span<double> values) { r->sum(values); };
+}
+
 void BatchNorm::forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) {
-    if (x.device() != Device::CPU)
+    if (reducer_ && ctx.training && x.device() != Device::CPU)
         throw InputError("layer " + name() + " (" + type() +
-                         ") has no CUDA implementation yet; set device to cpu to use it");
+                         "): synchronised BatchNorm has no CUDA implementation yet; set sync.batchnorm to false or "
+                         "device to cpu");
     y.resize(x.shape(), x.device());
     last_training_ = ctx.training;
     ops::BatchNormParams p = p_;
@@ -51,7 +58,7 @@ void BatchNorm::forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) {
     Tensor yv = as_channels(y);
     try {
         ops::batchnorm_forward(as_channels(x), gamma_.value, beta_.value, yv, mean_, inv_std_, running_mean_.value,
-                               running_var_.value, p);
+                               running_var_.value, p, across());
     } catch (const InputError& e) {
         throw InputError("layer " + name() + " (" + type() + "): " + e.what());
     }
@@ -64,7 +71,7 @@ void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tenso
         dxv = as_channels(*dx);
     }
     ops::batchnorm_backward(as_channels(x), as_channels(dy), gamma_.value, mean_, inv_std_, dxv, gamma_.grad,
-                            beta_.grad, last_training_, accumulate);
+                            beta_.grad, last_training_, accumulate, across());
 }
 
 }  // namespace ringtrain::nn

@@ -10,6 +10,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
 #include "ringtrain/nn/layer_registry.hpp"
+#include "ringtrain/nn/layers.hpp"
 
 namespace ringtrain::nn {
 
@@ -157,6 +158,16 @@ void Model::to(Device device) {
         p->grad = Tensor::zeros(p->value.shape(), device);
     }
     device_ = device;
+}
+
+int Model::set_batch_stats_reducer(BatchStatsReducer* reducer) {
+    int n = 0;
+    for (const auto& l : layers_)
+        if (auto* bn = dynamic_cast<BatchNorm*>(l.get())) {
+            bn->set_stats_reducer(reducer);
+            ++n;
+        }
+    return n;
 }
 
 std::vector<Parameter*> Model::checkpoint_tensors() const {

@@ -4,15 +4,6 @@
 
 namespace ringtrain::nn {
 
-namespace {
-// The ops refuse CUDA tensors; saying so here names the layer, which the op cannot.
-void require_cpu(const Layer& l, const Tensor& x) {
-    if (x.device() != Device::CPU)
-        throw InputError("layer " + l.name() + " (" + l.type() +
-                         ") has no CUDA implementation yet; set device to cpu to use it");
-}
-}  // namespace
-
 Shape AvgPool2d::output_shape(const Shape& input) const {
     if (input.size() != 3)
         throw InputError("layer " + name() + " (avgpool2d) needs a [channels, height, width] input but gets " +
@@ -27,7 +18,6 @@ Shape AvgPool2d::output_shape(const Shape& input) const {
 }
 
 void AvgPool2d::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
-    require_cpu(*this, x);
     y.resize(ops::pool2d_output_shape(x.shape(), p_), x.device());
     ops::avgpool2d_forward(x, y, p_);
 }
@@ -46,7 +36,6 @@ Shape GlobalAvgPool::output_shape(const Shape& input) const {
 }
 
 void GlobalAvgPool::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
-    require_cpu(*this, x);
     y.resize({x.dim(0), x.dim(1)}, x.device());
     ops::global_avgpool_forward(x, y);
 }

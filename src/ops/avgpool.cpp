@@ -1,4 +1,4 @@
-// Shape checks for average pooling (CPU only so far; see detail::require_cpu_only).
+// Shape checks and device dispatch for average pooling.
 #include "dispatch.hpp"
 #include "ringtrain/ops/ops.hpp"
 
@@ -9,30 +9,26 @@ using detail::require;
 void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     const Shape out = pool2d_output_shape(x.shape(), p);
     require(y.shape() == out, "avgpool2d_forward", "y must have shape " + shape_string(out), {{"x", &x}, {"y", &y}});
-    detail::require_cpu_only("avgpool2d_forward", {&x, &y});
-    cpu::avgpool2d_forward(x, y, p);
+    RT_DISPATCH(detail::device_of("avgpool2d_forward", {&x, &y}), avgpool2d_forward, x, y, p);
 }
 
 void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
     const Shape out = pool2d_output_shape(dx.shape(), p);
     require(dy.shape() == out, "avgpool2d_backward", "dy must have shape " + shape_string(out),
             {{"dy", &dy}, {"dx", &dx}});
-    detail::require_cpu_only("avgpool2d_backward", {&dy, &dx});
-    cpu::avgpool2d_backward(dy, dx, p);
+    RT_DISPATCH(detail::device_of("avgpool2d_backward", {&dy, &dx}), avgpool2d_backward, dy, dx, p);
 }
 
 void global_avgpool_forward(const Tensor& x, Tensor& y) {
     require(x.ndim() == 4 && y.ndim() == 2 && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "global_avgpool_forward",
             "x must be [N,C,H,W] and y [N,C]", {{"x", &x}, {"y", &y}});
-    detail::require_cpu_only("global_avgpool_forward", {&x, &y});
-    cpu::global_avgpool_forward(x, y);
+    RT_DISPATCH(detail::device_of("global_avgpool_forward", {&x, &y}), global_avgpool_forward, x, y);
 }
 
 void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
     require(dx.ndim() == 4 && dy.ndim() == 2 && dy.dim(0) == dx.dim(0) && dy.dim(1) == dx.dim(1),
             "global_avgpool_backward", "dx must be [N,C,H,W] and dy [N,C]", {{"dy", &dy}, {"dx", &dx}});
-    detail::require_cpu_only("global_avgpool_backward", {&dy, &dx});
-    cpu::global_avgpool_backward(dy, dx);
+    RT_DISPATCH(detail::device_of("global_avgpool_backward", {&dy, &dx}), global_avgpool_backward, dy, dx);
 }
 
 }  // namespace ringtrain::ops

@@ -1,4 +1,5 @@
-// Shape checks for batch normalisation (CPU only so far; see detail::require_cpu_only).
+// Shape checks and device dispatch for batch normalisation. The synchronised form (a CrossRankSum given) runs on the
+// CPU only so far: its statistics travel through the host communicator.
 #include "dispatch.hpp"
 #include "ringtrain/ops/ops.hpp"
 
@@ -11,7 +12,8 @@ bool is_channel_vector(const Tensor& t, int64_t c) { return t.ndim() == 1 && t.d
 }  // namespace
 
 void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p) {
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                       const CrossRankSum& across) {
     require(x.ndim() >= 2 && y.shape() == x.shape(), "batchnorm_forward", "x must be [N,C,...] and y its shape",
             {{"x", &x}, {"y", &y}});
     const int64_t c = x.dim(1);
@@ -20,18 +22,26 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                 is_channel_vector(running_var, c),
             "batchnorm_forward", "gamma, beta, mean, inv_std and the running stats must be [C]",
             {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}, {"mean", &mean}, {"running_mean", &running_mean}});
-    if (p.training && x.numel() / c < 2)
+    const bool synchronised = p.training && across;
+    // Synchronised, the count that matters is every rank's together (checked after it is summed).
+    if (p.training && !synchronised && x.numel() / c < 2)
         throw InputError("batchnorm: training needs more than one value per channel (batch " +
                          std::to_string(x.dim(0)) + ", x=" + shape_string(x.shape()) +
                          "); use a larger batch per rank");
-    detail::require_cpu_only("batchnorm_forward",
-                             {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
-    cpu::batchnorm_forward(x, gamma, beta, y, mean, inv_std, running_mean, running_var, p);
+    if (synchronised) {
+        detail::require_cpu_only("batchnorm_forward (synchronised, sync.batchnorm)",
+                                 {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
+        cpu::batchnorm_forward_across(x, gamma, beta, y, mean, inv_std, running_mean, running_var, p, across);
+        return;
+    }
+    const Device dev = detail::device_of("batchnorm_forward",
+                                         {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
+    RT_DISPATCH(dev, batchnorm_forward, x, gamma, beta, y, mean, inv_std, running_mean, running_var, p);
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                         const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
-                        bool accumulate) {
+                        bool accumulate, const CrossRankSum& across) {
     require(x.ndim() >= 2 && dy.shape() == x.shape() && (dx.empty() || dx.shape() == x.shape()),
             "batchnorm_backward", "dy and dx (unless empty) must have the shape of x [N,C,...]",
             {{"x", &x}, {"dy", &dy}, {"dx", &dx}});
@@ -40,8 +50,15 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                 is_channel_vector(dgamma, c) && is_channel_vector(dbeta, c),
             "batchnorm_backward", "gamma, mean, inv_std, dgamma and dbeta must be [C]",
             {{"x", &x}, {"gamma", &gamma}, {"dgamma", &dgamma}, {"dbeta", &dbeta}});
-    detail::require_cpu_only("batchnorm_backward", {&x, &dy, &gamma, &mean, &inv_std, &dx, &dgamma, &dbeta});
-    cpu::batchnorm_backward(x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, batch_stats, accumulate);
+    if (batch_stats && across) {
+        detail::require_cpu_only("batchnorm_backward (synchronised, sync.batchnorm)",
+                                 {&x, &dy, &gamma, &mean, &inv_std, &dx, &dgamma, &dbeta});
+        cpu::batchnorm_backward_across(x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, accumulate, across);
+        return;
+    }
+    const Device dev =
+        detail::device_of("batchnorm_backward", {&x, &dy, &gamma, &mean, &inv_std, &dx, &dgamma, &dbeta});
+    RT_DISPATCH(dev, batchnorm_backward, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, batch_stats, accumulate);
 }
 
 }  // namespace ringtrain::ops

@@ -32,10 +32,6 @@ bool is_per_rank_key(const std::string& key) {
     return std::find(std::begin(kPerRankKeys), std::end(kPerRankKeys), key) != std::end(kPerRankKeys);
 }
 
-}  // namespace
-
-namespace {
-
 // The plan key by key (less the per-rank keys) and the model file as parsed.
 void append_plan_and_model(const RunPlan& plan, const std::string& model_path, sync::Facts& facts) {
     sync::Facts plan_facts;
@@ -68,14 +64,9 @@ sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_
 
 sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
                            const nn::Model& model) {
-    sync::Facts plan_facts, facts;
-    sync::append_json_facts(plan.to_json(), "", plan_facts);
-    for (auto& f : plan_facts)
-        if (!is_per_rank_key(f.key)) facts.push_back(std::move(f));
-
-    // The model file as parsed (Model::from_file has just read it, so it parses): "model.layers[5].out_features".
-    std::ifstream in(model_path);
-    sync::append_json_facts(nlohmann::json::parse(in, nullptr, false), "model", facts);
+    sync::Facts facts;
+    // Model::from_file has just read the model, so it parses: "model.layers[5].out_features".
+    append_plan_and_model(plan, model_path, facts);
 
     facts.push_back({"training set size", std::to_string(data.train->size())});
     facts.push_back({"test set size", std::to_string(data.test->size())});

@@ -74,6 +74,7 @@ json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world)
             {"overlap", gsync.overlapping()},
             {"compression", to_string(plan.compression)},
             {"backward_passes_per_step", plan.backward_passes_per_step},
+            {"batchnorm", plan.batchnorm},
             {"blocked_s", stats.blocked_s},
             {"gradient_bytes_sent", gsync.communicator().bytes_sent()},
             {"gradient_bytes_received", gsync.communicator().bytes_received()},

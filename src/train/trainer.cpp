@@ -70,11 +70,28 @@ void TrainerParts::build_locally() {
         model->to(Device::CUDA);
         uploader = std::make_unique<AsyncUploader>();
     }
+    use_synchronised_batchnorm();
     build_optimizer();
     facts = facts_to_agree(plan, config.model_path(), data, *model);
 }
 
 void TrainerParts::agree_across_ranks() { sync::require_same_facts(comm, facts); }
+
+// sync.batchnorm: every batchnorm layer sums its batch statistics over the ranks, through the main communicator (why
+// that one: sync/batch_stats_reducer.hpp). A model without batchnorm has nothing to synchronise: not an error.
+void TrainerParts::use_synchronised_batchnorm() {
+    if (!plan.sync.batchnorm || model->set_batch_stats_reducer(nullptr) == 0) return;
+    if (plan.sync.mode == SyncMode::LocalSgd)
+        throw InputError("sync.batchnorm: true needs sync.mode allreduce; with local_sgd each rank steps on its own "
+                         "between averages, and synchronised statistics would put collectives back into every "
+                         "forward and backward pass; set sync.batchnorm to false or sync.mode to allreduce");
+    if (device == Device::CUDA)
+        throw InputError("sync.batchnorm: synchronised BatchNorm runs on the CPU only so far (its statistics travel "
+                         "through the host communicator); set sync.batchnorm to false or device to cpu");
+    if (world == 1) return;  // one rank's batch is the whole batch: plain BatchNorm computes the same
+    batch_stats = std::make_unique<sync::CommBatchStatsReducer>(comm);
+    model->set_batch_stats_reducer(batch_stats.get());
+}
 
 void TrainerParts::build_optimizer() {
     const OptimizerPlan& o = plan.optimizer;
@@ -118,6 +135,7 @@ void TrainerParts::build_collectively() {
     gsync = std::make_unique<sync::GradientSync>(comm::make_communicator(comm.backend()), model->parameters(), so,
                                                  timeline.get());
     averager = std::make_unique<sync::ParameterAverager>(comm, model->parameters(), so.fusion_bytes);
+    buffer_averager = std::make_unique<sync::ParameterAverager>(comm, model->buffers(), so.fusion_bytes);
     if (timeline->enabled()) {
         telemetry::Timeline* tl = timeline.get();
         model->set_layer_observer([tl](const std::string& layer, bool backward, double a, double b) {

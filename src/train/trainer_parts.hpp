@@ -16,6 +16,7 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/optim/schedule.hpp"
+#include "ringtrain/sync/batch_stats_reducer.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
 #include "ringtrain/telemetry/gpu_monitor.hpp"
@@ -54,11 +55,13 @@ struct TrainerParts {
     Rng init_rng;
     Rng dropout_rng;
     std::unique_ptr<nn::Model> model;
+    std::unique_ptr<sync::CommBatchStatsReducer> batch_stats;  // sync.batchnorm, more than one rank
     std::unique_ptr<optim::Optimizer> opt;
     std::unique_ptr<optim::LrSchedule> schedule;
     std::unique_ptr<telemetry::Timeline> timeline;
     std::unique_ptr<sync::GradientSync> gsync;
     std::unique_ptr<sync::ParameterAverager> averager;
+    std::unique_ptr<sync::ParameterAverager> buffer_averager;  // BatchNorm running stats (host-staged on a GPU)
     std::unique_ptr<AsyncUploader> uploader;             // GPU only
     std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
     std::string gpu_monitor_why;                         // why there is none
@@ -66,6 +69,7 @@ struct TrainerParts {
 
 private:
     void build_optimizer();
+    void use_synchronised_batchnorm();
 };
 
 }  // namespace ringtrain::train::detail

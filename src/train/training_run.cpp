@@ -392,10 +392,10 @@ void TrainingRun::average_parameters_now() {
 }
 
 // BatchNorm's running statistics come from each rank's own batches: averaged (as the issue asks, rather than DDP's
-// broadcast of rank 0's) before evaluation and checkpoints, so every rank evaluates and saves the same model.
-void TrainingRun::average_buffers_now() {
-    for (nn::Parameter* b : parts_.model->buffers()) parts_.comm.allreduce(b->value.span(), comm::ReduceOp::Average);
-}
+// broadcast of rank 0's) before evaluation and checkpoints, so every rank evaluates and saves the same model. The
+// averager fuses them into few allreduces and stages a GPU model's through host memory (the communicator reads host
+// memory only).
+void TrainingRun::average_buffers_now() { parts_.buffer_averager->average(); }
 
 // Evaluation on one model (local SGD averages first), timed apart from training.
 void TrainingRun::evaluate_now() {

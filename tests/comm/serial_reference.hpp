@@ -10,22 +10,12 @@
 #include <limits>
 #include <vector>
 
+#include "support/mpi_job.hpp"
 #include "ringtrain/core/rng.hpp"
 
 namespace rt_test {
 
 using ringtrain::Rng;
-
-inline int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-inline int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 inline std::vector<float> rank_data(size_t count, int rank, uint64_t seed) {
     Rng rng(seed * 1000003u + static_cast<uint64_t>(rank) * 7919u + 17u);

@@ -12,30 +12,16 @@
 #include <unistd.h>
 
 #include "ringtrain/core/error.hpp"
+#include "support/temp_dir.hpp"
 #include "ringtrain/data/cifar10.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::data;
 namespace fs = std::filesystem;
+using rt_test::TempDir;
 using Catch::Contains;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() /
-               ("ringtrain_test_cifar_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Record r of a test file: label (first + r) % 10; pixel i of channel c = (r + 3c + i) % 256.
 std::vector<uint8_t> records(int64_t n, int first = 0) {
@@ -64,7 +50,7 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("cifar10 reads records in file order, red/green/blue planes, labels and normalisation", "[data][cifar10]") {
-    TempDir dir;
+    TempDir dir{"cifar"};
     write(dir.file("a.bin"), records(3, 0));
     write(dir.file("b.bin"), records(2, 7));
     Normalization norm;
@@ -91,7 +77,7 @@ TEST_CASE("cifar10 reads records in file order, red/green/blue planes, labels an
 }
 
 TEST_CASE("cifar10 size and label errors name the file and the expected size", "[data][cifar10]") {
-    TempDir dir;
+    TempDir dir{"cifar"};
     auto bytes = records(2);
     bytes.pop_back();  // truncated
     write(dir.file("short.bin"), bytes);
@@ -113,7 +99,7 @@ TEST_CASE("cifar10 size and label errors name the file and the expected size", "
 }
 
 TEST_CASE("cifar10 folder: standard names, 10000 records per file, missing files named", "[data][cifar10]") {
-    TempDir dir;
+    TempDir dir{"cifar"};
     REQUIRE(cifar10_file_names(Split::Train).size() == 5);
     REQUIRE(cifar10_file_names(Split::Test) == std::vector<std::string>{"test_batch.bin"});
     // A full-size test file (30 MB, written in well under a second) loads.

@@ -12,31 +12,16 @@
 #include <unistd.h>
 
 #include "ringtrain/core/error.hpp"
+#include "support/temp_dir.hpp"
 #include "ringtrain/data/idx.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::data;
 namespace fs = std::filesystem;
+using rt_test::TempDir;
 using Catch::Contains;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() /
-               ("ringtrain_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values) {
     std::vector<uint8_t> b = {0, 0, type, static_cast<uint8_t>(dims.size())};

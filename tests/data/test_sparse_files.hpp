@@ -11,28 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
 #include "ringtrain/core/csr_batch.hpp"
 #include "ringtrain/data/sparse_reader.hpp"
 
 namespace sparse_test {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static std::atomic<int> counter{0};
-        path = fs::temp_directory_path() /
-               ("ringtrain_test_sparse_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using rt_test::TempDir;
 
 inline void write_text(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::binary) << text;

@@ -12,7 +12,12 @@
 #include <string>
 #include <thread>
 
+#include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "ringtrain/train/checkpoint.hpp"
+#include "support/run_command.hpp"
 
 namespace rt_test {
 
@@ -46,6 +51,41 @@ inline int64_t stopped_step(const nlohmann::json& summary) {
     const std::string s = summary["stopped"].is_string() ? summary["stopped"].get<std::string>() : "";
     if (!std::regex_match(s, m, std::regex("signal SIGUSR1 at step ([0-9]+)"))) return -1;
     return std::stoll(m[1]);
+}
+
+// The graceful stop end to end under mpirun -np 2, for config `cfg` whose output.dir is dir/out: each rank's shell
+// writes its pid to dir/pid.R and becomes ringtrain; SIGUSR1 goes to rank 1 mid-run. The stopped job must exit 3
+// with the stop line and the resume hint, "stopped", a checkpoint and the last metrics line at the agreed step;
+// checkpoint.resume=auto must then finish all total_steps with the uninterrupted run's parameter hashes.
+inline void check_stop_one_rank_then_resume(const std::string& dir, const std::string& cfg, const std::string& out,
+                                            int64_t total_steps, const nlohmann::json& reference) {
+    const std::string out_dir = dir + "/" + out;
+    const std::string launch = mpirun(2) + "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
+                               binary() + " train --config " + cfg + "'";
+    CommandResult stopped;
+    std::thread job([&] { stopped = run_command(launch); });
+    const bool sent = signal_mid_run(out_dir + "/metrics.jsonl", dir + "/pid.1");
+    job.join();
+    REQUIRE(sent);
+    INFO(stopped.output);
+    CHECK(stopped.exit_code == 3);
+    CHECK(stopped.output.find("ringtrain: stopped by signal SIGUSR1 at step ") != std::string::npos);
+    CHECK(stopped.output.find("continue with --set checkpoint.resume=auto (exit 3)") != std::string::npos);
+    const auto summary = read_json(out_dir + "/summary.json");
+    const int64_t step = stopped_step(summary);
+    CHECK(step > 0);
+    CHECK(step < total_steps);
+    CHECK(summary["steps"] == step);
+    CHECK(std::filesystem::exists(out_dir + "/checkpoints/" + ringtrain::train::checkpoint_file_name(step)));
+    CHECK(read_jsonl(out_dir + "/metrics.jsonl").back()["global_step"] == step);
+
+    const auto resumed = run_command(mpirun(2) + binary() + " train --config " + cfg + " --set checkpoint.resume=auto");
+    INFO(resumed.output);
+    CHECK(resumed.exit_code == 0);
+    const auto after = read_json(out_dir + "/summary.json");
+    CHECK(after["stopped"].is_null());
+    CHECK(after["steps"] == total_steps);
+    CHECK(after["parameter_hash_per_rank"] == reference);
 }
 
 }  // namespace rt_test

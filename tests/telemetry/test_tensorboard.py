@@ -98,6 +98,48 @@ def run(cmd):
         raise SystemExit(f"FAILED: {' '.join(cmd)} exited {r.returncode}")
 
 
+def train_stopped_then_resumed(binary, cfg, max_steps):
+    """Two ranks: a run cut at train.max_steps, then checkpoint.resume=auto to the end."""
+    mpirun = [shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+              "--mca", "btl", "self,vader,tcp", "-np", "2", binary, "train", "--config", cfg]
+    run(mpirun + ["--set", f"train.max_steps={max_steps}"])
+    run(mpirun + ["--set", "checkpoint.resume=auto"])
+
+
+def event_files(out):
+    """output.dir/tensorboard's files, oldest first; one per run (rank 0 only)."""
+    tb = os.path.join(out, "tensorboard")
+    files = sorted(os.listdir(tb), key=lambda n: os.stat(os.path.join(tb, n)).st_mtime_ns)
+    assert len(files) == 2, f"expected one file per run (rank 0 only), found {files}"
+    for name in files:
+        assert name.startswith("events.out.tfevents."), name
+    return [os.path.join(tb, n) for n in files]
+
+
+def decode_events(Event, path):
+    """Every record of one file, CRCs checked; each message must re-encode to its record (no unknown fields:
+    proto2 keeps explicit zeros). The first event must be the file_version header."""
+    events = []
+    for body in read_records(path):
+        ev = Event.FromString(body)
+        assert ev.SerializeToString() == body, f"{path}: a record holds fields this reader does not know"
+        events.append(ev)
+    assert events[0].file_version == "brain.Event:2", f"{path}: first event's file_version {events[0].file_version!r}"
+    assert not events[0].HasField("summary")
+    return events
+
+
+def scalars_by_tag(path, events):
+    """{tag: [(step, value), ...]} over the events after the header, with unix wall times."""
+    tags = {}
+    for ev in events[1:]:
+        assert not ev.HasField("file_version")
+        assert ev.wall_time > 1.6e9, f"{path}: wall_time {ev.wall_time} is not a unix time"
+        for v in ev.summary.value:
+            tags.setdefault(v.tag, []).append((ev.step, v.simple_value))
+    return tags
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -114,37 +156,15 @@ def main():
                             "synthetic_test_size": 64},
                    "train": {"batch_size": 8, "epochs": 2, "log_every_steps": 4},
                    "output": {"dir": out, "progress": "none", "tensorboard": True}}, open(cfg, "w"))
-        env_mpirun = [shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
-                      "none", "--mca", "btl", "self,vader,tcp", "-np", "2", args.binary, "train", "--config", cfg]
-        run(env_mpirun + ["--set", "train.max_steps=20"])
-        run(env_mpirun + ["--set", "checkpoint.resume=auto"])
-
-        tb = os.path.join(out, "tensorboard")
-        files = sorted(os.listdir(tb), key=lambda n: os.stat(os.path.join(tb, n)).st_mtime_ns)
-        assert len(files) == 2, f"expected one file per run (rank 0 only), found {files}"
+        train_stopped_then_resumed(args.binary, cfg, 20)
         losses = {r["global_step"]: r["loss"] for r in map(json.loads, open(os.path.join(out, "metrics.jsonl")))
                   if r["type"] == "step"}
         expected = [([4, 8, 12, 16, 20], [16]), ([24, 28, 32], [32])]
         last_step = 0
-        for name, (loss_steps, epoch_steps) in zip(files, expected):
-            assert name.startswith("events.out.tfevents."), name
-            records = read_records(os.path.join(tb, name))
-            events = []
-            for body in records:
-                ev = Event.FromString(body)
-                # Every byte understood: the message re-encodes to the record (proto2 keeps explicit zeros).
-                assert ev.SerializeToString() == body, f"{name}: a record holds fields this reader does not know"
-                events.append(ev)
-            first = events[0]
-            assert first.file_version == "brain.Event:2", f"{name}: first event's file_version {first.file_version!r}"
-            assert not first.HasField("summary")
-            tags = {}
-            for ev in events[1:]:
-                assert not ev.HasField("file_version")
-                assert ev.wall_time > 1.6e9, f"{name}: wall_time {ev.wall_time} is not a unix time"
-                assert ev.step > last_step or ev.step == max(ev.step, last_step), "steps go back"
-                for v in ev.summary.value:
-                    tags.setdefault(v.tag, []).append((ev.step, v.simple_value))
+        for name, (loss_steps, epoch_steps) in zip(event_files(out), expected):
+            events = decode_events(Event, name)
+            tags = scalars_by_tag(name, events)
+            assert all(b.step >= a.step for a, b in zip(events[1:], events[2:])), f"{name}: steps go back"
             got = [s for s, _ in tags["train/loss"]]
             assert got == loss_steps, f"{name}: train/loss at steps {got}, expected {loss_steps}"
             for s, v in tags["train/loss"]:
@@ -159,7 +179,7 @@ def main():
             assert tags["comm/bytes_sent"][0][1] > 0
             assert min(s for s, _ in tags["train/loss"]) > last_step, f"{name}: steps do not continue"
             last_step = max(s for s, _ in tags["train/loss"])
-        print(f"ok: {len(files)} event files decoded, CRCs and steps right")
+        print(f"ok: {len(expected)} event files decoded, CRCs and steps right")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -10,12 +10,12 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_tensorboard import event_class, f32, read_records, run  # noqa: E402 (exits 77 without protobuf)
+from test_tensorboard import (decode_events, event_class, event_files, f32,  # noqa: E402 (exits 77 without protobuf)
+                              scalars_by_tag, train_stopped_then_resumed)
 
 
 def write_svm(path, rows, seed):
@@ -48,33 +48,15 @@ def main():
                    "optimizer": {"name": "adagrad", "lr": 0.1},
                    "train": {"batch_size": 8, "epochs": 3, "log_every_steps": 4},
                    "output": {"dir": out, "progress": "none", "tensorboard": True}}, open(cfg, "w"))
-        mpirun = [shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
-                  "none", "--mca", "btl", "self,vader,tcp", "-np", "2", args.binary, "train", "--config", cfg]
-        run(mpirun + ["--set", "train.max_steps=13"])
-        run(mpirun + ["--set", "checkpoint.resume=auto"])
-
-        tb = os.path.join(out, "tensorboard")
-        files = sorted(os.listdir(tb), key=lambda n: os.stat(os.path.join(tb, n)).st_mtime_ns)
-        assert len(files) == 2, f"expected one file per run (rank 0 only), found {files}"
+        train_stopped_then_resumed(args.binary, cfg, 13)
         records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
         losses = {r["global_step"]: r["loss"] for r in records if r["type"] == "step"}
         epochs = {r["global_step"]: r for r in records if r["type"] == "epoch"}
         # The first run stops inside epoch 2 (no epoch scalars there); the resumed one ends epochs 2 and 3.
         expected = [([4, 8, 12], [10]), ([16, 20, 24, 28], [20, 30])]
         last_step = 0
-        for name, (loss_steps, epoch_steps) in zip(files, expected):
-            assert name.startswith("events.out.tfevents."), name
-            events = []
-            for body in read_records(os.path.join(tb, name)):
-                ev = Event.FromString(body)
-                assert ev.SerializeToString() == body, f"{name}: a record holds fields this reader does not know"
-                events.append(ev)
-            assert events[0].file_version == "brain.Event:2", f"{name}: first event {events[0]}"
-            tags = {}
-            for ev in events[1:]:
-                assert ev.wall_time > 1.6e9, f"{name}: wall_time {ev.wall_time} is not a unix time"
-                for v in ev.summary.value:
-                    tags.setdefault(v.tag, []).append((ev.step, v.simple_value))
+        for name, (loss_steps, epoch_steps) in zip(event_files(out), expected):
+            tags = scalars_by_tag(name, decode_events(Event, name))
             for tag in ["train/loss", "train/lr", "train/samples_per_s"]:
                 got = [s for s, _ in tags.get(tag, [])]
                 assert got == loss_steps, f"{name}: {tag} at steps {got}, expected {loss_steps}"
@@ -94,7 +76,7 @@ def main():
                 assert value["sync/bytes_allgather"] + value["sync/bytes_dense"] > 0, f"{name}: no sync bytes"
             assert min(s for s, _ in tags["train/loss"]) > last_step, f"{name}: steps do not continue"
             last_step = max(s for s, _ in tags["train/loss"])
-        print(f"ok: {len(files)} sparse-path event files decoded, CRCs and steps right")
+        print(f"ok: {len(expected)} sparse-path event files decoded, CRCs and steps right")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,6 +15,7 @@
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/sparse_trainer.hpp"
 #include "sparse_files.hpp"
+#include "support/mpi_job.hpp"
 #include "support/run_command.hpp"
 
 using namespace rt_test;
@@ -25,31 +26,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-// Rank 0 makes the folder with a 160-row training file and a 40-row test file, and tells the others its name.
+// One folder for the whole job, with a 160-row training file and a 40-row test file.
 std::string job_dir(const std::string& name) {
-    std::string dir;
-    if (world_rank() == 0) {
-        dir = temp_dir("sparse-stop-" + name + "-np" + std::to_string(world_size()));
+    return shared_job_dir("sparse-stop-" + name, [](const std::string& dir) {
         write_svm(dir + "/train.svm", svm_rows(160, 50, 3));
         write_svm(dir + "/test.svm", svm_rows(40, 50, 4));
-    }
-    uint64_t n = dir.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    dir.resize(n);
-    MPI_Bcast(dir.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-    return dir;
+    });
 }
 
 // Batch 8 per rank, 3 epochs: 160 / (8 x world) steps an epoch.

@@ -52,34 +52,7 @@ TEST_CASE("sparse, mpirun -np 2: SIGUSR1 to one rank stops the job with exit 3 a
     const auto reference = read_json(whole_dir + "/whole/summary.json")["parameter_hash_per_rank"];
 
     const std::string dir = temp_dir("sparse-stop-process");
-    const std::string cfg = config(dir, "parts");
-    // Each rank's shell writes its pid, then becomes ringtrain.
-    const std::string launch = mpirun(2) + "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
-                               binary() + " train --config " + cfg + "'";
-    CommandResult stopped;
-    std::thread job([&] { stopped = run_command(launch); });
-    const bool sent = signal_mid_run(dir + "/parts/metrics.jsonl", dir + "/pid.1");
-    job.join();
-    REQUIRE(sent);
-    INFO(stopped.output);
-    CHECK(stopped.exit_code == 3);
-    CHECK(stopped.output.find("ringtrain: stopped by signal SIGUSR1 at step ") != std::string::npos);
-    CHECK(stopped.output.find("continue with --set checkpoint.resume=auto (exit 3)") != std::string::npos);
-    const auto summary = read_json(dir + "/parts/summary.json");
-    const int64_t step = stopped_step(summary);
-    CHECK(step > 0);
-    CHECK(step < kTotalSteps);
-    CHECK(summary["steps"] == step);
-    CHECK(fs::exists(dir + "/parts/checkpoints/" + ringtrain::train::checkpoint_file_name(step)));
-    CHECK(read_jsonl(dir + "/parts/metrics.jsonl").back()["global_step"] == step);
-
-    const auto resumed = run_command(mpirun(2) + binary() + " train --config " + cfg + " --set checkpoint.resume=auto");
-    INFO(resumed.output);
-    CHECK(resumed.exit_code == 0);
-    const auto after = read_json(dir + "/parts/summary.json");
-    CHECK(after["stopped"].is_null());
-    CHECK(after["steps"] == kTotalSteps);
-    CHECK(after["parameter_hash_per_rank"] == reference);
+    check_stop_one_rank_then_resume(dir, config(dir, "parts"), "parts", kTotalSteps, reference);
 }
 
 TEST_CASE("sparse, mpirun -np 2: a rank that cannot agree (rank 0 stopped with SIGSTOP) ends after "

@@ -10,6 +10,8 @@
 #include <filesystem>
 
 #include "fixtures.hpp"
+#include "tiny_run.hpp"
+#include "support/mpi_job.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
@@ -23,35 +25,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-// Rank 0 makes the folder (with the tiny model) and tells the others its name.
+// One folder for the whole job, with the tiny model inside.
 std::string job_dir(const std::string& name) {
-    std::string dir;
-    if (world_rank() == 0) {
-        dir = temp_dir("stop-" + name + "-np" + std::to_string(world_size()));
+    return shared_job_dir("stop-" + name, [](const std::string& dir) {
         write_file(dir + "/tiny.json", kTinyCnn);
-    }
-    uint64_t n = dir.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    dir.resize(n);
-    MPI_Bcast(dir.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-    return dir;
+    });
 }
 
-Config tiny(const std::string& dir, const std::string& extra, const std::vector<std::string>& overrides = {}) {
-    return Config::from_json(json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", overrides);
-}
 
 struct Variant {
     const char* name;
@@ -79,7 +59,7 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
         const std::string parts_dir = job_dir(std::string(v.name) + "-parts");
         std::vector<float> whole;
         {
-            Trainer t(tiny(whole_dir, v.extra), *comm);
+            Trainer t(tiny_run(whole_dir, v.extra), *comm);
             const json s = t.train();
             CHECK(s["stopped"].is_null());
             whole = t.parameters_flat();
@@ -88,7 +68,7 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
         // flag; local SGD with 2 ranks: at the next averaging, step 9).
         const int64_t stop_step = world > 1 && v.local_sgd ? 9 : 8;
         {
-            Trainer t(tiny(parts_dir, v.extra), *comm);
+            Trainer t(tiny_run(parts_dir, v.extra), *comm);
             t.set_step_callback([&](int64_t step) {
                 if (step == 7 && rank == world - 1) std::raise(SIGUSR1);
             });
@@ -107,7 +87,7 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
             }
         }
         // The handlers are restored after the run: the next run starts without a pending stop.
-        Trainer t(tiny(parts_dir, v.extra, {"checkpoint.resume=auto"}), *comm);
+        Trainer t(tiny_run(parts_dir, v.extra, {"checkpoint.resume=auto"}), *comm);
         const json s = t.train();
         CHECK(s["stopped"].is_null());
         CHECK(s["steps"] == 2 * 480 / (8 * world));
@@ -121,7 +101,7 @@ TEST_CASE("SIGTERM stops the run too, also with train.stop_signal none", "[train
     const int world = world_size(), rank = world_rank();
     auto comm = ringtrain::comm::make_communicator("ring");
     const std::string dir = job_dir("sigterm");
-    Trainer t(tiny(dir, "", {"train.stop_signal=none", "train.stop_grace_s=30", "train.log_every_steps=5"}), *comm);
+    Trainer t(tiny_run(dir, "", {"train.stop_signal=none", "train.stop_grace_s=30", "train.log_every_steps=5"}), *comm);
     // On the last rank, at the last step of the first epoch: the epoch completes (evaluation, epoch line) before the
     // stop, and the checkpoint is the epoch's.
     const int64_t per_epoch = 480 / (8 * world);

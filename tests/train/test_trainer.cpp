@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "fixtures.hpp"
+#include "tiny_run.hpp"
+#include "support/mpi_job.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
@@ -22,36 +24,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int rank_of_world() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-int size_of_world() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
-// One folder for the whole job: rank 0 makes it (with the tiny model inside) and tells the others its name.
+// One folder for the whole job, with the tiny model inside.
 std::string job_dir(const std::string& name) {
-    std::string dir;
-    if (rank_of_world() == 0) {
-        dir = temp_dir("trainer-" + name + "-np" + std::to_string(size_of_world()));
+    return shared_job_dir("trainer-" + name, [](const std::string& dir) {
         write_file(dir + "/tiny.json", kTinyCnn);
-    }
-    uint64_t n = dir.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    dir.resize(n);
-    MPI_Bcast(dir.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-    return dir;
+    });
 }
 
-// tiny_config's run (480 samples, batch 8 per rank, 2 epochs, log every step) into dir/out, plus `extra`.
-Config tiny(const std::string& dir, const std::string& extra, const std::vector<std::string>& overrides = {}) {
-    return Config::from_json(json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", overrides);
-}
 
 std::vector<uint64_t> hashes_over_ranks(ringtrain::comm::Communicator& comm, const Trainer& t) {
     return comm.allgather(t.parameter_hash());
@@ -60,14 +39,14 @@ std::vector<uint64_t> hashes_over_ranks(ringtrain::comm::Communicator& comm, con
 }  // namespace
 
 TEST_CASE("a Trainer runs every step and ends with one model on every rank", "[train][mpi]") {
-    const int world = size_of_world();
+    const int world = world_size();
     const int64_t steps = 2 * 480 / (8 * world);
     auto comm = ringtrain::comm::make_communicator("ring");
     for (const std::string sync : {R"("allreduce")", R"("local_sgd", "local_sgd_period": 3)"}) {
         INFO("sync.mode " << sync);
         // A folder per run: a fresh run into a previous run's output.dir is refused.
         const std::string dir = job_dir(sync.size() < 12 ? "steps-allreduce" : "steps-local-sgd");
-        const Config cfg = tiny(dir, R"(, "sync": {"mode": )" + sync + "}");
+        const Config cfg = tiny_run(dir, R"(, "sync": {"mode": )" + sync + "}");
         Trainer trainer(cfg, *comm);
         const json summary = trainer.train();
         CHECK(summary["steps"] == steps);
@@ -95,7 +74,7 @@ TEST_CASE("a Trainer runs every step and ends with one model on every rank", "[t
 
 TEST_CASE("a Trainer resumed from a mid-run checkpoint ends bit for bit where an uninterrupted one does",
           "[train][mpi][checkpoint]") {
-    const int world = size_of_world();
+    const int world = world_size();
     const int64_t steps = 2 * 480 / (8 * world);
     auto comm = ringtrain::comm::make_communicator("ring");
     // Momentum, Adam's moments and step count, and every rank's dropout RNG all have to survive the checkpoint.
@@ -105,18 +84,18 @@ TEST_CASE("a Trainer resumed from a mid-run checkpoint ends bit for bit where an
         const std::string whole_dir = job_dir("whole"), parts_dir = job_dir("parts");
         std::vector<float> whole;
         {
-            Trainer t(tiny(whole_dir, extra), *comm);
+            Trainer t(tiny_run(whole_dir, extra), *comm);
             t.train();
             whole = t.parameters_flat();
         }
         // Stop mid-epoch (step 37 of 60 on one rank, 7 into the second epoch of 30 on two), then resume.
         {
-            Trainer t(tiny(parts_dir, extra, {"train.max_steps=37"}), *comm);
+            Trainer t(tiny_run(parts_dir, extra, {"train.max_steps=37"}), *comm);
             const json s = t.train();
             CHECK(s["steps"] == 37);
             CHECK(s["stopped_by_max_steps"] == true);
         }
-        const Config resumed_cfg = tiny(parts_dir, extra, {"checkpoint.resume=auto"});
+        const Config resumed_cfg = tiny_run(parts_dir, extra, {"checkpoint.resume=auto"});
         Trainer t(resumed_cfg, *comm);
         const json s = t.train();
         CHECK(s["steps"] == steps);
@@ -139,10 +118,10 @@ TEST_CASE("a Trainer resumed from a mid-run checkpoint ends bit for bit where an
 
 TEST_CASE("every rank follows rank 0's resume decision, a fresh start included", "[train][mpi][checkpoint]") {
     const std::string dir = job_dir("decision");
-    const int64_t steps = 2 * 480 / (8 * size_of_world());
+    const int64_t steps = 2 * 480 / (8 * world_size());
     auto comm = ringtrain::comm::make_communicator("ring");
     {
-        Trainer t(tiny(dir, "", {"train.max_steps=7"}), *comm);
+        Trainer t(tiny_run(dir, "", {"train.max_steps=7"}), *comm);
         t.train();
     }
     // Ranks on separate file systems: only the other ranks' output.dir holds that checkpoint. Rank 0 finds none

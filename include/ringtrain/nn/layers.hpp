@@ -3,6 +3,7 @@
 // Weights use PyTorch's default initialisation (uniform in +-1/sqrt(fan_in)), so accuracies compare with it.
 #pragma once
 
+#include "ringtrain/nn/batch_stats_reducer.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/ops/ops.hpp"
 
@@ -65,7 +66,7 @@ private:
     ops::Pool2dParams p_;
 };
 
-// Average pooling (CPU only so far). Padded positions count in the divisor, as PyTorch's default.
+// Average pooling. Padded positions count in the divisor, as PyTorch's default.
 class AvgPool2d : public Layer {
 public:
     explicit AvgPool2d(ops::Pool2dParams p) : p_(p) {}
@@ -87,10 +88,11 @@ public:
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
 };
 
-// Batch normalisation as torch.nn.BatchNorm1d/2d (CPU only so far): training normalises with this rank's batch
-// statistics (as DDP without SyncBatchNorm) and updates the running mean/var; evaluation uses the running stats.
-// batchnorm1d takes [C] or [C, L] samples, batchnorm2d [C, H, W]. gamma/beta are parameters ("<name>.weight",
-// "<name>.bias"); running_mean/running_var are buffers().
+// Batch normalisation as torch.nn.BatchNorm1d/2d: training normalises with this rank's batch statistics (as DDP
+// without SyncBatchNorm) and updates the running mean/var; evaluation uses the running stats. With a
+// BatchStatsReducer set (sync.batchnorm), training uses the statistics of every rank's batch together, as
+// torch.nn.SyncBatchNorm (CPU only so far). batchnorm1d takes [C] or [C, L] samples, batchnorm2d [C, H, W].
+// gamma/beta are parameters ("<name>.weight", "<name>.bias"); running_mean/running_var are buffers().
 class BatchNorm : public Layer {
 public:
     // spatial_dims: 1 for batchnorm1d, 2 for batchnorm2d.
@@ -105,16 +107,22 @@ public:
     std::vector<Parameter*> buffers() override { return {&running_mean_, &running_var_}; }
     float momentum() const { return p_.momentum; }
     float eps() const { return p_.eps; }
+    // Borrowed; null = this rank's batch alone. Every rank must set the same (all or none), at the same step.
+    void set_stats_reducer(BatchStatsReducer* reducer) { reducer_ = reducer; }
+    bool synchronised() const { return reducer_ != nullptr; }
 
 private:
     // x as [N, C, S]: 4-D for the ops whatever the sample rank.
     Tensor as_channels(const Tensor& t) const;
+    // The ops' cross-rank sum over reducer_ (empty without one).
+    ops::CrossRankSum across() const;
 
     int spatial_dims_;
     ops::BatchNormParams p_;
     Parameter gamma_, beta_, running_mean_, running_var_;
     Tensor mean_, inv_std_;    // of the last forward, for backward
     bool last_training_ = true;
+    BatchStatsReducer* reducer_ = nullptr;
 };
 
 class ActivationLayer : public Layer {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ringtrain/nn/batch_stats_reducer.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/nn/loss.hpp"
 
@@ -48,6 +49,9 @@ public:
 
     // All parameters in a fixed order: layer order, weight before bias.
     const std::vector<Parameter*>& parameters() const { return params_; }
+    // Synchronised BatchNorm: every batchnorm layer sums its statistics through `reducer` (borrowed; null = per-rank
+    // statistics again). Returns how many layers that concerns (0: the model has no batchnorm).
+    int set_batch_stats_reducer(BatchStatsReducer* reducer);
     // Non-trainable layer state (BatchNorm running stats) in layer order; see Layer::buffers().
     const std::vector<Parameter*>& buffers() const { return buffers_; }
     // What a checkpoint holds and a resumed run broadcasts: the parameters, then the buffers (a model without

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "ringtrain/core/rng.hpp"
@@ -50,29 +52,38 @@ void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
 
 // Average pooling over the same windows as max pooling. Padded positions count as zeros in the divisor
-// (kernel_h * kernel_w, PyTorch's default count_include_pad=True). CPU only so far: a CUDA tensor is an InputError.
+// (kernel_h * kernel_w, PyTorch's default count_include_pad=True).
 void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
-// Global average pooling: x [N, C, H, W] -> y [N, C] (the mean of each plane). CPU only so far.
+// Global average pooling: x [N, C, H, W] -> y [N, C] (the mean of each plane).
 void global_avgpool_forward(const Tensor& x, Tensor& y);
 void global_avgpool_backward(const Tensor& dy, Tensor& dx);
 
-// ---- batch normalisation (CPU only so far: a CUDA tensor is an InputError) --------------------------
+// ---- batch normalisation -------------------------------------------------------------------------
 // x is [N, C] or [N, C, spatial...]; statistics are per channel C over N and the spatial positions (M values).
 struct BatchNormParams {
     float momentum = 0.1f, eps = 1e-5f;
     bool training = true;  // batch statistics (and running-stat update) vs the running statistics
 };
+// Sums `values` element-wise over every rank taking part, in place; every rank calls it at the same point with the
+// same length (synchronised BatchNorm: nn::BatchStatsReducer behind it). An empty function = this rank alone.
+using CrossRankSum = std::function<void(std::span<double>)>;
 // y = gamma * (x - mean) * inv_std + beta. Training: mean and inv_std = 1/sqrt(var + eps) from the batch (biased
 // variance), written to `mean`/`inv_std` [C] for backward, and running = (1 - momentum) * running + momentum * stat
 // with the unbiased variance (PyTorch); needs M >= 2. Evaluation: mean/inv_std are set from the running stats.
+// With `across` (training only; CPU only so far, a CUDA tensor is an InputError) the batch is every rank's batch
+// together, M included: two passes, each summed across ranks in double (the per-channel sums and the count, then
+// the squares about that global mean), so the variance never comes from a difference of large sums.
 void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p);
-// dgamma (+)= sum dy * xhat, dbeta (+)= sum dy; dx (skipped when empty) is overwritten. batch_stats says whether
-// mean/inv_std came from this batch (training: they depend on x) or from the running stats (evaluation).
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                       const CrossRankSum& across = {});
+// dgamma (+)= sum dy * xhat, dbeta (+)= sum dy (this rank's batch: the gradient sync adds the ranks' shares);
+// dx (skipped when empty) is overwritten. batch_stats says whether mean/inv_std came from this batch (training:
+// they depend on x) or from the running stats (evaluation). With `across` and batch_stats, dx uses sum(dy) and
+// sum(dy * xhat) over every rank's batch (one cross-rank sum of 2C+1 doubles, skipped when dx is empty).
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                         const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
-                        bool accumulate = false);
+                        bool accumulate = false, const CrossRankSum& across = {});
 
 // ---- elementwise activations ---------------------------------------------------------------------
 enum class Activation { ReLU, Sigmoid, Tanh };

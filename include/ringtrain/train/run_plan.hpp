@@ -187,6 +187,7 @@ struct SyncPlan {
     double stall_warning_s = 0, stall_abort_s = 0;
     double setup_timeout_s = 0;  // 0 = no limit
     SparseSync sparse = SparseSync::Auto;  // how the sparse path combines the ranks' gradient rows
+    bool batchnorm = false;  // synchronised BatchNorm (statistics over every rank's batch)
 };
 
 // checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.

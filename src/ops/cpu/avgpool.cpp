@@ -6,6 +6,24 @@
 
 namespace ringtrain::ops::cpu {
 
+namespace {
+
+// Calls f(o, h0, h1, w0, w1) for every output position o = op * Q + oq of one P x Q plane, with its window clipped
+// to the H x W input (padding adds no positions, but still counts in the divisor).
+template <class F>
+void for_each_window(int64_t H, int64_t W, int64_t P, int64_t Q, const Pool2dParams& p, F&& f) {
+    for (int64_t op = 0; op < P; ++op) {
+        const int64_t hs = op * p.stride_h - p.pad_h;
+        const int64_t h0 = std::max<int64_t>(hs, 0), h1 = std::min(hs + p.kernel_h, H);
+        for (int64_t oq = 0; oq < Q; ++oq) {
+            const int64_t ws = oq * p.stride_w - p.pad_w;
+            f(op * Q + oq, h0, h1, std::max<int64_t>(ws, 0), std::min(ws + p.kernel_w, W));
+        }
+    }
+}
+
+}  // namespace
+
 void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
     const float inv_area = 1.0f / static_cast<float>(p.kernel_h * p.kernel_w);
@@ -14,18 +32,12 @@ void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     parallel_for(x.dim(0) * x.dim(1), [&](int64_t i) {
         const float* xp = px + i * H * W;
         float* yp = py + i * P * Q;
-        for (int64_t op = 0; op < P; ++op) {
-            const int64_t hs = op * p.stride_h - p.pad_h;
-            const int64_t h0 = std::max<int64_t>(hs, 0), h1 = std::min(hs + p.kernel_h, H);
-            for (int64_t oq = 0; oq < Q; ++oq) {
-                const int64_t ws = oq * p.stride_w - p.pad_w;
-                const int64_t w0 = std::max<int64_t>(ws, 0), w1 = std::min(ws + p.kernel_w, W);
-                float s = 0.0f;
-                for (int64_t h = h0; h < h1; ++h)
-                    for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
-                yp[op * Q + oq] = s * inv_area;
-            }
-        }
+        for_each_window(H, W, P, Q, p, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+            float s = 0.0f;
+            for (int64_t h = h0; h < h1; ++h)
+                for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
+            yp[o] = s * inv_area;
+        });
     });
 }
 
@@ -38,17 +50,11 @@ void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
         const float* dyp = pdy + i * P * Q;
         float* dxp = pdx + i * H * W;
         std::fill(dxp, dxp + H * W, 0.0f);  // windows may overlap or skip positions: add into zeros
-        for (int64_t op = 0; op < P; ++op) {
-            const int64_t hs = op * p.stride_h - p.pad_h;
-            const int64_t h0 = std::max<int64_t>(hs, 0), h1 = std::min(hs + p.kernel_h, H);
-            for (int64_t oq = 0; oq < Q; ++oq) {
-                const int64_t ws = oq * p.stride_w - p.pad_w;
-                const int64_t w0 = std::max<int64_t>(ws, 0), w1 = std::min(ws + p.kernel_w, W);
-                const float g = dyp[op * Q + oq] * inv_area;
-                for (int64_t h = h0; h < h1; ++h)
-                    for (int64_t w = w0; w < w1; ++w) dxp[h * W + w] += g;
-            }
-        }
+        for_each_window(H, W, P, Q, p, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+            const float g = dyp[o] * inv_area;
+            for (int64_t h = h0; h < h1; ++h)
+                for (int64_t w = w0; w < w1; ++w) dxp[h * W + w] += g;
+        });
     });
 }
 

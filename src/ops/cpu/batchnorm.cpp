@@ -1,6 +1,10 @@
 // CPU batch normalisation. Channel statistics are summed in double: a channel of a large batch holds N*H*W
 // values, and a float running sum would lose the small variances that matter.
 #include <cmath>
+#include <string>
+#include <vector>
+
+#include "ringtrain/core/error.hpp"
 
 #include "cpu_ops.hpp"
 #include "parallel.hpp"
@@ -82,6 +86,109 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
         // Batch statistics: dx = gamma*inv/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)); running stats are constants.
         const double mean_dy = batch_stats ? sum_dy / double(g.count()) : 0.0;
         const double mean_dy_xhat = batch_stats ? sum_dy_xhat / double(g.count()) : 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            const float* dyc = pdy + (n * g.C + c) * g.S;
+            float* dxc = pdx + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k)
+                dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
+        }
+    });
+}
+
+// ---- synchronised BatchNorm ----
+// The statistics of the ranks' batches together, as one batch would give them: pass 1 sums x per channel (and the
+// count) and sums those across ranks, giving the global mean; pass 2 sums (x - global mean)^2 and sums that across
+// ranks. Two small collectives instead of one, but the variance is formed exactly as the one-rank two-pass code
+// above forms it, never as E[x^2] - E[x]^2 (which cancels when |mean| >> std), and all in double.
+
+void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                              Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                              const CrossRankSum& across) {
+    const BnGeom g(x);
+    const float* px = x.data();
+    float* py = y.data();
+    std::vector<double> sums(static_cast<size_t>(g.C + 1));
+    parallel_for(g.C, [&](int64_t c) {
+        double s = 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) s += xc[k];
+        }
+        sums[static_cast<size_t>(c)] = s;
+    });
+    sums[static_cast<size_t>(g.C)] = static_cast<double>(g.count());
+    across(sums);
+    const double m = sums[static_cast<size_t>(g.C)];  // the same on every rank: every rank throws or none
+    if (m < 2.0)
+        throw InputError("batchnorm: training needs more than one value per channel over all ranks (" +
+                         std::to_string(static_cast<int64_t>(m)) + " in all); use a larger batch per rank");
+    std::vector<double> squares(static_cast<size_t>(g.C));
+    parallel_for(g.C, [&](int64_t c) {
+        const double mu = sums[static_cast<size_t>(c)] / m;
+        double ss = 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
+        }
+        squares[static_cast<size_t>(c)] = ss;
+    });
+    across(squares);
+    parallel_for(g.C, [&](int64_t c) {
+        const double mu = sums[static_cast<size_t>(c)] / m, ss = squares[static_cast<size_t>(c)];
+        const double inv = 1.0 / std::sqrt(ss / m + double(p.eps));
+        const double mom = p.momentum;
+        running_mean.data()[c] = static_cast<float>((1.0 - mom) * running_mean.data()[c] + mom * mu);
+        running_var.data()[c] = static_cast<float>((1.0 - mom) * running_var.data()[c] + mom * ss / (m - 1.0));
+        mean.data()[c] = static_cast<float>(mu);
+        inv_std.data()[c] = static_cast<float>(inv);
+        const float scale = static_cast<float>(gamma.data()[c] * inv);
+        const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            float* yc = py + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
+        }
+    });
+}
+
+// dgamma/dbeta stay this rank's share (the gradient sync adds the shares, as for every parameter); dx needs the
+// sums over every rank's batch, since each output depends on the whole batch through its statistics.
+void batchnorm_backward_across(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                               const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate,
+                               const CrossRankSum& across) {
+    const BnGeom g(x);
+    const float* px = x.data();
+    const float* pdy = dy.data();
+    // [sum dy per channel | sum dy * xhat per channel | count]
+    std::vector<double> sums(static_cast<size_t>(2 * g.C + 1));
+    parallel_for(g.C, [&](int64_t c) {
+        const double mu = mean.data()[c], inv = inv_std.data()[c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < g.N; ++n) {
+            const float* xc = px + (n * g.C + c) * g.S;
+            const float* dyc = pdy + (n * g.C + c) * g.S;
+            for (int64_t k = 0; k < g.S; ++k) {
+                sum_dy += dyc[k];
+                sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
+            }
+        }
+        sums[static_cast<size_t>(c)] = sum_dy;
+        sums[static_cast<size_t>(g.C + c)] = sum_dy_xhat;
+        dgamma.data()[c] = static_cast<float>(sum_dy_xhat + (accumulate ? dgamma.data()[c] : 0.0));
+        dbeta.data()[c] = static_cast<float>(sum_dy + (accumulate ? dbeta.data()[c] : 0.0));
+    });
+    // A layer whose input needs no gradient (the model's first) skips the collective on every rank alike.
+    if (dx.empty()) return;
+    sums[static_cast<size_t>(2 * g.C)] = static_cast<double>(g.count());
+    across(sums);
+    const double m = sums[static_cast<size_t>(2 * g.C)];
+    float* pdx = dx.data();
+    parallel_for(g.C, [&](int64_t c) {
+        const double mu = mean.data()[c], inv = inv_std.data()[c];
+        const double gi = gamma.data()[c] * inv;
+        const double mean_dy = sums[static_cast<size_t>(c)] / m;
+        const double mean_dy_xhat = sums[static_cast<size_t>(g.C + c)] / m;
         for (int64_t n = 0; n < g.N; ++n) {
             const float* xc = px + (n * g.C + c) * g.S;
             const float* dyc = pdy + (n * g.C + c) * g.S;

@@ -49,6 +49,13 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                         const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
                         bool accumulate);
+// Synchronised BatchNorm (training only): the statistics of every rank's batch, summed through `across`.
+void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                              Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                              const CrossRankSum& across);
+void batchnorm_backward_across(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                               const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate,
+                               const CrossRankSum& across);
 
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -1,6 +1,6 @@
 // Private to src/ops: the CUDA implementations behind ops.hpp, the same functions as cpu/cpu_ops.hpp (the dispatch
 // in dispatch.hpp calls ops::cuda::name for tensors on Device::CUDA). Arguments are validated by the dispatch layer.
-// GEMM: cuBLAS (full FP32). Convolution and max pooling: cuDNN (convolution algorithms chosen once per shape with
+// GEMM: cuBLAS (full FP32). Convolution, max pooling and BatchNorm: cuDNN (convolution algorithms chosen once per shape with
 // cudnnFind*, or cuDNN's heuristic ranking with RINGTRAIN_CUDNN_ALGO=heuristic; cached; TF32 tensor cores allowed
 // as in PyTorch's default; workspace from the caching allocator).
 // Everything else: own kernels in kernels.cu. Everything runs on the legacy default stream; the ops that return a
@@ -25,6 +25,21 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
 
 void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+
+// Average pooling (padding counts in the divisor, as the CPU op) and global average pooling: own kernels
+// (image_kernels.cu).
+void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+void global_avgpool_forward(const Tensor& x, Tensor& y);
+void global_avgpool_backward(const Tensor& dy, Tensor& dx);
+// BatchNorm (batchnorm.cpp): training forward and backward through cuDNN (spatial mode on x as [N, C, S, 1]),
+// evaluation forward through cuDNN's inference call, evaluation backward on own kernels (cuDNN's backward assumes
+// batch statistics). Per-rank statistics only: the synchronised form stays on the CPU.
+void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p);
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
+                        bool accumulate);
 
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cuda_ops.hpp"
+#include "cudnn_handle.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/memory.hpp"
@@ -308,4 +309,9 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
                                   dx.data()));
 }
 
+}  // namespace ringtrain::ops::cuda
+
+namespace ringtrain::ops::cuda {
+// For batchnorm.cpp (cudnn_handle.hpp): one handle per process.
+cudnnHandle_t cudnn_handle() { return cudnn(); }
 }  // namespace ringtrain::ops::cuda

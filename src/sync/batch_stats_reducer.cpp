@@ -1,0 +1,11 @@
+#include "ringtrain/sync/batch_stats_reducer.hpp"
+
+namespace ringtrain::sync {
+
+void CommBatchStatsReducer::sum(std::span<double> values) {
+    if (comm_.size() == 1 || values.empty()) return;
+    comm_.allreduce(values, comm::ReduceOp::Sum);
+    ++collectives_;
+}
+
+}  // namespace ringtrain::sync
