@@ -197,6 +197,7 @@ TEST_CASE("train.cpu_conv: forced paths everywhere, auto per direction and chann
         REQUIRE(conv_uses_onednn(ConvDirection::Forward, many));
         REQUIRE(conv_uses_onednn(ConvDirection::BackwardData, many));
         REQUIRE_FALSE(conv_uses_onednn(ConvDirection::BackwardFilter, many));
+        REQUIRE(conv_uses_onednn(ConvDirection::BackwardFilter, Shape{8, 16, 32, 32}));  // the rule's boundary
         REQUIRE_THAT(cpu_conv_description(), Catch::Contains("oneDNN 2.") && Catch::Contains("im2col + ") &&
                                                  Catch::Contains("(auto, AVX2)"));
     }
