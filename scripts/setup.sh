@@ -6,12 +6,13 @@ set -euo pipefail
 # python3-matplotlib: scripts/plot_run.py and its test. Both for Debian's /usr/bin/python3.
 # slurmctld slurmd slurm-client munge: the real Slurm of the `slurm` tests (tests/cluster; scripts/cluster/start-slurm.sh,
 # slurm-netns.sh); iproute2 util-linux: the network namespaces of the `netns` tests (ip netns, nsenter, unshare).
+# Benchmark references only, not installed here: python3-torch, python3-torchvision (bench/*/compare.sh say so).
 # The daemons are not started by installing them (no systemd here); the tests start private ones.
 # libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev: JPEG (TurboJPEG, and libjpeg for crop-region decoding) and PNG
 # decoding of image folders (src/data/image_*.cpp);
-# python3-torchvision: only the reference of the image-pipeline benchmark (bench/images/torchvision_pipeline.py).
-packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev nlohmann-json3-dev catch2 zlib1g-dev
-          libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev python3-torchvision
+# libdnnl-dev: oneDNN, the CPU convolutions train.cpu_conv can pick (optional at build time; im2col without it).
+packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev catch2 zlib1g-dev
+          libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
           dataset-fashion-mnist python3-protobuf python3-matplotlib
           slurmctld slurmd slurm-client munge iproute2 util-linux)
 

@@ -17,6 +17,8 @@ bin=${1:-build/bench/images/bench_image_pipeline}
 rounds=${ROUNDS:-3}
 core=${CORE:-1}
 python=/usr/bin/python3
+"$python" -c "import torchvision" 2>/dev/null ||
+  { echo "compare.sh: $python cannot import torchvision (apt-get install python3-torchvision; benchmark only)" >&2; exit 2; }
 if [[ -n ${KEEP_DIR:-} ]]; then
   work=$KEEP_DIR
   mkdir -p "$work"

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch CPU reference for bench_throughput: the same three models, optimizers and batch sizes as the configs
-(logreg SGD batch 200, LeNet-5 Adam batch 64, MNIST CNN Adadelta batch 128), one intra-op thread, on 4 cycled
-in-memory batches of Fashion-MNIST-shaped data; samples/s = median of --runs timed runs after a warm-up.
+"""PyTorch CPU reference for bench_throughput: the same models, optimizers and batch sizes as the configs
+(logreg SGD batch 200, LeNet-5 Adam batch 64, MNIST CNN Adadelta batch 128, the quality CNN SGD momentum 0.9 batch
+256 on 3x64x64 with one logit and BCEWithLogits), one intra-op thread, on 4 cycled in-memory batches;
+samples/s = median of --runs timed runs after a warm-up (wall clock; samples_per_cpu_s from process CPU time, less
+disturbed by other load on a shared machine).
 This is the issue's reference protocol ("PyTorch 1.13 with OpenBLAS, single thread, median of 3"); Debian 12's
 python3-torch is exactly that build, so `apt-get install python3-torch` lets both run on the same machine in one
-session. Prints one JSON line per model.
-Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5]"""
-import argparse, json, os, statistics, sys, time
+session. First prints what it runs on (stderr: torch.__config__.show(); stdout: one JSON line "pytorch-cpu-env" with
+the CPU model, oneDNN availability, the OpenBLAS core and threads), then one JSON line per model.
+Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5] [--steps N]"""
+import argparse, ctypes, json, os, statistics, sys, time
 import torch
 import torch.nn as nn
 
@@ -14,26 +17,98 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from pytorch_models import lenet5, logreg, mnist_cnn  # noqa: E402  (bench/pytorch_models.py)
 
 
-# name: (constructor, optimizer, batch, timed steps per run, warm-up steps) — as bench/RESULTS.md's commands.
+def quality_cnn():
+    """models/quality_cnn.json: conv3x3 (no bias) + BatchNorm + ReLU + max-pool, three times (16, 32, 64 channels),
+    global average pool, one logit."""
+    layers, c = [], 3
+    for k in (16, 32, 64):
+        layers += [nn.Conv2d(c, k, 3, padding=1, bias=False), nn.BatchNorm2d(k), nn.ReLU(), nn.MaxPool2d(2)]
+        c = k
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 1))
+
+
+# name: (constructor, optimizer, batch, timed steps per run, warm-up steps, sample shape, outputs)
+# — as bench/RESULTS.md's commands.
 MODELS = {
-    "logreg": (logreg, "sgd", 200, 2000, 50),
-    "lenet5": (lenet5, "adam", 64, 300, 20),
-    "mnist_cnn": (mnist_cnn, "adadelta", 128, 20, 3),
+    "logreg": (logreg, "sgd", 200, 2000, 50, (1, 28, 28), 10),
+    "lenet5": (lenet5, "adam", 64, 300, 20, (1, 28, 28), 10),
+    "mnist_cnn": (mnist_cnn, "adadelta", 128, 20, 3, (1, 28, 28), 10),
+    "quality_cnn": (quality_cnn, "sgd_momentum", 256, 5, 2, (3, 64, 64), 1),
 }
 
-def run(name, runs):
-    make, opt_name, batch, steps, warmup = MODELS[name]
+
+def openblas_info():
+    """The OpenBLAS this process loaded: threadpoolctl's view when installed, else the library's own config string
+    (openblas_get_config: version, DYNAMIC_ARCH, the core it picked) read through ctypes."""
+    try:
+        import threadpoolctl
+        return [i for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+    except ImportError:
+        pass
+    with open("/proc/self/maps") as f:
+        # Debian's torch links libblas.so.3, which the alternatives point at openblas-pthread/libopenblasp-r*.so.
+        paths = sorted({line.split()[-1] for line in f
+                        if "libopenblas" in line.rsplit("/", 1)[-1] and ".so" in line.rsplit("/", 1)[-1]})
+    out = []
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        info = {"filepath": path, "config": lib.openblas_get_config().decode()}
+        if hasattr(lib, "openblas_get_corename"):
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            info["core"] = lib.openblas_get_corename().decode()
+        if hasattr(lib, "openblas_get_num_threads"):
+            info["num_threads"] = lib.openblas_get_num_threads()
+        out.append(info)
+    return out
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return sorted(f for f in flags if f.startswith(("avx", "amx", "fma")))
+    return []
+
+
+def print_environment():
+    print(torch.__config__.show(), file=sys.stderr, flush=True)
+    print(json.dumps({"impl": "pytorch-cpu-env", "torch": torch.__version__, "cpu_model": cpu_model(),
+                      "cpu_flags": cpu_flags(), "mkldnn_available": torch.backends.mkldnn.is_available(),
+                      "mkldnn_enabled": torch.backends.mkldnn.enabled, "threads": torch.get_num_threads(),
+                      "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"), "openblas": openblas_info()}),
+          flush=True)
+
+
+def run(name, runs, steps_override=0):
+    make, opt_name, batch, steps, warmup, sample, outputs = MODELS[name]
+    steps = steps_override or steps
     torch.manual_seed(0)
     model = make()
     if opt_name == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    elif opt_name == "sgd_momentum":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     elif opt_name == "adam":
         opt = torch.optim.Adam(model.parameters(), 1e-3)
     else:
         opt = torch.optim.Adadelta(model.parameters(), lr=1.0, rho=0.95, eps=1e-7)
-    xs = [torch.rand(batch, 1, 28, 28) for _ in range(4)]
-    ys = [torch.randint(0, 10, (batch,)) for _ in range(4)]
-    loss_fn = nn.CrossEntropyLoss()
+    xs = [torch.rand(batch, *sample) for _ in range(4)]
+    if outputs == 1:
+        ys = [torch.randint(0, 2, (batch, 1)).float() for _ in range(4)]
+        loss_fn = nn.BCEWithLogitsLoss()
+    else:
+        ys = [torch.randint(0, 10, (batch,)) for _ in range(4)]
+        loss_fn = nn.CrossEntropyLoss()
     def step(i):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(xs[i % 4]), ys[i % 4])
@@ -41,22 +116,26 @@ def run(name, runs):
         opt.step()
     for i in range(warmup):
         step(i)
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(steps):
             step(i)
         rates.append(steps * batch / (time.perf_counter() - t0))
+        cpu_rates.append(steps * batch / (time.process_time() - c0))
     print(json.dumps({"impl": "pytorch-cpu", "model": name, "batch": batch, "optimizer": opt_name,
-                      "samples_per_s": statistics.median(rates), "runs": rates, "threads": torch.get_num_threads(),
+                      "samples_per_s": statistics.median(rates), "runs": rates,
+                      "samples_per_cpu_s": statistics.median(cpu_rates), "cpu_runs": cpu_rates, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
                       "torch": torch.__version__}), flush=True)
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per run (default: the table above)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    print_environment()
     for name in MODELS:
         if not a.only or a.only == name:
-            run(name, a.runs)
+            run(name, a.runs, a.steps)

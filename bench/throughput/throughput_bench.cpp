@@ -5,11 +5,14 @@
 // split of one step, and the model's FLOP rate against a GEMM measured in the same run.
 //
 //   bench_throughput --model models/lenet5.json --batch 64 --optimizer adam [--steps 200] [--runs 5] [--json F]
+//                    [--momentum 0.9] [--cpu-conv auto|onednn|im2col]
+// The sample shape is the model file's "input" (1x28x28 when it has none); a one-output model gets labels 0/1.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -21,6 +24,9 @@
 #include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/data/synthetic.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/json_file.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/ops.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -33,6 +39,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// This process's CPU time: on a shared machine, samples per CPU second is far less disturbed by other load than
+// samples per wall second (the PyTorch reference reports the same, from time.process_time()).
+double cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double gemm_gflops(int64_t m, int64_t n, int64_t k) {
     Tensor a({m, k}), b({k, n}), c({m, n});
@@ -52,8 +66,9 @@ double gemm_gflops(int64_t m, int64_t n, int64_t k) {
 
 int main(int argc, char** argv) {
     comm::MpiRuntime mpi(&argc, &argv);
-    std::string model_path = "models/lenet5.json", optimizer = "sgd", json_out, backend = "ring";
+    std::string model_path = "models/lenet5.json", optimizer = "sgd", json_out, backend = "ring", cpu_conv = "auto";
     int64_t batch = 64, steps = 200, warmup = 20, runs = 5, threads = 1;
+    float momentum = 0.0f;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -72,22 +87,31 @@ int main(int argc, char** argv) {
         else if (a == "--threads") threads = std::stoll(next());
         else if (a == "--backend") backend = next();
         else if (a == "--json") json_out = next();
+        else if (a == "--momentum") momentum = std::stof(next());
+        else if (a == "--cpu-conv") cpu_conv = next();
         else {
             std::fprintf(stderr, "unknown argument %s\nusage: bench_throughput --model F --batch B --optimizer "
                                  "sgd|adam|adadelta [--steps N] [--warmup N] [--runs N] [--threads N] "
-                                 "[--backend ring|mpi] [--json FILE]\n", a.c_str());
+                                 "[--backend ring|mpi] [--momentum M] [--cpu-conv auto|onednn|im2col] [--json FILE]\n", a.c_str());
             return 2;
         }
     }
     try {
         ops::set_intra_op_threads(static_cast<int>(threads));
+        if (cpu_conv == "onednn") ops::set_cpu_conv(ops::CpuConv::OneDnn);
+        else if (cpu_conv == "im2col") ops::set_cpu_conv(ops::CpuConv::Im2col);
+        else if (cpu_conv != "auto") throw InputError("--cpu-conv must be auto, onednn or im2col, got " + cpu_conv);
         auto comm = comm::make_communicator(backend);
         const int rank = comm->rank(), world = comm->size();
         Rng rng(42);
         Shape sample{1, 28, 28};
+        const nlohmann::json arch = read_json_file(model_path, "model file", "pass --model with an existing models/*.json");
+        if (arch.contains("input")) sample = arch["input"].get<Shape>();
         nn::Model model = nn::Model::from_file(model_path, sample, rng);
+        const int64_t classes = model.output_shape().back() == 1 ? 2 : model.output_shape().back();
         optim::OptimizerOptions oo;
         oo.name = optimizer;
+        oo.momentum = momentum;
         if (optimizer == "adadelta") {
             oo.rho = 0.95f;
             oo.eps = 1e-7f;
@@ -101,7 +125,7 @@ int main(int argc, char** argv) {
         sync::GradientSync gsync(comm::make_communicator(backend), model.parameters(), so);
 
         // A few distinct in-memory batches, cycled, so caches see changing data as in training.
-        data::SyntheticDataset ds(sample, 10, batch * 4, 1 + rank);
+        data::SyntheticDataset ds(sample, classes, batch * 4, 1 + rank);
         std::vector<Tensor> xs, ys;
         for (int b = 0; b < 4; ++b) {
             Shape xs_shape{batch};
@@ -128,17 +152,21 @@ int main(int argc, char** argv) {
             opt->step(lr);
         };
         for (int64_t i = 0; i < warmup; ++i) step();
-        std::vector<double> rates;
+        std::vector<double> rates, cpu_rates;
         for (int64_t r = 0; r < runs; ++r) {
             comm->barrier();
             const auto t0 = Clock::now();
+            const double c0 = cpu_seconds();
             for (int64_t i = 0; i < steps; ++i) step();
             double t = seconds(t0, Clock::now());
+            cpu_rates.push_back(static_cast<double>(steps * batch) / (cpu_seconds() - c0));
             comm->allreduce(std::span<double>(&t, 1), comm::ReduceOp::Max);
             rates.push_back(static_cast<double>(steps * batch * world) / t);
         }
         std::sort(rates.begin(), rates.end());
+        std::sort(cpu_rates.begin(), cpu_rates.end());
         const double median = rates[rates.size() / 2];
+        const double cpu_median = cpu_rates[cpu_rates.size() / 2];
 
         // Per-layer split of one step.
         model.set_profile(true);
@@ -154,10 +182,13 @@ int main(int argc, char** argv) {
         const double model_gflops = step_flops * median / world / 1e9;  // per rank
         const double gemm = gemm_gflops(64, 576 * 16, 288);
         if (rank == 0) {
-            std::printf("model %s  batch %lld/rank  ranks %d  optimizer %s  threads %lld\n", model.name().c_str(),
-                        static_cast<long long>(batch), world, optimizer.c_str(), static_cast<long long>(threads));
+            std::printf("model %s  batch %lld/rank  ranks %d  optimizer %s  threads %lld  cpu conv %s\n",
+                        model.name().c_str(), static_cast<long long>(batch), world, optimizer.c_str(),
+                        static_cast<long long>(threads), ops::cpu_conv_description().c_str());
             std::printf("samples/s (median of %lld runs of %lld steps): %.0f   [min %.0f, max %.0f]\n",
                         static_cast<long long>(runs), static_cast<long long>(steps), median, rates.front(), rates.back());
+            std::printf("samples per CPU second of rank 0 (median): %.0f   [min %.0f, max %.0f]\n", cpu_median,
+                        cpu_rates.front(), cpu_rates.back());
             std::printf("per-layer time of one step (ms):\n");
             for (const auto& l : layers)
                 std::printf("  %-10s fwd %8.3f  bwd %8.3f\n", l["layer"].get<std::string>().c_str(),
@@ -169,7 +200,8 @@ int main(int argc, char** argv) {
         }
         if (rank == 0 && !json_out.empty()) {
             nlohmann::json row = {{"model", model.name()}, {"batch", batch}, {"ranks", world}, {"optimizer", optimizer},
-                                  {"threads", threads}, {"samples_per_s", median}, {"samples_per_s_runs", rates},
+                                  {"threads", threads}, {"cpu_conv", ops::cpu_conv_description()}, {"samples_per_s", median}, {"samples_per_s_runs", rates},
+                                  {"samples_per_cpu_s", cpu_median}, {"samples_per_cpu_s_runs", cpu_rates},
                                   {"layers", layers}, {"gemm_gflops", gemm}, {"backend", backend},
                                   {"mflop_per_sample", step_flops / 1e6}, {"model_gflops_per_rank", model_gflops}};
             std::ofstream(json_out) << nlohmann::json::array({row}).dump(2) << "\n";

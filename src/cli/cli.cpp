@@ -17,6 +17,7 @@
 #include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/comm/world.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/device_choice.hpp"
@@ -171,6 +172,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
     const auto env = comm::describe_launch_environment();
     // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
     const train::DeviceChoice choice = config ? config->plan().device : train::DeviceChoice::Auto;
+    if (config) ops::set_cpu_conv(config->plan().train.cpu_conv);  // so that "cpu conv:" below is the run's
     const auto devices = allgather_strings(comm, train::describe_device(choice, comm.local_rank()));
     if (comm.rank() == 0) {
         std::string backends;
@@ -193,6 +195,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
                                                                                              : "shared memory off");
         }
         std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
+        std::printf("cpu conv: %s\n", ops::cpu_conv_description().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");
             for (const auto& [k, v] : env.variables) std::printf(" %s=%s", k.c_str(), v.c_str());

@@ -1,6 +1,10 @@
 // Dispatch and shape rules for convolution and pooling.
 #include "dispatch.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/ops.hpp"
+#ifdef RINGTRAIN_WITH_ONEDNN
+#include "cpu/onednn_conv.hpp"
+#endif
 
 namespace ringtrain::ops {
 
@@ -13,6 +17,17 @@ void check_conv_params(const Conv2dParams& p) {
                          "x" + std::to_string(p.stride_w) + " padding " + std::to_string(p.pad_h) + "x" +
                          std::to_string(p.pad_w));
 }
+
+// CPU convolutions run on oneDNN where train.cpu_conv says so for this shape and direction (ops/cpu_conv.hpp);
+// empty tensors always take the im2col kernels, which define the zero-sample case (a zero filter gradient).
+#ifdef RINGTRAIN_WITH_ONEDNN
+bool use_onednn(Device dev, ConvDirection d, const Tensor& x, std::initializer_list<const Tensor*> ts) {
+    if (dev != Device::CPU || !conv_uses_onednn(d, x.shape())) return false;
+    for (const Tensor* t : ts)
+        if (t->numel() == 0) return false;
+    return true;
+}
+#endif
 }  // namespace
 
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
@@ -36,14 +51,24 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
     require(y.shape() == out, "conv2d_forward", "y must have shape " + shape_string(out), {{"x", &x}, {"w", &w}, {"y", &y}});
     require(bias.empty() || (bias.ndim() == 1 && bias.dim(0) == w.dim(0)), "conv2d_forward",
             "bias must be empty or [K]", {{"w", &w}, {"bias", &bias}});
-    RT_DISPATCH(detail::device_of("conv2d_forward", {&x, &w, &bias, &y}), conv2d_forward, x, w, bias, y, p, ws);
+    const Device dev = detail::device_of("conv2d_forward", {&x, &w, &bias, &y});
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (use_onednn(dev, ConvDirection::Forward, x, {&x, &w, &y}))
+        return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws);
+#endif
+    RT_DISPATCH(dev, conv2d_forward, x, w, bias, y, p, ws);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws) {
     const Shape out = conv2d_output_shape(dx.shape(), w.shape(), p);
     require(dy.shape() == out, "conv2d_backward_data", "dy must have shape " + shape_string(out),
             {{"dy", &dy}, {"w", &w}, {"dx", &dx}});
-    RT_DISPATCH(detail::device_of("conv2d_backward_data", {&dy, &w, &dx}), conv2d_backward_data, dy, w, dx, p, ws);
+    const Device dev = detail::device_of("conv2d_backward_data", {&dy, &w, &dx});
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (use_onednn(dev, ConvDirection::BackwardData, dx, {&dy, &w, &dx}))
+        return cpu::onednn::conv2d_backward_data(dy, w, dx, p, ws);
+#endif
+    RT_DISPATCH(dev, conv2d_backward_data, dy, w, dx, p, ws);
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
@@ -53,8 +78,12 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
             {{"x", &x}, {"dy", &dy}, {"dw", &dw}});
     require(dbias.empty() || (dbias.ndim() == 1 && dbias.dim(0) == dw.dim(0)), "conv2d_backward_filter",
             "dbias must be empty or [K]", {{"dw", &dw}, {"dbias", &dbias}});
-    RT_DISPATCH(detail::device_of("conv2d_backward_filter", {&x, &dy, &dw, &dbias}), conv2d_backward_filter, x, dy,
-                dw, dbias, p, ws, accumulate);
+    const Device dev = detail::device_of("conv2d_backward_filter", {&x, &dy, &dw, &dbias});
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (use_onednn(dev, ConvDirection::BackwardFilter, x, {&x, &dy, &dw}))
+        return cpu::onednn::conv2d_backward_filter(x, dy, dw, dbias, p, ws, accumulate);
+#endif
+    RT_DISPATCH(dev, conv2d_backward_filter, x, dy, dw, dbias, p, ws, accumulate);
 }
 
 Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {

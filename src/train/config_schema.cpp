@@ -95,6 +95,8 @@ KeyRows train_keys() {
           .doc = "seed for initialisation, shuffling and dropout"}},
         {"train.threads", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 1024,
           .doc = "intra-op CPU threads per rank"}},
+        {"train.cpu_conv", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ops::CpuConv>(),
+          .doc = "CPU convolutions: onednn, im2col, or auto (what measured faster on this CPU; `ringtrain info`)"}},
         {"train.max_steps", {.kind = Kind::Int, .fallback = 0, .min = 0,
           .doc = "stop after this many steps in all (0 = no cap)"}},
         {"train.eval_batch_size", {.kind = Kind::Int, .fallback = 1000, .min = 1, .max = 1 << 20,

@@ -51,6 +51,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("train.epochs", p.train.epochs);
     visit("train.seed", p.train.seed);
     visit("train.threads", p.train.threads);
+    visit("train.cpu_conv", p.train.cpu_conv);
     visit("train.max_steps", p.train.max_steps);
     visit("train.eval_batch_size", p.train.eval_batch_size);
     visit("train.log_every_steps", p.train.log_every_steps);

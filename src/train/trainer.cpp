@@ -5,6 +5,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/memory.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/setup_deadline.hpp"
@@ -41,6 +42,7 @@ TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
 
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);
+    ops::set_cpu_conv(plan.train.cpu_conv);
     device = pick_device(plan.device);
     // NCCL compresses on the GPU (GradientSync's device path); a CPU model on nccl has no 16-bit path.
     if (plan.sync.backend == Backend::Nccl && plan.sync.compression != Compression::None && device != Device::CUDA)

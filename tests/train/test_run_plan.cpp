@@ -24,7 +24,7 @@ json changed(const std::string& pointer, const json& v) {
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
     for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "hash",
-                          "allgather", "none"}) {
+                          "allgather", "none", "im2col"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;
@@ -52,7 +52,8 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
     const Config c = Config::from_json(
         kBase, "test",
         {"device=cpu", "sync.backend=mpi", "sync.mode=local_sgd", "sync.compression=fp16", "optimizer.name=adadelta",
-         "optimizer.schedule=step", "output.progress=none", "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3"});
+         "optimizer.schedule=step", "output.progress=none", "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3",
+         "train.cpu_conv=im2col"});
     const RunPlan& p = c.plan();
     CHECK(p.device == DeviceChoice::Cpu);
     CHECK(p.data.format == DataFormat::Synthetic);
@@ -65,6 +66,8 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
     CHECK(p.checkpoint.resume.kind == ResumeFrom::Path);
     CHECK(p.checkpoint.resume.path == "runs/x/ckpt.bin");
     CHECK(p.train.threads == 3);
+    CHECK(p.train.cpu_conv == ringtrain::ops::CpuConv::Im2col);
+    CHECK(Config::from_json(kBase, "test").plan().train.cpu_conv == ringtrain::ops::CpuConv::Auto);
     CHECK(p.data.synthetic_shape == std::vector<int64_t>{784});
     CHECK_FALSE(p.optimizer.eps.has_value());
     CHECK(p.optimizer.resolved_eps() == 1e-6);  // Adadelta's default

@@ -3,10 +3,16 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "ringtrain/core/tensor.hpp"
 
 namespace ringtrain::ops {
+
+// State a backend keeps per call site between steps (the oneDNN primitives and buffers made for a layer's shapes).
+struct WorkspaceCache {
+    virtual ~WorkspaceCache() = default;
+};
 
 class Workspace {
 public:
@@ -17,10 +23,13 @@ public:
         return buffer_.data();
     }
     Device device() const { return device_; }
+    // Empty until a backend puts its state here; lives as long as the layer that owns the workspace.
+    std::unique_ptr<WorkspaceCache>& backend_cache() { return cache_; }
 
 private:
     Device device_;
     Tensor buffer_;
+    std::unique_ptr<WorkspaceCache> cache_;
 };
 
 }  // namespace ringtrain::ops

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/ops/cpu_conv.hpp"
+
 namespace ringtrain::optim {
 struct ScheduleOptions;
 }
@@ -97,6 +99,12 @@ struct Spelling<ProgressMode> {
         {ProgressMode::None, "none"}};
 };
 
+template <>
+struct Spelling<ops::CpuConv> {
+    static constexpr std::pair<ops::CpuConv, const char*> names[] = {
+        {ops::CpuConv::Auto, "auto"}, {ops::CpuConv::OneDnn, "onednn"}, {ops::CpuConv::Im2col, "im2col"}};
+};
+
 template <class E>
 concept SpelledEnum = requires { Spelling<E>::names; };
 
@@ -160,6 +168,7 @@ struct TrainPlan {
     int64_t epochs = 0;
     uint64_t seed = 0;
     int threads = 1;
+    ops::CpuConv cpu_conv = ops::CpuConv::Auto;  // which CPU convolutions run (ops/cpu_conv.hpp)
     int64_t max_steps = 0;  // 0 = no cap
     int64_t eval_batch_size = 0;
     int64_t log_every_steps = 0;

@@ -1,0 +1,84 @@
+// The CPU convolution choice (ops/cpu_conv.hpp) and the rule behind `auto`.
+#include "ringtrain/ops/cpu_conv.hpp"
+
+#include <atomic>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/ops/threads.hpp"
+#ifdef RINGTRAIN_WITH_ONEDNN
+#include "cpu/onednn_conv.hpp"
+#endif
+
+namespace ringtrain::ops {
+
+namespace {
+std::atomic<CpuConv> g_choice{CpuConv::Auto};
+
+// The auto rule, per direction, from one-thread timings of every convolution of LeNet-5, the MNIST CNN and the
+// quality CNN on an AMD EPYC (AVX2, no AVX-512) with oneDNN 2.6.3 vs im2col + OpenBLAS 0.3.21 (bench_conv_paths,
+// CPU time; bench/RESULTS.md, "CPU convolutions: oneDNN vs im2col"):
+//  - one input channel (first layers): im2col, whose direct single-channel kernel beat oneDNN up to 1.5x forward and
+//    3-4x in both gradients (oneDNN has no blocked layout to win with at C = 1);
+//  - forward and data gradient otherwise: oneDNN, 1.0-2.0x faster (its AVX2 JIT kernels vs im2col's copies);
+//  - weight gradient with 32 or more input channels: im2col (one K x CRS x N*PQ GEMM is OpenBLAS's best shape;
+//    oneDNN's AVX2 backward-weights kernel plus its two reorders measured 0.65-1.16x); up to 16 channels: oneDNN
+//    (1.2-1.5x at C = 3, 6 and 16).
+// Where oneDNN has AVX-512 kernels (oneDNN's JIT best case, and the user's Intel Xeon of issue 17) auto takes oneDNN
+// in every direction, as PyTorch does there; that branch is not measured on this project's machines.
+bool auto_uses_onednn(ConvDirection d, const Shape& x) {
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (cpu::onednn::has_avx512()) return true;
+    const int64_t channels = x.size() == 4 ? x[1] : 0;
+    if (channels <= 1) return false;
+    return d != ConvDirection::BackwardFilter || channels <= 16;
+#else
+    (void)d;
+    (void)x;
+    return false;
+#endif
+}
+}  // namespace
+
+bool onednn_available() {
+#ifdef RINGTRAIN_WITH_ONEDNN
+    return true;
+#else
+    return false;
+#endif
+}
+
+void set_cpu_conv(CpuConv c) {
+    if (c == CpuConv::OneDnn && !onednn_available())
+        throw InputError("train.cpu_conv is \"onednn\" but this build has no oneDNN: install libdnnl-dev and rebuild, "
+                         "or set train.cpu_conv to \"auto\" or \"im2col\"");
+    g_choice.store(c);
+}
+
+CpuConv cpu_conv() { return g_choice.load(std::memory_order_relaxed); }
+
+bool conv_uses_onednn(ConvDirection d, const Shape& x) {
+    switch (cpu_conv()) {
+        case CpuConv::OneDnn: return true;
+        case CpuConv::Im2col: return false;
+        case CpuConv::Auto: break;
+    }
+    return auto_uses_onednn(d, x);
+}
+
+std::string cpu_conv_description() {
+    const std::string im2col = "im2col + " + cpu_gemm_library();
+#ifdef RINGTRAIN_WITH_ONEDNN
+    switch (cpu_conv()) {
+        case CpuConv::OneDnn: return cpu::onednn::description();
+        case CpuConv::Im2col: return im2col;
+        case CpuConv::Auto: break;
+    }
+    if (cpu::onednn::has_avx512()) return cpu::onednn::description() + " (auto: AVX-512)";
+    return cpu::onednn::description() + " for forward and data gradients and weight gradients up to 16 input "
+           "channels, " + im2col + " for one-channel inputs and the other weight gradients (auto, AVX2)";
+#else
+    return im2col + " (built without oneDNN)";
+#endif
+}
+
+}  // namespace ringtrain::ops

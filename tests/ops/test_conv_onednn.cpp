@@ -1,0 +1,219 @@
+// oneDNN convolutions (train.cpu_conv = "onednn") against the im2col kernels and against finite differences, at
+// awkward shapes. Its own main: in a build without oneDNN it checks that asking for it is an input error, prints
+// why it skips, and returns 77 (ctest: skipped, not passed).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "ops_test_util.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
+#include "ringtrain/ops/ops.hpp"
+#ifdef RINGTRAIN_WITH_ONEDNN
+#include "../../src/ops/cpu/onednn_conv.hpp"  // primitives_made, to check that steady steps create none
+#endif
+
+using namespace ringtrain;
+using namespace ringtrain::ops;
+using namespace ops_test;
+
+#ifdef RINGTRAIN_WITH_ONEDNN
+namespace {
+
+struct Case {
+    int64_t N, C, H, W, K, R, S, sh, sw, ph, pw;
+};
+
+const Case kCases[] = {
+    {1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0},     // smallest, C=1, batch 1
+    {3, 5, 7, 6, 4, 3, 2, 2, 1, 1, 0},     // non-square kernel, stride 2 in h only, pad 1, C=5, batch 3
+    {1, 5, 9, 9, 2, 5, 3, 2, 2, 2, 1},     // stride 2, pad 2/1, C=5
+    {3, 1, 13, 12, 3, 4, 4, 2, 2, 2, 2},   // even kernel, pad 2, C=1, batch 3
+    {3, 5, 10, 10, 6, 3, 3, 1, 1, 1, 1},   // "same" conv
+    {3, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2},   // LeNet-5 conv1
+    {1, 5, 8, 11, 7, 1, 1, 1, 1, 0, 0},    // 1x1
+    {3, 5, 6, 6, 8, 3, 3, 2, 2, 0, 0},     // stride 2 leaves the last input row and column unread
+    {1, 5, 3, 4, 3, 3, 4, 1, 1, 0, 0},     // kernel equals the input: 1x1 output
+    {3, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1},   // channels in and out a multiple of oneDNN's block of 8
+};
+
+Conv2dParams params(const Case& c) { return {c.sh, c.sw, c.ph, c.pw}; }
+
+double dot(const Tensor& a, const Tensor& b) {
+    double s = 0.0;
+    for (int64_t i = 0; i < a.numel(); ++i) s += static_cast<double>(a.data()[i]) * b.data()[i];
+    return s;
+}
+
+// Sets the CPU convolution path for one scope and restores auto.
+struct PathGuard {
+    explicit PathGuard(CpuConv c) { set_cpu_conv(c); }
+    ~PathGuard() { set_cpu_conv(CpuConv::Auto); }
+};
+
+struct Grads {
+    Tensor y, dx, dw, db;
+};
+
+// Forward, backward data, backward filter (then again accumulating) on the path in force.
+Grads run(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy, const Conv2dParams& p,
+          Workspace& ws) {
+    Grads g{Tensor::filled(dy.shape(), 1e30f), Tensor::filled(x.shape(), 1e30f), Tensor::filled(w.shape(), 1e30f),
+            bias.empty() ? Tensor() : Tensor::filled(bias.shape(), 1e30f)};
+    ops::conv2d_forward(x, w, bias, g.y, p, ws);
+    ops::conv2d_backward_data(dy, w, g.dx, p, ws);
+    ops::conv2d_backward_filter(x, dy, g.dw, g.db, p, ws);
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN conv forward and backward equal the im2col path at awkward shapes", "[ops][conv][onednn]") {
+    Rng rng(21);
+    Workspace ws_im2col, ws_onednn;
+    for (const Case& c : kCases) {
+        for (bool with_bias : {true, false}) {
+            CAPTURE(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.sh, c.sw, c.ph, c.pw, with_bias);
+            const Conv2dParams p = params(c);
+            const Tensor x = random_tensor({c.N, c.C, c.H, c.W}, rng);
+            const Tensor w = random_tensor({c.K, c.C, c.R, c.S}, rng);
+            const Tensor bias = with_bias ? random_tensor({c.K}, rng) : Tensor();
+            const Tensor dy = random_tensor(ops::conv2d_output_shape(x.shape(), w.shape(), p), rng);
+            Grads ref, got;
+            {
+                PathGuard path(CpuConv::Im2col);
+                ref = run(x, w, bias, dy, p, ws_im2col);
+            }
+            {
+                PathGuard path(CpuConv::OneDnn);
+                got = run(x, w, bias, dy, p, ws_onednn);
+                REQUIRE(cpu::onednn::primitives_made(ws_onednn) > 0);
+            }
+            REQUIRE_CLOSE(got.y, to_double(ref.y), 1e-5, 1e-4);
+            REQUIRE_CLOSE(got.dx, to_double(ref.dx), 1e-5, 1e-4);
+            REQUIRE_CLOSE(got.dw, to_double(ref.dw), 1e-5, 1e-4);
+            if (with_bias) REQUIRE_CLOSE(got.db, to_double(ref.db), 1e-5, 1e-4);
+
+            // accumulate adds to what is there (oneDNN itself overwrites).
+            {
+                PathGuard path(CpuConv::OneDnn);
+                ops::conv2d_backward_filter(x, dy, got.dw, got.db, p, ws_onednn, /*accumulate=*/true);
+            }
+            std::vector<double> dw2 = to_double(ref.dw), db2 = to_double(ref.db);
+            for (auto& v : dw2) v *= 2.0;
+            for (auto& v : db2) v *= 2.0;
+            REQUIRE_CLOSE(got.dw, dw2, 1e-5, 1e-4);
+            if (with_bias) REQUIRE_CLOSE(got.db, db2, 1e-5, 1e-4);
+        }
+    }
+}
+
+TEST_CASE("oneDNN conv backward matches central finite differences of its forward", "[ops][conv][onednn][gradcheck]") {
+    Rng rng(22);
+    Workspace ws;
+    PathGuard path(CpuConv::OneDnn);
+    for (const Case& c : {Case{3, 5, 6, 5, 3, 3, 2, 2, 1, 1, 1}, Case{1, 1, 5, 7, 2, 2, 3, 1, 2, 0, 2}}) {
+        const Conv2dParams p = params(c);
+        Tensor x = random_tensor({c.N, c.C, c.H, c.W}, rng);
+        Tensor w = random_tensor({c.K, c.C, c.R, c.S}, rng);
+        Tensor b = random_tensor({c.K}, rng);
+        const Shape ys = ops::conv2d_output_shape(x.shape(), w.shape(), p);
+        const Tensor g = random_tensor(ys, rng);  // L = <g, conv(x, w) + b>
+        auto loss = [&] {
+            Tensor y(ys);
+            ops::conv2d_forward(x, w, b, y, p, ws);
+            return dot(y, g);
+        };
+        Tensor dx(x.shape()), dw(w.shape()), db({c.K});
+        ops::conv2d_backward_data(g, w, dx, p, ws);
+        ops::conv2d_backward_filter(x, g, dw, db, p, ws);
+        const float eps = 1e-2f;
+        auto check = [&](Tensor& t, const Tensor& grad) {
+            for (int64_t i = 0; i < t.numel(); i += 3) {
+                const float saved = t.data()[i];
+                t.data()[i] = saved + eps;
+                const double lp = loss();
+                t.data()[i] = saved - eps;
+                const double lm = loss();
+                t.data()[i] = saved;
+                CAPTURE(c.N, c.C, i);
+                REQUIRE(grad.data()[i] == Approx((lp - lm) / (2.0 * eps)).epsilon(2e-3).margin(2e-3));
+            }
+        };
+        check(x, dx);
+        check(w, dw);
+        check(b, db);
+    }
+}
+
+TEST_CASE("oneDNN conv makes its primitives once per shape, not per step", "[ops][conv][onednn]") {
+    Rng rng(23);
+    Workspace ws;
+    PathGuard path(CpuConv::OneDnn);
+    const Conv2dParams p{1, 1, 1, 1};
+    const Tensor x = random_tensor({4, 3, 9, 9}, rng), w = random_tensor({5, 3, 3, 3}, rng), b = random_tensor({5}, rng);
+    Tensor y({4, 5, 9, 9}), dx(x.shape()), dw(w.shape()), db({5});
+    auto step = [&] {
+        ops::conv2d_forward(x, w, b, y, p, ws);
+        ops::conv2d_backward_data(y, w, dx, p, ws);
+        ops::conv2d_backward_filter(x, y, dw, db, p, ws);
+    };
+    step();
+    REQUIRE(cpu::onednn::primitives_made(ws) == 3);  // forward, backward data, backward weights
+    for (int i = 0; i < 3; ++i) step();
+    REQUIRE(cpu::onednn::primitives_made(ws) == 3);
+    // A second batch size (evaluation, a last short batch) gets its own set, once; the first stays cached.
+    const Tensor x2 = random_tensor({2, 3, 9, 9}, rng);
+    Tensor y2({2, 5, 9, 9});
+    ops::conv2d_forward(x2, w, b, y2, p, ws);
+    ops::conv2d_forward(x2, w, b, y2, p, ws);
+    step();
+    REQUIRE(cpu::onednn::primitives_made(ws) == 4);
+}
+
+TEST_CASE("train.cpu_conv: forced paths everywhere, auto per direction and channel count", "[ops][conv][onednn]") {
+    const Shape one_channel{8, 1, 28, 28}, few{8, 3, 64, 64}, many{8, 32, 16, 16};
+    const ConvDirection all[] = {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter};
+    {
+        PathGuard path(CpuConv::OneDnn);
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE(conv_uses_onednn(d, s));
+        REQUIRE_THAT(cpu_conv_description(), Catch::StartsWith("oneDNN 2.") && Catch::EndsWith(" jit)"));
+    }
+    {
+        PathGuard path(CpuConv::Im2col);
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE_FALSE(conv_uses_onednn(d, s));
+        REQUIRE_THAT(cpu_conv_description(), Catch::StartsWith("im2col + "));
+    }
+    REQUIRE(cpu_conv() == CpuConv::Auto);
+    if (cpu::onednn::has_avx512()) {
+        for (ConvDirection d : all)
+            for (const Shape& s : {one_channel, few, many}) REQUIRE(conv_uses_onednn(d, s));
+    } else {
+        for (ConvDirection d : all) REQUIRE_FALSE(conv_uses_onednn(d, one_channel));
+        for (ConvDirection d : all) REQUIRE(conv_uses_onednn(d, few));
+        REQUIRE(conv_uses_onednn(ConvDirection::Forward, many));
+        REQUIRE(conv_uses_onednn(ConvDirection::BackwardData, many));
+        REQUIRE_FALSE(conv_uses_onednn(ConvDirection::BackwardFilter, many));
+        REQUIRE(conv_uses_onednn(ConvDirection::BackwardFilter, Shape{8, 16, 32, 32}));  // the rule's boundary
+        REQUIRE_THAT(cpu_conv_description(), Catch::Contains("oneDNN 2.") && Catch::Contains("im2col + ") &&
+                                                 Catch::Contains("(auto, AVX2)"));
+    }
+}
+#endif
+
+int main(int argc, char** argv) {
+    if (!onednn_available()) {
+        try {
+            set_cpu_conv(CpuConv::OneDnn);
+            std::fprintf(stderr, "FAILED: set_cpu_conv(onednn) was accepted by a build without oneDNN\n");
+            return 1;
+        } catch (const InputError&) {
+        }
+        std::printf("SKIPPED: this build has no oneDNN (libdnnl-dev not found at configure time); only im2col runs\n");
+        return 77;
+    }
+    return Catch::Session().run(argc, argv);
+}
