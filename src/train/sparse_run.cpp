@@ -376,8 +376,9 @@ bool SparseRun::may_stop_now() const {
 }
 
 void SparseRun::agree_on_stop() {
-    stop_->agreed();
+    // agreed() after agreed_signal's collective: the watchdog covers it (see TrainingRun::agree_on_stop).
     stop_signal_ = agreed_signal(comm_, *stop_);  // once per run, for the summary
+    stop_->agreed();
     // metrics.jsonl (and TensorBoard) end where the checkpoint is: the stopped step, its loss now reduced.
     if (window_steps_ > 0) log_step(learning_rate());
 }

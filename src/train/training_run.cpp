@@ -220,8 +220,10 @@ void TrainingRun::agree_on_stop() {
         any = any_rank_requested(p.comm, stop_);
     }
     if (!any) return;
-    stop_.agreed();
+    // The watchdog stays armed through agreed_signal's collective: a rank that voted and then stopped answering
+    // (the vote can complete just before a peer freezes) must not hold this one past train.stop_grace_s.
     stop_signal_ = agreed_signal(p.comm, stop_);  // for the summary
+    stop_.agreed();
 }
 
 double TrainingRun::forward_backward(int64_t pass) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <thread>
@@ -40,6 +41,19 @@ inline pid_t read_pid(const std::string& path) {
 inline bool signal_mid_run(const std::string& metrics, const std::string& pid_file) {
     for (int i = 0; i < 12000; ++i) {
         if (lines_in(metrics) >= 2 && read_pid(pid_file) > 0) return kill(read_pid(pid_file), SIGUSR1) == 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+}
+
+// True once `pid` is in the stopped state ('T' in /proc/PID/stat): kill(SIGSTOP) returns before the target has
+// stopped, and a test that signals a peer next must know the frozen rank can no longer take part (waits up to 5 s).
+inline bool wait_until_stopped(pid_t pid) {
+    for (int i = 0; i < 1000; ++i) {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const auto close = stat.rfind(')');
+        if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T') return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return false;

@@ -69,7 +69,7 @@ TEST_CASE("sparse, mpirun -np 2: a rank that cannot agree (rank 0 stopped with S
     bool stopped_rank0 = false;
     for (int i = 0; i < 12000 && !stopped_rank0; ++i) {
         if (lines_in(dir + "/stuck/metrics.jsonl") >= 2 && read_pid(dir + "/pid.0") > 0 && read_pid(dir + "/pid.1") > 0)
-            stopped_rank0 = kill(read_pid(dir + "/pid.0"), SIGSTOP) == 0;
+            stopped_rank0 = kill(read_pid(dir + "/pid.0"), SIGSTOP) == 0 && wait_until_stopped(read_pid(dir + "/pid.0"));
         else
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
