@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ringtrain/core/error.hpp"
+#include "tool_args.hpp"
 #include "ringtrain/data/click_log_generator.hpp"
 
 namespace ringtrain::cli {
@@ -28,33 +29,22 @@ seeds and the same model seed come from the same model. Defaults: seed 1, model 
 
 template <class T>
 T number(const std::string& flag, const std::string& text) {
-    T v{};
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-        throw InputError(flag + ": '" + text + "' is not a number; see `ringtrain make-clicklog --help`");
-    return v;
+    return tool_number<T>("make-clicklog", flag, text);
 }
 
 }  // namespace
 
 int run_make_clicklog(int argc, char** argv, int world_size) {
-    try {
-        std::map<std::string, std::string> a;
-        for (int i = 2; i < argc; ++i) {
-            const std::string flag = argv[i];
-            if (flag == "--help" || flag == "-h") {
-                std::fputs(kMakeClicklogUsage, stdout);
-                return 0;
-            }
-            static const char* known[] = {"--format", "--rows", "--out", "--seed", "--model-seed", "--truth", "--hash-bits",
-                                          "--criteo-integers", "--features", "--bias", "--weight-scale", "--zipf"};
-            bool ok = false;
-            for (const char* k : known) ok = ok || flag == k;
-            if (!ok) throw InputError("make-clicklog: unknown argument '" + flag + "'; see `ringtrain make-clicklog --help`");
-            if (i + 1 >= argc) throw InputError("make-clicklog: " + flag + " needs a value");
-            if (!a.emplace(flag, argv[++i]).second) throw InputError("make-clicklog: " + flag + " given twice");
+    return run_tool([&] {
+        ToolArgs a = parse_tool_args(
+            "make-clicklog", argc, argv,
+            {"--format", "--rows", "--out", "--seed", "--model-seed", "--truth", "--hash-bits", "--criteo-integers",
+             "--features", "--bias", "--weight-scale", "--zipf"},
+            world_size, "one file");
+        if (a.help) {
+            std::fputs(kMakeClicklogUsage, stdout);
+            return 0;
         }
-        if (world_size > 1) throw InputError("make-clicklog writes one file: run it as one process, not under mpirun");
         for (const char* required : {"--format", "--rows", "--out"})
             if (!a.count(required))
                 throw InputError(std::string("make-clicklog needs ") + required + "; see `ringtrain make-clicklog --help`");
@@ -94,13 +84,7 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
                      static_cast<double>(truth.positives) / static_cast<double>(spec.rows), truth.true_logloss,
                      truth.constant_logloss);
         return 0;
-    } catch (const InputError& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        return 1;
-    }
+    });
 }
 
 }  // namespace ringtrain::cli

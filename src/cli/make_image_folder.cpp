@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "tool_args.hpp"
 #include "ringtrain/data/image_folder_generator.hpp"
 
 namespace ringtrain::cli {
@@ -28,33 +29,22 @@ Write the training and the test folder with different seeds.
 
 template <class T>
 T number(const std::string& flag, const std::string& text) {
-    T v{};
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-        throw InputError("make-image-folder: " + flag + ": '" + text + "' is not a number; see `ringtrain make-image-folder --help`");
-    return v;
+    return tool_number<T>("make-image-folder", flag, text);
 }
 
 }  // namespace
 
 int run_make_image_folder(int argc, char** argv, int world_size) {
-    try {
-        std::map<std::string, std::string> a;
-        for (int i = 2; i < argc; ++i) {
-            const std::string flag = argv[i];
-            if (flag == "--help" || flag == "-h") {
-                std::fputs(kUsage, stdout);
-                return 0;
-            }
-            static const char* known[] = {"--out", "--classes", "--per-class", "--size", "--channels",
-                                          "--format", "--seed", "--quality", "--photos"};
-            bool ok = false;
-            for (const char* k : known) ok = ok || flag == k;
-            if (!ok) throw InputError("make-image-folder: unknown argument '" + flag + "'; see `ringtrain make-image-folder --help`");
-            if (i + 1 >= argc) throw InputError("make-image-folder: " + flag + " needs a value");
-            if (!a.emplace(flag, argv[++i]).second) throw InputError("make-image-folder: " + flag + " given twice");
+    return run_tool([&] {
+        ToolArgs a = parse_tool_args(
+            "make-image-folder", argc, argv,
+            {"--out", "--classes", "--per-class", "--size", "--channels", "--format", "--seed", "--quality",
+             "--photos"},
+            world_size, "one folder");
+        if (a.help) {
+            std::fputs(kUsage, stdout);
+            return 0;
         }
-        if (world_size > 1) throw InputError("make-image-folder writes one folder: run it as one process, not under mpirun");
         if (!a.count("--out")) throw InputError("make-image-folder needs --out DIR; see `ringtrain make-image-folder --help`");
         data::ImageFolderSpec spec;
         spec.out = a["--out"];
@@ -106,13 +96,7 @@ int run_make_image_folder(int argc, char** argv, int world_size) {
         std::fprintf(stderr, "make-image-folder: %zu images (%d classes x %d, %dx%d) to %s in %.2f s\n", files.size(),
                      spec.classes, spec.per_class, spec.height, spec.width, spec.out.c_str(), secs);
         return 0;
-    } catch (const InputError& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        return 1;
-    }
+    });
 }
 
 }  // namespace ringtrain::cli
