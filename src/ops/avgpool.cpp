@@ -5,16 +5,17 @@
 namespace ringtrain::ops {
 
 using detail::require;
+using detail::require_shape;
 
 void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     const Shape out = pool2d_output_shape(x.shape(), p);
-    require(y.shape() == out, "avgpool2d_forward", "y must have shape " + shape_string(out), {{"x", &x}, {"y", &y}});
+    require_shape(y, out, "avgpool2d_forward", "y", {{"x", &x}, {"y", &y}});
     RT_DISPATCH(detail::device_of("avgpool2d_forward", {&x, &y}), avgpool2d_forward, x, y, p);
 }
 
 void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
     const Shape out = pool2d_output_shape(dx.shape(), p);
-    require(dy.shape() == out, "avgpool2d_backward", "dy must have shape " + shape_string(out),
+    require_shape(dy, out, "avgpool2d_backward", "dy",
             {{"dy", &dy}, {"dx", &dx}});
     RT_DISPATCH(detail::device_of("avgpool2d_backward", {&dy, &dx}), avgpool2d_backward, dy, dx, p);
 }

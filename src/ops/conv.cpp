@@ -9,6 +9,7 @@
 namespace ringtrain::ops {
 
 using detail::require;
+using detail::require_shape;
 
 namespace {
 void check_conv_params(const Conv2dParams& p) {
@@ -48,7 +49,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
                     Workspace& ws) {
     const Shape out = conv2d_output_shape(x.shape(), w.shape(), p);
-    require(y.shape() == out, "conv2d_forward", "y must have shape " + shape_string(out), {{"x", &x}, {"w", &w}, {"y", &y}});
+    require_shape(y, out, "conv2d_forward", "y", {{"x", &x}, {"w", &w}, {"y", &y}});
     require(bias.empty() || (bias.ndim() == 1 && bias.dim(0) == w.dim(0)), "conv2d_forward",
             "bias must be empty or [K]", {{"w", &w}, {"bias", &bias}});
     const Device dev = detail::device_of("conv2d_forward", {&x, &w, &bias, &y});
@@ -61,7 +62,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws) {
     const Shape out = conv2d_output_shape(dx.shape(), w.shape(), p);
-    require(dy.shape() == out, "conv2d_backward_data", "dy must have shape " + shape_string(out),
+    require_shape(dy, out, "conv2d_backward_data", "dy",
             {{"dy", &dy}, {"w", &w}, {"dx", &dx}});
     const Device dev = detail::device_of("conv2d_backward_data", {&dy, &w, &dx});
 #ifdef RINGTRAIN_WITH_ONEDNN
@@ -74,7 +75,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
                             Workspace& ws, bool accumulate) {
     const Shape out = conv2d_output_shape(x.shape(), dw.shape(), p);
-    require(dy.shape() == out, "conv2d_backward_filter", "dy must have shape " + shape_string(out),
+    require_shape(dy, out, "conv2d_backward_filter", "dy",
             {{"x", &x}, {"dy", &dy}, {"dw", &dw}});
     require(dbias.empty() || (dbias.ndim() == 1 && dbias.dim(0) == dw.dim(0)), "conv2d_backward_filter",
             "dbias must be empty or [K]", {{"dw", &dw}, {"dbias", &dbias}});
@@ -104,7 +105,7 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
 
 void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     const Shape out = pool2d_output_shape(x.shape(), p);
-    require(y.shape() == out, "maxpool2d_forward", "y must have shape " + shape_string(out), {{"x", &x}, {"y", &y}});
+    require_shape(y, out, "maxpool2d_forward", "y", {{"x", &x}, {"y", &y}});
     RT_DISPATCH(detail::device_of("maxpool2d_forward", {&x, &y}), maxpool2d_forward, x, y, p);
 }
 

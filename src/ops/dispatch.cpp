@@ -39,6 +39,12 @@ void require(bool cond, const char* op, const std::string& what,
     if (!cond) throw Error(std::string("ops::") + op + ": " + what + "; got " + describe(ts));
 }
 
+void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name,
+                   std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+    if (t.shape() == expected) return;
+    require(false, op, std::string(name) + " must have shape " + shape_string(expected), ts);
+}
+
 }  // namespace ringtrain::ops::detail
 
 namespace ringtrain::ops::detail {

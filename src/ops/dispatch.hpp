@@ -34,6 +34,11 @@ std::string describe(std::initializer_list<std::pair<const char*, const Tensor*>
 void require(bool cond, const char* op, const std::string& what,
              std::initializer_list<std::pair<const char*, const Tensor*>> ts);
 
+// require(t.shape() == expected, op, "<name> must have shape <expected>", ts), building the message only on failure
+// (these checks run on every forward and backward).
+void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name,
+                   std::initializer_list<std::pair<const char*, const Tensor*>> ts);
+
 }  // namespace ringtrain::ops::detail
 
 #ifdef RINGTRAIN_WITH_CUDA

@@ -9,6 +9,7 @@
 namespace ringtrain::predict {
 
 LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats) {
+    if (repeats < 1 || sizes_bytes.empty()) throw Error("measure_link: needs at least one size and one repeat");
     const int n = comm.size();
     if (n < 2) throw InputError("predict --measure needs two or more ranks: run it under mpirun -np 2");
     LinkMeasurement m;

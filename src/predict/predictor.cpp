@@ -2,6 +2,7 @@
 #include "ringtrain/predict/predictor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -171,19 +172,28 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
     try {
         const nlohmann::json& p = doc.at("profile");
         train::StepProfile out;
+        // Every time and size must be a finite number >= 0: get<size_t>() would wrap a negative count, and a negative
+        // time would make a nonsense prediction instead of an error.
+        auto seconds = [](const nlohmann::json& v, const char* key) {
+            const double x = v.at(key).get<double>();
+            if (!std::isfinite(x) || x < 0) throw InputError(std::string(key) + " must be a finite number >= 0");
+            return x;
+        };
+        auto count = [](const nlohmann::json& v, const char* key) {
+            if (!v.at(key).is_number_unsigned()) throw InputError(std::string(key) + " must be a whole number >= 0");
+            return v.at(key).get<size_t>();
+        };
         out.batch_size = p.at("batch_size_per_rank").get<int64_t>();
         out.steps = p.at("steps").get<int>();
         out.device = p.at("device").get<std::string>();
-        out.input_s = p.at("input_s").get<double>();
-        out.forward_s = p.at("forward_s").get<double>();
-        out.backward_s = p.at("backward_s").get<double>();
-        out.optimizer_s = p.at("optimizer_s").get<double>();
+        out.input_s = seconds(p, "input_s");
+        out.forward_s = seconds(p, "forward_s");
+        out.backward_s = seconds(p, "backward_s");
+        out.optimizer_s = seconds(p, "optimizer_s");
         for (const auto& g : p.at("gradients"))
-            out.gradients.push_back({g.at("name").get<std::string>(), g.at("floats").get<size_t>(),
-                                     g.at("ready_s").get<double>()});
+            out.gradients.push_back({g.at("name").get<std::string>(), count(g, "floats"), seconds(g, "ready_s")});
         for (const auto& l : p.at("layers"))
-            out.layers.push_back({l.at("layer").get<std::string>(), l.at("forward_s").get<double>(),
-                                  l.at("backward_s").get<double>()});
+            out.layers.push_back({l.at("layer").get<std::string>(), seconds(l, "forward_s"), seconds(l, "backward_s")});
         if (out.batch_size < 1 || out.gradients.empty()) throw InputError("empty");
         return out;
     } catch (const std::exception& e) {

@@ -277,7 +277,7 @@ void TrainingRun::log_step(float lr) {
     const double loss = window_.loss_sum / std::max(window_.samples, 1.0);
     metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
                     {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
-    tensorboard_.scalars(pos_.global_step, {{"train/loss", loss}, {"train/lr", lr}, {"train/samples_per_s", sps}});
+    if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, {{"train/loss", loss}, {"train/lr", lr}, {"train/samples_per_s", sps}});
     progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_, loss, sps);
     window_ = {now, 0, 0.0, 0.0};
 }

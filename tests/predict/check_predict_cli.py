@@ -34,6 +34,17 @@ with tempfile.TemporaryDirectory() as tmp:
                                "--json", js2], capture_output=True, text=True, cwd=tmp)
     assert p.returncode == 0, p.stderr
     assert [r["step_s"] for r in json.load(open(js2))["rows"]] == [r["step_s"] for r in rows]
+    # A tampered profile (a negative gradient size, a negative time) is exit 2 naming .profile, not a wrapped count.
+    for key, path in (("floats", ("gradients", 0)), ("forward_s", ())):
+        doc2 = json.load(open(js))
+        node = doc2["profile"]
+        for part in path:
+            node = node[part]
+        node[key] = -1
+        bad_js = os.path.join(tmp, "bad-" + key + ".json")
+        json.dump(doc2, open(bad_js, "w"))
+        p = subprocess.run(base + ["--link", "1gbit", "--profile", bad_js], capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 2 and ".profile" in p.stderr and key in p.stderr, (key, p.returncode, p.stderr)
     for bad, want in ((["--link", "1gbps"], "unknown unit 'gbps'"), (["--ranks", "0", "--link", "1gbit"], "--ranks"),
                       ([], "exactly one of --link"),
                       (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
