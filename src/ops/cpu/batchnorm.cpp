@@ -18,6 +18,27 @@ struct BnGeom {
     explicit BnGeom(const Tensor& x) : N(x.dim(0)), C(x.dim(1)), S(x.numel() / (x.dim(0) * x.dim(1))) {}
     int64_t count() const { return N * S; }
 };
+
+// Channel c's statistics: saved for backward (mean, inv_std), and y = gamma (x - mu) inv + beta.
+void normalise_channel(const BnGeom& g, int64_t c, double mu, double inv, const Tensor& gamma, const Tensor& beta,
+                       const float* px, float* py, Tensor& mean, Tensor& inv_std) {
+    mean.data()[c] = static_cast<float>(mu);
+    inv_std.data()[c] = static_cast<float>(inv);
+    const float scale = static_cast<float>(gamma.data()[c] * inv);
+    const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
+    for (int64_t n = 0; n < g.N; ++n) {
+        const float* xc = px + (n * g.C + c) * g.S;
+        float* yc = py + (n * g.C + c) * g.S;
+        for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
+    }
+}
+
+// running = (1 - momentum) running + momentum batch, with the batch's unbiased variance (PyTorch's rule).
+void update_running_stats(Tensor& running_mean, Tensor& running_var, int64_t c, double mu, double unbiased_var,
+                          double momentum) {
+    running_mean.data()[c] = static_cast<float>((1.0 - momentum) * running_mean.data()[c] + momentum * mu);
+    running_var.data()[c] = static_cast<float>((1.0 - momentum) * running_var.data()[c] + momentum * unbiased_var);
+}
 }  // namespace
 
 void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
@@ -41,23 +62,12 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
             }
             const double var = ss / double(g.count());
             inv = 1.0 / std::sqrt(var + double(p.eps));
-            const double unbiased = ss / double(g.count() - 1);
-            const double m = p.momentum;
-            running_mean.data()[c] = static_cast<float>((1.0 - m) * running_mean.data()[c] + m * mu);
-            running_var.data()[c] = static_cast<float>((1.0 - m) * running_var.data()[c] + m * unbiased);
+            update_running_stats(running_mean, running_var, c, mu, ss / double(g.count() - 1), p.momentum);
         } else {
             mu = running_mean.data()[c];
             inv = 1.0 / std::sqrt(double(running_var.data()[c]) + double(p.eps));
         }
-        mean.data()[c] = static_cast<float>(mu);
-        inv_std.data()[c] = static_cast<float>(inv);
-        const float scale = static_cast<float>(gamma.data()[c] * inv);
-        const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            float* yc = py + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
-        }
+        normalise_channel(g, c, mu, inv, gamma, beta, px, py, mean, inv_std);
     });
 }
 
@@ -137,18 +147,8 @@ void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor
     parallel_for(g.C, [&](int64_t c) {
         const double mu = sums[static_cast<size_t>(c)] / m, ss = squares[static_cast<size_t>(c)];
         const double inv = 1.0 / std::sqrt(ss / m + double(p.eps));
-        const double mom = p.momentum;
-        running_mean.data()[c] = static_cast<float>((1.0 - mom) * running_mean.data()[c] + mom * mu);
-        running_var.data()[c] = static_cast<float>((1.0 - mom) * running_var.data()[c] + mom * ss / (m - 1.0));
-        mean.data()[c] = static_cast<float>(mu);
-        inv_std.data()[c] = static_cast<float>(inv);
-        const float scale = static_cast<float>(gamma.data()[c] * inv);
-        const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            float* yc = py + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
-        }
+        update_running_stats(running_mean, running_var, c, mu, ss / (m - 1.0), p.momentum);
+        normalise_channel(g, c, mu, inv, gamma, beta, px, py, mean, inv_std);
     });
 }
 
