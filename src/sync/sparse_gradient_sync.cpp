@@ -286,8 +286,10 @@ void SparseGradientSync::State::merge_gathered(SparseRows& grad, std::span<float
     }
 
     // Rank 0's rows merged with rank 1's, then each further rank's merged into the sum in turn: a row's values are
-    // summed in rank order, ((r0 + r1) + r2) + ..., so every rank ends with the same bits. Two-way merges cost
-    // O(N · rows) with a small constant (a heap over N lists was 10x slower per row at N = 2).
+    // summed in rank order, ((r0 + r1) + r2) + ..., so every rank ends with the same bits. Merge k walks the union so
+    // far plus rank k's rows: O(N · union) in all, up to O(N² · rows per rank) when the ranks' rows are disjoint
+    // (a pairwise tree in a fixed order would be O(N log N · rows); at the N of this project the sequential merges
+    // win on their small constant: a heap over N lists was 10x slower per row at N = 2).
     const float n = static_cast<float>(world);
     const Rows& r0 = from[0];
     const Rows& r1 = from[1];
