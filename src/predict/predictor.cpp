@@ -127,13 +127,7 @@ nlohmann::json prediction_json(const scaling::Prediction& p) {
             {"dominant", p.dominant},
             {"setting", p.setting.describe()},
             {"algorithm", to_string(p.setting.algorithm)},
-            {"terms_s",
-             {{"input", p.terms.input},
-              {"compute", p.terms.compute},
-              {"optimizer", p.terms.optimizer},
-              {"straggler", p.terms.straggler},
-              {"communication", p.terms.communication},
-              {"latency", p.terms.latency}}}};
+            {"terms_s", scaling::terms_json(p.terms)}};
 }
 
 }  // namespace

@@ -126,4 +126,10 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
     return p;
 }
 
+nlohmann::json terms_json(const Terms& terms) {
+    return {{"input", terms.input},         {"compute", terms.compute},
+            {"optimizer", terms.optimizer}, {"straggler", terms.straggler},
+            {"communication", terms.communication}, {"latency", terms.latency}};
+}
+
 }  // namespace ringtrain::scaling

@@ -182,13 +182,7 @@ json run_prediction_json(const RunPrediction& r) {
             {"measured_efficiency", r.measured_efficiency},
             {"straggler", r.straggler},
             {"setting", p.setting.describe()},
-            {"terms_s",
-             {{"input", p.terms.input},
-              {"compute", p.terms.compute},
-              {"optimizer", p.terms.optimizer},
-              {"straggler", p.terms.straggler},
-              {"communication", p.terms.communication},
-              {"latency", p.terms.latency}}}};
+            {"terms_s", scaling::terms_json(p.terms)}};
 }
 
 std::string describe_run_prediction(const json& summary) {

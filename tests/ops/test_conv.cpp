@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "../../src/ops/cpu/cpu_ops.hpp"  // conv tuning hook, to exercise the grouped-GEMM path
+#include "conv_test_util.hpp"
 #include "ops_test_util.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/ops.hpp"
@@ -11,9 +12,10 @@ using namespace ops_test;
 
 namespace {
 
-struct Case {
-    int64_t N, C, H, W, K, R, S, sh, sw, ph, pw;
-};
+using conv_test::Case;
+using conv_test::dot;
+using conv_test::params;
+
 
 const Case kCases[] = {
     {1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0},    // smallest, C=1, batch 1
@@ -27,7 +29,6 @@ const Case kCases[] = {
     {1, 2, 3, 4, 3, 3, 4, 1, 1, 0, 0},    // kernel equals the input: 1x1 output
 };
 
-Conv2dParams params(const Case& c) { return {c.sh, c.sw, c.ph, c.pw}; }
 
 // Input value at (n, c, h, w) with zero padding.
 double at(const Tensor& x, int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -80,11 +81,6 @@ void naive_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Co
                 }
 }
 
-double dot(const Tensor& a, const Tensor& b) {
-    double s = 0.0;
-    for (int64_t i = 0; i < a.numel(); ++i) s += static_cast<double>(a.data()[i]) * b.data()[i];
-    return s;
-}
 
 struct ColumnsGuard {
     explicit ColumnsGuard(int64_t c) { ops::cpu::set_conv_min_gemm_columns(c); }
@@ -149,36 +145,7 @@ TEST_CASE("conv2d backward matches central finite differences of the forward", "
     Rng rng(12);
     ops::Workspace ws;
     for (const Case& c : {Case{2, 2, 6, 5, 3, 3, 2, 2, 1, 1, 1}, Case{1, 3, 5, 7, 2, 2, 3, 1, 2, 0, 2}}) {
-        const Conv2dParams p = params(c);
-        Tensor x = random_tensor({c.N, c.C, c.H, c.W}, rng);
-        Tensor w = random_tensor({c.K, c.C, c.R, c.S}, rng);
-        Tensor b = random_tensor({c.K}, rng);
-        const Shape ys = ops::conv2d_output_shape(x.shape(), w.shape(), p);
-        const Tensor g = random_tensor(ys, rng);  // L = <g, conv(x, w) + b>
-        auto loss = [&] {
-            Tensor y(ys);
-            ops::conv2d_forward(x, w, b, y, p, ws);
-            return dot(y, g);
-        };
-        Tensor dx(x.shape()), dw(w.shape()), db({c.K});
-        ops::conv2d_backward_data(g, w, dx, p, ws);
-        ops::conv2d_backward_filter(x, g, dw, db, p, ws);
-        const float eps = 1e-2f;
-        auto check = [&](Tensor& t, const Tensor& grad) {
-            for (int64_t i = 0; i < t.numel(); i += 3) {
-                const float saved = t.data()[i];
-                t.data()[i] = saved + eps;
-                const double lp = loss();
-                t.data()[i] = saved - eps;
-                const double lm = loss();
-                t.data()[i] = saved;
-                CAPTURE(i);
-                REQUIRE(grad.data()[i] == Approx((lp - lm) / (2.0 * eps)).epsilon(2e-3).margin(2e-3));
-            }
-        };
-        check(x, dx);
-        check(w, dw);
-        check(b, db);
+        conv_test::check_conv_gradients(c, rng, ws);
     }
 }
 

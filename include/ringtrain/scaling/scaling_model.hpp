@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ringtrain/scaling/link.hpp"
 #include "ringtrain/sync/bucket_layout.hpp"
 
@@ -79,5 +81,9 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
 
 // The largest term's name.
 std::string dominant_term(const Terms& terms);
+
+// {"input", "compute", "optimizer", "straggler", "communication", "latency"} in seconds: the `terms_s` of
+// `ringtrain predict`'s rows and of summary.json's `predicted`.
+nlohmann::json terms_json(const Terms& terms);
 
 }  // namespace ringtrain::scaling

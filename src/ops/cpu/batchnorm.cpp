@@ -2,6 +2,7 @@
 // values, and a float running sum would lose the small variances that matter.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
@@ -38,6 +39,25 @@ void update_running_stats(Tensor& running_mean, Tensor& running_var, int64_t c, 
                           double momentum) {
     running_mean.data()[c] = static_cast<float>((1.0 - momentum) * running_mean.data()[c] + momentum * mu);
     running_var.data()[c] = static_cast<float>((1.0 - momentum) * running_var.data()[c] + momentum * unbiased_var);
+}
+// Channel c's sum of dy and of dy * xhat (xhat = (x - mu) * inv): dbeta and dgamma, and the two sums dx needs.
+std::pair<double, double> channel_gradient_sums(const BnGeom& g, int64_t c, const float* px, const float* pdy, double mu,
+                                                double inv) {
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (int64_t n = 0; n < g.N; ++n) {
+        const float* xc = px + (n * g.C + c) * g.S;
+        const float* dyc = pdy + (n * g.C + c) * g.S;
+        for (int64_t k = 0; k < g.S; ++k) {
+            sum_dy += dyc[k];
+            sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
+        }
+    }
+    return {sum_dy, sum_dy_xhat};
+}
+
+// A parameter gradient written, or added to what earlier passes left (gradient accumulation).
+void set_or_add(float& grad, double value, bool accumulate) {
+    grad = static_cast<float>(value + (accumulate ? grad : 0.0));
 }
 }  // namespace
 
@@ -80,17 +100,9 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     float* pdx = dx.empty() ? nullptr : dx.data();
     parallel_for(g.C, [&](int64_t c) {
         const double mu = mean.data()[c], inv = inv_std.data()[c];
-        double sum_dy = 0.0, sum_dy_xhat = 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            const float* dyc = pdy + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) {
-                sum_dy += dyc[k];
-                sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
-            }
-        }
-        dgamma.data()[c] = static_cast<float>(sum_dy_xhat + (accumulate ? dgamma.data()[c] : 0.0));
-        dbeta.data()[c] = static_cast<float>(sum_dy + (accumulate ? dbeta.data()[c] : 0.0));
+        const auto [sum_dy, sum_dy_xhat] = channel_gradient_sums(g, c, px, pdy, mu, inv);
+        set_or_add(dgamma.data()[c], sum_dy_xhat, accumulate);
+        set_or_add(dbeta.data()[c], sum_dy, accumulate);
         if (!pdx) return;
         const double gi = gamma.data()[c] * inv;
         // Batch statistics: dx = gamma*inv/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)); running stats are constants.
@@ -163,20 +175,12 @@ void batchnorm_backward_across(const Tensor& x, const Tensor& dy, const Tensor& 
     // [sum dy per channel | sum dy * xhat per channel | count]
     std::vector<double> sums(static_cast<size_t>(2 * g.C + 1));
     parallel_for(g.C, [&](int64_t c) {
-        const double mu = mean.data()[c], inv = inv_std.data()[c];
-        double sum_dy = 0.0, sum_dy_xhat = 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            const float* dyc = pdy + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) {
-                sum_dy += dyc[k];
-                sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
-            }
-        }
+        const auto [sum_dy, sum_dy_xhat] =
+            channel_gradient_sums(g, c, px, pdy, mean.data()[c], inv_std.data()[c]);
         sums[static_cast<size_t>(c)] = sum_dy;
         sums[static_cast<size_t>(g.C + c)] = sum_dy_xhat;
-        dgamma.data()[c] = static_cast<float>(sum_dy_xhat + (accumulate ? dgamma.data()[c] : 0.0));
-        dbeta.data()[c] = static_cast<float>(sum_dy + (accumulate ? dbeta.data()[c] : 0.0));
+        set_or_add(dgamma.data()[c], sum_dy_xhat, accumulate);
+        set_or_add(dbeta.data()[c], sum_dy, accumulate);
     });
     // A layer whose input needs no gradient (the model's first) skips the collective on every rank alike.
     if (dx.empty()) return;
