@@ -17,6 +17,7 @@
 #include "ringtrain/predict/predictor.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/step_profile.hpp"
+#include "tool_args.hpp"
 
 namespace ringtrain::cli {
 
@@ -144,15 +145,7 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
 }  // namespace
 
 int run_predict(int argc, char** argv, int world_rank, int world_size) {
-    try {
-        return predict(parse_predict(argc, argv), world_rank, world_size);
-    } catch (const InputError& e) {
-        if (world_rank == 0) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", world_rank, e.what());
-        return 1;
-    }
+    return run_tool([&] { return predict(parse_predict(argc, argv), world_rank, world_size); }, world_rank);
 }
 
 }  // namespace ringtrain::cli

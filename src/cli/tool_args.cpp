@@ -25,14 +25,17 @@ ToolArgs parse_tool_args(const std::string& tool, int argc, char** argv, std::in
     return a;
 }
 
-int run_tool(const std::function<int()>& body) {
+int run_tool(const std::function<int()>& body, int world_rank) {
     try {
         return body();
     } catch (const InputError& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        if (world_rank <= 0) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
         return 2;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        if (world_rank < 0)
+            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        else
+            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", world_rank, e.what());
         return 1;
     }
 }

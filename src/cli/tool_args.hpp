@@ -31,7 +31,9 @@ T tool_number(const std::string& tool, const std::string& flag, const std::strin
     return v;
 }
 
-// Runs body; an InputError is one line and exit 2, any other exception one line and exit 1.
-int run_tool(const std::function<int()>& body);
+// Runs body; an InputError is one line and exit 2, any other exception one line and exit 1. Under mpirun
+// (world_rank >= 0) the ranks share the input, so an InputError is printed by rank 0 alone, and any other error
+// names the rank it happened on.
+int run_tool(const std::function<int()>& body, int world_rank = -1);
 
 }  // namespace ringtrain::cli

@@ -196,6 +196,66 @@ LibsvmLineParser::LibsvmLineParser(LibsvmOptions options) : options_(options) {
         throw InputError("num_classes must be >= 0 (got " + std::to_string(options_.num_classes) + ")");
 }
 
+int64_t LibsvmLineParser::parse_label(std::string_view text) const {
+    int64_t label = -2;
+    if (text == "+1") {
+        label = 1;
+    } else if (!parse_whole(text, label) && !integral_label(text, label)) {
+        label = -2;
+    }
+    if (label < -1)
+        throw SparseLineError("bad label '" + shown_token(text) + "' (expected 0/1, -1/+1 or a class number 0..K-1)");
+    if (label == -1) label = 0;
+    if (options_.num_classes > 0 && label >= options_.num_classes)
+        throw SparseLineError("label " + std::to_string(label) + " is not a class number below " +
+                              std::to_string(options_.num_classes));
+    return label;
+}
+
+void LibsvmLineParser::parse_general_token(std::string_view tok, int64_t& previous, CsrBatch& out) const {
+    uint64_t idx = 0;
+    size_t colon = 0;
+    while (colon < tok.size() && colon < 11 && tok[colon] >= '0' && tok[colon] <= '9')
+        idx = idx * 10 + static_cast<uint64_t>(tok[colon++] - '0');
+    if (colon == 0 || colon > 10 || colon == tok.size() || tok[colon] != ':') {
+        colon = tok.find(':');
+        if (colon == std::string_view::npos)
+            throw SparseLineError("bad feature '" + shown_token(tok) + "' (expected idx:val)");
+        const std::string_view key = tok.substr(0, colon);
+        if (key == "qid") {
+            int64_t qid = 0;
+            if (!parse_whole(tok.substr(colon + 1), qid))
+                throw SparseLineError("bad qid '" + shown_token(tok) + "' (expected qid:N)");
+            return;
+        }
+        if (key.empty() || key[0] == '-' || !parse_whole(key, idx))
+            throw SparseLineError("bad feature index in '" + shown_token(tok) +
+                                  "' (expected idx:val, idx an integer >= " + std::to_string(options_.index_base) + ")");
+    }
+    float v = 0;
+    if (!parse_value(tok.substr(colon + 1), v))
+        throw SparseLineError("bad feature value in '" + shown_token(tok) + "' (expected idx:val, val a finite number)");
+    const auto base = static_cast<uint64_t>(options_.index_base);
+    const uint64_t id = idx - base;
+    // One comparison for the three range checks of a good token (idx >= base, id below the feature count and
+    // above the previous id); the messages are sorted out only on a failure.
+    if (idx < base || id >= static_cast<uint64_t>(num_features()) || static_cast<int64_t>(id) <= previous) [[unlikely]] {
+        if (idx < base)
+            throw SparseLineError("feature index 0 in '" + shown_token(tok) +
+                                  "' but data.index_base is 1 (set data.index_base to 0 for 0-based files)");
+        if (id >= static_cast<uint64_t>(num_features()))
+            throw SparseLineError("feature index " + std::to_string(idx) + " is past data.num_features = " +
+                                  std::to_string(num_features()) +
+                                  (options_.index_base == 1 ? " (1-based)" : " (0-based)") +
+                                  "; raise data.num_features (0 = from the training file)");
+        throw SparseLineError("feature index " + std::to_string(idx) +
+                              " does not increase (indices must be strictly increasing within a line)");
+    }
+    previous = static_cast<int64_t>(id);
+    out.indices.push_back(static_cast<uint32_t>(id));
+    out.values.push_back(v);
+}
+
 bool LibsvmLineParser::parse(std::string_view line, CsrBatch& out) const {
     if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     size_t p = 0;
@@ -208,73 +268,14 @@ bool LibsvmLineParser::parse(std::string_view line, CsrBatch& out) const {
     };
     const std::string_view label_text = next_token();
     if (label_text.empty()) return false;
-
-    int64_t label = -2;
-    if (label_text == "+1") {
-        label = 1;
-    } else if (!parse_whole(label_text, label) && !integral_label(label_text, label)) {
-        label = -2;
-    }
-    if (label < -1) {
-        throw SparseLineError("bad label '" + shown_token(label_text) +
-                              "' (expected 0/1, -1/+1 or a class number 0..K-1)");
-    }
-    if (label == -1) label = 0;
-    if (options_.num_classes > 0 && label >= options_.num_classes)
-        throw SparseLineError("label " + std::to_string(label) + " is not a class number below " +
-                              std::to_string(options_.num_classes));
+    const int64_t label = parse_label(label_text);
 
     int64_t previous = -1;
-    const uint64_t base = static_cast<uint64_t>(options_.index_base);
-    const uint64_t limit = static_cast<uint64_t>(num_features());
-    p = static_cast<size_t>(parse_common_features(line.data() + p, line.data() + n, base, limit, previous, out.indices,
-                                                  out.values) -
-                            line.data());
-    for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
-        // The general way, token then fields: qid, long values, and every error.
-        uint64_t idx = 0;
-        size_t colon = 0;
-        while (colon < tok.size() && colon < 11 && tok[colon] >= '0' && tok[colon] <= '9')
-            idx = idx * 10 + static_cast<uint64_t>(tok[colon++] - '0');
-        if (colon == 0 || colon > 10 || colon == tok.size() || tok[colon] != ':') {
-            colon = tok.find(':');
-            if (colon == std::string_view::npos)
-                throw SparseLineError("bad feature '" + shown_token(tok) + "' (expected idx:val)");
-            const std::string_view key = tok.substr(0, colon);
-            if (key == "qid") {
-                int64_t qid = 0;
-                if (!parse_whole(tok.substr(colon + 1), qid))
-                    throw SparseLineError("bad qid '" + shown_token(tok) + "' (expected qid:N)");
-                continue;
-            }
-            if (key.empty() || key[0] == '-' || !parse_whole(key, idx))
-                throw SparseLineError("bad feature index in '" + shown_token(tok) +
-                                      "' (expected idx:val, idx an integer >= " + std::to_string(options_.index_base) +
-                                      ")");
-        }
-        float v = 0;
-        if (!parse_value(tok.substr(colon + 1), v))
-            throw SparseLineError("bad feature value in '" + shown_token(tok) +
-                                  "' (expected idx:val, val a finite number)");
-        const uint64_t id = idx - base;
-        // One comparison for the three range checks of a good token (idx >= base, id below the feature count and
-        // above the previous id); the messages are sorted out only on a failure.
-        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) [[unlikely]] {
-            if (idx < base)
-                throw SparseLineError("feature index 0 in '" + shown_token(tok) +
-                                      "' but data.index_base is 1 (set data.index_base to 0 for 0-based files)");
-            if (id >= limit)
-                throw SparseLineError("feature index " + std::to_string(idx) + " is past data.num_features = " +
-                                      std::to_string(num_features()) +
-                                      (options_.index_base == 1 ? " (1-based)" : " (0-based)") +
-                                      "; raise data.num_features (0 = from the training file)");
-            throw SparseLineError("feature index " + std::to_string(idx) +
-                                  " does not increase (indices must be strictly increasing within a line)");
-        }
-        previous = static_cast<int64_t>(id);
-        out.indices.push_back(static_cast<uint32_t>(id));
-        out.values.push_back(v);
-    }
+    const char* const stopped =
+        parse_common_features(line.data() + p, line.data() + n, static_cast<uint64_t>(options_.index_base),
+                              static_cast<uint64_t>(num_features()), previous, out.indices, out.values);
+    p = static_cast<size_t>(stopped - line.data());
+    for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) parse_general_token(tok, previous, out);
     out.labels.push_back(static_cast<float>(label));
     out.offsets.push_back(static_cast<int64_t>(out.indices.size()));
     return true;

@@ -50,7 +50,7 @@ class StreamingSparseReader final : public SparseBatchReader {
 public:
     explicit StreamingSparseReader(SparseReaderOptions options)
         : opt_(std::move(options)), parser_(make_sparse_line_parser(opt_)),
-          source_(open_sparse_text_source(opt_.file, opt_.rank, opt_.world, opt_.buffer_bytes / kSparseQueueBlocks)),
+          source_(open_share_source(opt_)),
           shuffle_(opt_.shuffle_buffer),
           parse_inline_(opt_.parse_on == SparseReaderOptions::ParseOn::Caller ||
                         (opt_.parse_on == SparseReaderOptions::ParseOn::Auto && sparse_single_cpu())) {}
@@ -277,9 +277,6 @@ bool sparse_single_cpu() {
 
 std::unique_ptr<SparseBatchReader> open_sparse_reader(const SparseReaderOptions& options) {
     SparseReaderOptions opt = options;
-    if (opt.buffer_bytes < kSparseMinBufferBytes)
-        throw InputError(opt.file + ": the read buffer must be at least " + std::to_string(kSparseMinBufferBytes) +
-                         " bytes (got " + std::to_string(opt.buffer_bytes) + ")");
     if (opt.shuffle_buffer < 0)
         throw InputError("data.shuffle_buffer must be >= 0 rows (0 = file order; got " +
                          std::to_string(opt.shuffle_buffer) + ")");

@@ -23,4 +23,11 @@ int64_t parse_chunk(const TextChunk& chunk, const SparseLineParser& parser, Spar
     return out.rows() - rows_before;
 }
 
+std::unique_ptr<SparseTextSource> open_share_source(const SparseReaderOptions& options) {
+    if (options.buffer_bytes < kSparseMinBufferBytes)
+        throw InputError(options.file + ": the read buffer must be at least " + std::to_string(kSparseMinBufferBytes) +
+                         " bytes (got " + std::to_string(options.buffer_bytes) + ")");
+    return open_sparse_text_source(options.file, options.rank, options.world, options.buffer_bytes / kSparseQueueBlocks);
+}
+
 }  // namespace ringtrain::data

@@ -36,9 +36,7 @@ bool GzipShareSource::fill() {
     }
     const auto room = static_cast<int64_t>(buf_.size()) - tail_;
     if (room == 0)
-        throw InputError(path_ + ":" + std::to_string(line_ + 1) + ": line longer than the read buffer (" +
-                         std::to_string(chunk_bytes_) + " bytes); is this a text file? (the buffer is a quarter " +
-                         "of the reader's buffer_bytes)");
+        throw_line_too_long(path_, line_ + 1, chunk_bytes_);
     const int got = gzread(gz_, buf_.data() + tail_, static_cast<unsigned>(room));
     if (got < 0 || (got == 0 && !gzeof(gz_))) {
         int code = 0;

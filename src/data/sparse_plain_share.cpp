@@ -63,9 +63,7 @@ void PlainShareSource::rewind() {
 }
 
 void PlainShareSource::line_too_long(int64_t share_line) {
-    throw InputError(path_ + ":" + std::to_string(file_line(share_line)) + ": line longer than the read buffer (" +
-                     std::to_string(chunk_bytes_) + " bytes); is this a text file? (the buffer is a quarter of the " +
-                     "reader's buffer_bytes)");
+    throw_line_too_long(path_, file_line(share_line), chunk_bytes_);
 }
 
 bool PlainShareSource::next(TextChunk& chunk) {

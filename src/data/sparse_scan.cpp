@@ -8,12 +8,8 @@
 namespace ringtrain::data {
 
 SparseShareScan scan_sparse_share(const SparseReaderOptions& options) {
-    if (options.buffer_bytes < kSparseMinBufferBytes)
-        throw InputError(options.file + ": the read buffer must be at least " + std::to_string(kSparseMinBufferBytes) +
-                         " bytes (got " + std::to_string(options.buffer_bytes) + ")");
+    const auto source = open_share_source(options);
     const auto parser = make_sparse_line_parser(options);
-    const auto source =
-        open_sparse_text_source(options.file, options.rank, options.world, options.buffer_bytes / kSparseQueueBlocks);
     SparseShareScan scan;
     TextChunk chunk;
     CsrBatch rows;

@@ -23,4 +23,10 @@ std::unique_ptr<SparseTextSource> open_sparse_text_source(const std::string& pat
     return std::make_unique<PlainShareSource>(path, f, rank, world, chunk_bytes);
 }
 
+void throw_line_too_long(const std::string& path, int64_t line, int64_t chunk_bytes) {
+    throw InputError(path + ":" + std::to_string(line) + ": line longer than the read buffer (" +
+                     std::to_string(chunk_bytes) + " bytes); is this a text file? (the buffer is a quarter of the " +
+                     "reader's buffer_bytes)");
+}
+
 }  // namespace ringtrain::data

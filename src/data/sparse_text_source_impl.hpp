@@ -11,6 +11,9 @@
 
 namespace ringtrain::data {
 
+// Both kinds of share fail the same way on a line that does not fit their read buffer (a binary file, usually).
+[[noreturn]] void throw_line_too_long(const std::string& path, int64_t line, int64_t chunk_bytes);
+
 // A contiguous byte range of a plain file, split at line starts.
 class PlainShareSource final : public SparseTextSource {
 public:

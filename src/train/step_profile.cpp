@@ -28,6 +28,44 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// Every measured step's times, kept until the medians are taken.
+struct StepSamples {
+    std::vector<double> input, forward, backward, optimizer;
+    std::vector<std::vector<double>> ready;  // per parameter: seconds after backward began; -1 = not reported
+    std::vector<std::vector<double>> layer_fwd, layer_bwd;
+
+    void add_layers(const std::vector<nn::Model::LayerTiming>& lt) {
+        layer_fwd.resize(lt.size());
+        layer_bwd.resize(lt.size());
+        for (size_t i = 0; i < lt.size(); ++i) {
+            layer_fwd[i].push_back(lt[i].forward_s);
+            layer_bwd[i].push_back(lt[i].backward_s);
+        }
+    }
+};
+
+// The medians, with the parameters' and layers' names.
+StepProfile summarise(const StepSamples& m, const detail::TrainerParts& p) {
+    StepProfile out;
+    out.batch_size = p.plan.train.batch_size;
+    out.steps = static_cast<int>(m.input.size());
+    out.device = p.device_name;
+    out.input_s = median(m.input);
+    out.forward_s = median(m.forward);
+    out.backward_s = median(m.backward);
+    out.optimizer_s = median(m.optimizer);
+    const auto& params = p.model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+        const bool reported = std::all_of(m.ready[i].begin(), m.ready[i].end(), [](double t) { return t >= 0; });
+        out.gradients.push_back({params[i]->name, static_cast<size_t>(params[i]->value.numel()),
+                                 reported ? median(m.ready[i]) : -1.0});
+    }
+    const auto& lt = p.model->layer_timings();
+    for (size_t i = 0; i < lt.size(); ++i)
+        out.layers.push_back({lt[i].name, median(m.layer_fwd[i]), median(m.layer_bwd[i])});
+    return out;
+}
+
 }  // namespace
 
 StepProfile profile_steps(const Config& config, int warmup, int steps, double min_seconds) {
@@ -52,9 +90,8 @@ StepProfile profile_steps(const Config& config, int warmup, int steps, double mi
     const float scale = 1.0f / static_cast<float>(p.plan.train.batch_size);
     const float lr = p.schedule->at(0.0);
 
-    std::vector<double> input, forward, backward, optimizer;
-    std::vector<std::vector<double>> ready(params.size());
-    std::vector<std::vector<double>> layer_fwd, layer_bwd;
+    StepSamples m;
+    m.ready.resize(params.size());
     std::vector<double> ready_now(params.size());
     int64_t in_epoch = 0, epoch = 0;
     double measured_s = 0;
@@ -89,38 +126,15 @@ StepProfile profile_steps(const Config& config, int warmup, int steps, double mi
         ++in_epoch;
         if (s < warmup) continue;
         measured_s += t4 - t0;
-        input.push_back(t1 - t0);
-        forward.push_back(t2 - t1);
-        backward.push_back(t3 - t2);
-        optimizer.push_back(t4 - t3);
-        for (size_t i = 0; i < params.size(); ++i) ready[i].push_back(ready_now[i]);
-        const auto& lt = p.model->layer_timings();
-        layer_fwd.resize(lt.size());
-        layer_bwd.resize(lt.size());
-        for (size_t i = 0; i < lt.size(); ++i) {
-            layer_fwd[i].push_back(lt[i].forward_s);
-            layer_bwd[i].push_back(lt[i].backward_s);
-        }
+        m.input.push_back(t1 - t0);
+        m.forward.push_back(t2 - t1);
+        m.backward.push_back(t3 - t2);
+        m.optimizer.push_back(t4 - t3);
+        for (size_t i = 0; i < params.size(); ++i) m.ready[i].push_back(ready_now[i]);
+        m.add_layers(p.model->layer_timings());
     }
     (void)losses.take();
-
-    StepProfile out;
-    out.batch_size = p.plan.train.batch_size;
-    out.steps = static_cast<int>(input.size());
-    out.device = p.device_name;
-    out.input_s = median(input);
-    out.forward_s = median(forward);
-    out.backward_s = median(backward);
-    out.optimizer_s = median(optimizer);
-    for (size_t i = 0; i < params.size(); ++i) {
-        const bool reported = std::all_of(ready[i].begin(), ready[i].end(), [](double t) { return t >= 0; });
-        out.gradients.push_back({params[i]->name, static_cast<size_t>(params[i]->value.numel()),
-                                 reported ? median(ready[i]) : -1.0});
-    }
-    const auto& lt = p.model->layer_timings();
-    for (size_t i = 0; i < lt.size(); ++i)
-        out.layers.push_back({lt[i].name, median(layer_fwd[i]), median(layer_bwd[i])});
-    return out;
+    return summarise(m, p);
 }
 
 }  // namespace ringtrain::train

@@ -38,6 +38,9 @@ public:
     int64_t num_features() const override { return int64_t{1} << hash_bits_; }
 
 private:
+    // Column c's (1..39) non-empty field as a feature id: integers checked and bucketed or hashed, categories hashed.
+    uint32_t column_feature(int c, std::string_view f) const;
+
     int hash_bits_;
     CriteoIntegers integers_;
 };

@@ -29,6 +29,12 @@ public:
     static constexpr int64_t kMaxFeatures = int64_t{1} << 32;  // feature ids are uint32
 
 private:
+    // The label token as 0..K-1 (-1 read as 0); SparseLineError when it is not one.
+    int64_t parse_label(std::string_view text) const;
+    // One feature token the fast path did not take ("qid:N", long values, every error), appended to out unless it
+    // is a qid; `previous` is the last feature id of the line.
+    void parse_general_token(std::string_view tok, int64_t& previous, CsrBatch& out) const;
+
     LibsvmOptions options_;
 };
 

@@ -20,6 +20,24 @@ struct BnGeom {
     int64_t count() const { return N * S; }
 };
 
+// Channel c's sum of x, and its sum of (x - mu)^2 (two passes: the centred sum does not cancel catastrophically).
+double channel_sum(const BnGeom& g, int64_t c, const float* px) {
+    double s = 0.0;
+    for (int64_t n = 0; n < g.N; ++n) {
+        const float* xc = px + (n * g.C + c) * g.S;
+        for (int64_t k = 0; k < g.S; ++k) s += xc[k];
+    }
+    return s;
+}
+double channel_centred_squares(const BnGeom& g, int64_t c, const float* px, double mu) {
+    double ss = 0.0;
+    for (int64_t n = 0; n < g.N; ++n) {
+        const float* xc = px + (n * g.C + c) * g.S;
+        for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
+    }
+    return ss;
+}
+
 // Channel c's statistics: saved for backward (mean, inv_std), and y = gamma (x - mu) inv + beta.
 void normalise_channel(const BnGeom& g, int64_t c, double mu, double inv, const Tensor& gamma, const Tensor& beta,
                        const float* px, float* py, Tensor& mean, Tensor& inv_std) {
@@ -55,6 +73,18 @@ std::pair<double, double> channel_gradient_sums(const BnGeom& g, int64_t c, cons
     return {sum_dy, sum_dy_xhat};
 }
 
+// dx of channel c: gi * (dy - mean_dy - xhat * mean_dy_xhat), with the means over the batch (or all ranks' batches).
+void channel_input_gradient(const BnGeom& g, int64_t c, const float* px, const float* pdy, float* pdx, double mu,
+                            double inv, double gi, double mean_dy, double mean_dy_xhat) {
+    for (int64_t n = 0; n < g.N; ++n) {
+        const float* xc = px + (n * g.C + c) * g.S;
+        const float* dyc = pdy + (n * g.C + c) * g.S;
+        float* dxc = pdx + (n * g.C + c) * g.S;
+        for (int64_t k = 0; k < g.S; ++k)
+            dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
+    }
+}
+
 // A parameter gradient written, or added to what earlier passes left (gradient accumulation).
 void set_or_add(float& grad, double value, bool accumulate) {
     grad = static_cast<float>(value + (accumulate ? grad : 0.0));
@@ -69,17 +99,8 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     parallel_for(g.C, [&](int64_t c) {
         double mu, inv;
         if (p.training) {
-            double s = 0.0;
-            for (int64_t n = 0; n < g.N; ++n) {
-                const float* xc = px + (n * g.C + c) * g.S;
-                for (int64_t k = 0; k < g.S; ++k) s += xc[k];
-            }
-            mu = s / double(g.count());
-            double ss = 0.0;  // two passes: the centred sum does not cancel catastrophically
-            for (int64_t n = 0; n < g.N; ++n) {
-                const float* xc = px + (n * g.C + c) * g.S;
-                for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
-            }
+            mu = channel_sum(g, c, px) / double(g.count());
+            const double ss = channel_centred_squares(g, c, px, mu);
             const double var = ss / double(g.count());
             inv = 1.0 / std::sqrt(var + double(p.eps));
             update_running_stats(running_mean, running_var, c, mu, ss / double(g.count() - 1), p.momentum);
@@ -108,13 +129,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
         // Batch statistics: dx = gamma*inv/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)); running stats are constants.
         const double mean_dy = batch_stats ? sum_dy / double(g.count()) : 0.0;
         const double mean_dy_xhat = batch_stats ? sum_dy_xhat / double(g.count()) : 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            const float* dyc = pdy + (n * g.C + c) * g.S;
-            float* dxc = pdx + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k)
-                dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
-        }
+        channel_input_gradient(g, c, px, pdy, pdx, mu, inv, gi, mean_dy, mean_dy_xhat);
     });
 }
 
@@ -131,14 +146,7 @@ void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor
     const float* px = x.data();
     float* py = y.data();
     std::vector<double> sums(static_cast<size_t>(g.C + 1));
-    parallel_for(g.C, [&](int64_t c) {
-        double s = 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) s += xc[k];
-        }
-        sums[static_cast<size_t>(c)] = s;
-    });
+    parallel_for(g.C, [&](int64_t c) { sums[static_cast<size_t>(c)] = channel_sum(g, c, px); });
     sums[static_cast<size_t>(g.C)] = static_cast<double>(g.count());
     across(sums);
     const double m = sums[static_cast<size_t>(g.C)];  // the same on every rank: every rank throws or none
@@ -147,13 +155,7 @@ void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor
                          std::to_string(static_cast<int64_t>(m)) + " in all); use a larger batch per rank");
     std::vector<double> squares(static_cast<size_t>(g.C));
     parallel_for(g.C, [&](int64_t c) {
-        const double mu = sums[static_cast<size_t>(c)] / m;
-        double ss = 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
-        }
-        squares[static_cast<size_t>(c)] = ss;
+        squares[static_cast<size_t>(c)] = channel_centred_squares(g, c, px, sums[static_cast<size_t>(c)] / m);
     });
     across(squares);
     parallel_for(g.C, [&](int64_t c) {
@@ -193,13 +195,7 @@ void batchnorm_backward_across(const Tensor& x, const Tensor& dy, const Tensor& 
         const double gi = gamma.data()[c] * inv;
         const double mean_dy = sums[static_cast<size_t>(c)] / m;
         const double mean_dy_xhat = sums[static_cast<size_t>(g.C + c)] / m;
-        for (int64_t n = 0; n < g.N; ++n) {
-            const float* xc = px + (n * g.C + c) * g.S;
-            const float* dyc = pdy + (n * g.C + c) * g.S;
-            float* dxc = pdx + (n * g.C + c) * g.S;
-            for (int64_t k = 0; k < g.S; ++k)
-                dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
-        }
+        channel_input_gradient(g, c, px, pdy, pdx, mu, inv, gi, mean_dy, mean_dy_xhat);
     });
 }
 
