@@ -30,7 +30,8 @@ CriteoLineParser::CriteoLineParser(int hash_bits, CriteoIntegers integers) : has
 namespace {
 
 // Splits the line at tabs into `field` (the first kCriteoColumns); returns how many columns the line has.
-// A plain loop, not memchr per field: fields are a few bytes long, so the call would cost more than the scan.
+// A plain loop rather than memchr per field: fields are a few bytes long (parse rates: bench/RESULTS.md,
+// "Streaming parse rates").
 int split_columns(std::string_view line, std::array<std::string_view, kCriteoColumns>& field) {
     int columns = 0;
     const char* const text = line.data();
@@ -47,7 +48,7 @@ int split_columns(std::string_view line, std::array<std::string_view, kCriteoCol
 
 // ids[0..count) sorted, each distinct id appended once with its count as the value (two columns may hash alike).
 void append_counted(std::array<uint32_t, kCriteoColumns>& ids, size_t count, CsrBatch& out) {
-    for (size_t i = 1; i < count; ++i) {  // insertion sort: at most 39 ids, faster than std::sort here
+    for (size_t i = 1; i < count; ++i) {  // insertion sort: at most 39 ids, mostly short runs
         const uint32_t v = ids[i];
         size_t j = i;
         for (; j > 0 && ids[j - 1] > v; --j) ids[j] = ids[j - 1];
