@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ringtrain/data/image.hpp"
+#include "ringtrain/data/image_transform.hpp"
 
 namespace ringtrain::data::detail {
 
@@ -64,10 +65,12 @@ protected:
 };
 
 // Reads the header, asks `chooser` for the region and decodes it into `out` (libjpeg API, one decompressor per
-// thread, reused). The decoder widens the columns to whole iMCUs, so out starts at column *first_column. Every MCU
-// is still entropy-decoded to the end of the file, so a truncated or corrupt file is an error whatever the region.
-// Returns false, without calling chooser, for a CMYK/YCCK JPEG (libjpeg cannot convert it; use decode_image).
+// thread, reused). The decoder widens the columns to whole iMCUs, so out starts at column *first_column. With
+// DecodeExtent::WholeFile every MCU is still entropy-decoded to the end of the file, so a truncated or corrupt file
+// is an error whatever the region; with RegionRows the decode stops after the region's last row (for a file known
+// to decode completely). Returns false, without calling chooser, for a CMYK/YCCK JPEG (libjpeg cannot convert it;
+// use decode_image).
 bool decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view name, int channels,
-                        JpegRegionChooser& chooser, Image& out, int* first_column);
+                        JpegRegionChooser& chooser, Image& out, int* first_column, DecodeExtent extent);
 
 }  // namespace ringtrain::data::detail

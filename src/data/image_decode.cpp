@@ -113,7 +113,21 @@ Image decode_image(std::span<const uint8_t> bytes, std::string_view name, int ch
     return out;
 }
 
-void read_image_file(const std::string& path, std::vector<uint8_t>& bytes) {
+namespace {
+
+FileStamp stamp_of(const struct stat& st) {
+    return {static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+FileStamp file_stamp(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return stamp_of(st);
+}
+
+void read_image_file(const std::string& path, std::vector<uint8_t>& bytes, FileStamp* stamp) {
     struct Closer {
         void operator()(std::FILE* f) const { std::fclose(f); }
     };
@@ -125,6 +139,7 @@ void read_image_file(const std::string& path, std::vector<uint8_t>& bytes) {
     struct stat st {};
     if (::fstat(::fileno(file.get()), &st) != 0) detail::fail(path, std::string("cannot stat: ") + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) detail::fail(path, "is a directory, not an image file");
+    if (stamp) *stamp = stamp_of(st);
     bytes.resize(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0);
     for (;;) {
         if (used == bytes.size()) {

@@ -17,7 +17,7 @@ int scaled(int v, int denom) { return (v + denom / 2) / denom; }
 }  // namespace
 
 void decode_transform_image(std::span<const uint8_t> bytes, std::string_view name, const ImageTransformOptions& options,
-                            Rng* rng, Image& scratch, float* out) {
+                            Rng* rng, Image& scratch, float* out, DecodeExtent extent) {
     detail::check_transform_options(options);
     const int H = options.height, W = options.width, C = options.channels;
     const ImageAugment& aug = options.augment;
@@ -53,7 +53,7 @@ void decode_transform_image(std::span<const uint8_t> bytes, std::string_view nam
     } chooser(options, *rng);
     int first_column = 0;
     // CMYK (rare): libjpeg cannot convert it by region; decode_jpeg converts the whole picture.
-    if (!detail::decode_jpeg_region(bytes, name, C, chooser, scratch, &first_column)) {
+    if (!detail::decode_jpeg_region(bytes, name, C, chooser, scratch, &first_column, extent)) {
         decode_image_into(bytes, name, C, 0, 0, scratch);
         transform_image(scratch, options, rng, out);
         return;

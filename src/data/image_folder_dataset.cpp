@@ -1,12 +1,14 @@
 // ImageFolderDataset: without the cache, decode_transform_image from the file's bytes; with it, the image decoded
 // (JPEG DCT-scaled) and resized to the stored size once, then transform_image on every read. Without a random
-// resized crop both give the same bytes (the transform resizes to the target either way).
+// resized crop both give the same bytes (the transform resizes to the target either way). Files decoded to their end
+// once are remembered by stamp, so later training reads of a JPEG may stop after the crop (DecodeExtent).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <thread>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/data/image_folder.hpp"
 
@@ -23,6 +25,18 @@ struct DecodeScratch {
 };
 thread_local DecodeScratch t_scratch;
 
+// A non-zero key of a file's stamp (0 marks a file not yet decoded completely).
+uint64_t stamp_key(const FileStamp& stamp) {
+    const uint64_t h = fnv1a(&stamp.mtime_ns, sizeof stamp.mtime_ns, fnv1a(&stamp.size, sizeof stamp.size));
+    return h == 0 ? 1 : h;
+}
+
+std::unique_ptr<std::atomic<uint64_t>[]> no_file_decoded(size_t n) {
+    auto slots = std::make_unique<std::atomic<uint64_t>[]>(n);
+    for (size_t i = 0; i < n; ++i) slots[i].store(0, std::memory_order_relaxed);
+    return slots;
+}
+
 }  // namespace
 
 ImageFolderDataset::ImageFolderDataset(ImageFolderListing listing, ImageFolderOptions options)
@@ -34,6 +48,7 @@ ImageFolderDataset::ImageFolderDataset(ImageFolderListing listing, ImageFolderOp
     const bool resized_crop = t.augment.resized_crop_min_scale > 0;
     stored_h_ = resized_crop ? 2 * t.height : t.height;
     stored_w_ = resized_crop ? 2 * t.width : t.width;
+    decoded_whole_ = no_file_decoded(listing_.files.size());
     if (opt_.cache) {
         cache_ = std::make_unique<std::atomic<const Image*>[]>(listing_.files.size());
         for (size_t i = 0; i < listing_.files.size(); ++i) cache_[i].store(nullptr, std::memory_order_relaxed);
@@ -74,9 +89,11 @@ const Image& ImageFolderDataset::stored_image(int64_t index, Image& scratch) con
     }
     DecodeScratch& s = t_scratch;
     const int c = opt_.transform.channels;
-    read_image_file(listing_.files[i], s.bytes);
+    FileStamp stamp;
+    read_image_file(listing_.files[i], s.bytes, &stamp);
     // DCT scaling: a large JPEG decodes straight to the smallest scale at or above the stored size.
     decode_image_into(s.bytes, listing_.files[i], c, stored_h_, stored_w_, s.decoded);
+    decoded_whole_[i].store(stamp_key(stamp), std::memory_order_relaxed);
     scratch = resize_image(s.decoded, stored_h_, stored_w_);
     if (!cache_) return scratch;
     auto* mine = new Image(std::move(scratch));
@@ -98,11 +115,26 @@ float ImageFolderDataset::transform(int64_t index, float* x, Rng* rng) const {
     } else {
         // Straight from the file's bytes: a JPEG decodes at the DCT scale the target needs, and with a random
         // resized crop only the crop's box, at full resolution (decode_transform_image).
+        // A file decoded to its end before (and unchanged since) is known good: a training read may stop after the
+        // crop's last row. Any other read decodes it whole, so damage anywhere fails here, and it is then known.
         DecodeScratch& s = t_scratch;
-        read_image_file(listing_.files[i], s.bytes);
-        decode_transform_image(s.bytes, listing_.files[i], opt_.transform, rng, s.decoded, x);
+        FileStamp stamp;
+        read_image_file(listing_.files[i], s.bytes, &stamp);
+        const uint64_t key = stamp_key(stamp);
+        const bool known = decoded_key(i) == key;
+        decode_transform_image(s.bytes, listing_.files[i], opt_.transform, rng, s.decoded, x,
+                               known ? DecodeExtent::RegionRows : DecodeExtent::WholeFile);
+        if (!known) decoded_whole_[i].store(key, std::memory_order_relaxed);
     }
     return static_cast<float>(listing_.labels[i]);
+}
+
+bool ImageFolderDataset::decoded_completely(int64_t index) const {
+    check(index >= 0 && index < size(), "ImageFolderDataset: index out of range");
+    const auto i = static_cast<size_t>(index);
+    const uint64_t key = decoded_key(i);
+    const FileStamp stamp = file_stamp(listing_.files[i]);
+    return key != 0 && stamp.size >= 0 && stamp_key(stamp) == key;
 }
 
 float ImageFolderDataset::read(int64_t index, float* x) const { return transform(index, x, nullptr); }
@@ -161,6 +193,7 @@ void ImageFolderDataset::drop_files(std::span<const int64_t> bad) {
     kept.classes = listing_.classes;
     std::unique_ptr<std::atomic<const Image*>[]> cache;
     if (cache_) cache = std::make_unique<std::atomic<const Image*>[]>(listing_.files.size() - bad.size());
+    auto decoded = no_file_decoded(listing_.files.size() - bad.size());
     size_t k = 0;
     for (size_t i = 0; i < listing_.files.size(); ++i) {
         if (gone[i]) {
@@ -174,10 +207,12 @@ void ImageFolderDataset::drop_files(std::span<const int64_t> bad) {
         kept.files.push_back(std::move(listing_.files[i]));
         kept.labels.push_back(listing_.labels[i]);
         if (cache_) cache[k].store(cache_[i].exchange(nullptr));
+        decoded[k].store(decoded_key(i), std::memory_order_relaxed);
         ++k;
     }
     listing_ = std::move(kept);
     cache_ = std::move(cache);
+    decoded_whole_ = std::move(decoded);
 }
 
 }  // namespace ringtrain::data

@@ -107,7 +107,7 @@ void decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, int chan
 
 }  // namespace detail
 
-std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
+std::vector<uint8_t> encode_jpeg(const Image& image, int quality, JpegSubsampling subsampling) {
     check(image.channels == 1 || image.channels == 3, "encode_jpeg: 1 or 3 channels");
     check(image.pixels.size() == static_cast<size_t>(image.height) * image.width * image.channels,
           "encode_jpeg: pixel buffer does not match the image size");
@@ -117,7 +117,11 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
     unsigned long size = 0;
     const int rc = tjCompress2(tj.get(), image.pixels.data(), image.width, 0, image.height,
                                image.channels == 3 ? TJPF_RGB : TJPF_GRAY, &jpeg, &size,
-                               image.channels == 3 ? TJSAMP_420 : TJSAMP_GRAY, quality, TJFLAG_ACCURATEDCT);
+                               image.channels == 1                       ? TJSAMP_GRAY
+                               : subsampling == JpegSubsampling::S444 ? TJSAMP_444
+                               : subsampling == JpegSubsampling::S422 ? TJSAMP_422
+                                                                      : TJSAMP_420,
+                               quality, TJFLAG_ACCURATEDCT);
     std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(jpeg, [](unsigned char* p) { tjFree(p); });
     if (rc != 0) throw Error("encode_jpeg: " + tj_error(tj.get()));
     return std::vector<uint8_t>(jpeg, jpeg + size);

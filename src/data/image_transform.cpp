@@ -5,6 +5,11 @@
 // the per-thread scratch is reused so a worker allocates nothing per sample.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "image_transform_detail.hpp"
 #include "ringtrain/data/image_transform.hpp"
@@ -77,8 +82,8 @@ private:
 
 struct ResizeScratch {
     AxisTaps rows, cols;
-    std::vector<float> line;       // the vertically resampled source row (box width * channels)
-    std::vector<uint8_t> out_row;  // one output row (width * channels)
+    std::vector<float> line;       // the vertically resampled source row (box width * channels, + 1 zero of slack)
+    std::vector<uint8_t> out_row;  // one output row (width * channels, + 1 byte of slack)
 };
 
 // Rounded, clamped in integers (branch-free cmov; float clamps compiled to compares and jumps here). The weights sum
@@ -104,8 +109,50 @@ void horizontal_pass(const float* line, const AxisTaps& taps, int width, uint8_t
     }
 }
 
+#if defined(__SSE2__)
+// RGB: one output pixel's three channels in one 4-float vector (the fourth lane, the next pixel's red, is computed
+// and dropped), so a tap is one load and one multiply-add for all channels, and rounding and clamping (packs with
+// saturation) one step for the pixel: about a third of the scalar loop's instructions (profiled: the horizontal
+// pass was the largest of our costs after libjpeg). Reads one float past the last pixel and writes one byte past
+// the row: the scratch buffers have that slack. Rounds as to_u8.
+template <int T>
+void horizontal_pass_rgb(const float* line, const AxisTaps& taps, int width, uint8_t* out_row) {
+    const int t_count = T > 0 ? T : taps.taps;
+    const float* w = taps.padded.data();
+    const int* start = taps.start.data();
+    const __m128 half = _mm_set1_ps(0.5f);
+    for (int ox = 0; ox < width; ++ox, w += t_count) {
+        const float* px = line + static_cast<size_t>(start[ox]) * 3;
+        __m128 acc = _mm_mul_ps(_mm_set1_ps(w[0]), _mm_loadu_ps(px));
+        for (int k = 1; k < t_count; ++k) {
+#if defined(__FMA__)
+            acc = _mm_fmadd_ps(_mm_set1_ps(w[k]), _mm_loadu_ps(px + 3 * k), acc);
+#else
+            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w[k]), _mm_loadu_ps(px + 3 * k)));
+#endif
+        }
+        __m128i v = _mm_cvttps_epi32(_mm_add_ps(acc, half));
+        v = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+        const int32_t rgbx = _mm_cvtsi128_si32(v);
+        std::memcpy(out_row + static_cast<size_t>(ox) * 3, &rgbx, 4);
+    }
+}
+#endif
+
 template <int C>
 void horizontal_pass_any(const float* line, const AxisTaps& taps, int width, uint8_t* out_row) {
+#if defined(__SSE2__)
+    if constexpr (C == 3) {
+        switch (taps.taps) {
+            case 1: horizontal_pass_rgb<1>(line, taps, width, out_row); break;
+            case 2: horizontal_pass_rgb<2>(line, taps, width, out_row); break;
+            case 3: horizontal_pass_rgb<3>(line, taps, width, out_row); break;
+            case 4: horizontal_pass_rgb<4>(line, taps, width, out_row); break;
+            default: horizontal_pass_rgb<0>(line, taps, width, out_row); break;
+        }
+        return;
+    }
+#endif
     switch (taps.taps) {
         case 1: horizontal_pass<C, 1>(line, taps, width, out_row); break;
         case 2: horizontal_pass<C, 2>(line, taps, width, out_row); break;
@@ -122,8 +169,9 @@ void resample(const Image& src, const CropBox& box, int height, int width, Resiz
     s.rows.build(box.height, height);
     s.cols.build(box.width, width);
     const size_t line_len = static_cast<size_t>(box.width) * C;
-    s.line.resize(line_len);
-    s.out_row.resize(static_cast<size_t>(width) * C);
+    s.line.resize(line_len + 1);
+    s.line[line_len] = 0.0f;
+    s.out_row.resize(static_cast<size_t>(width) * C + 1);
     const size_t src_stride = static_cast<size_t>(src.width) * C;
     const uint8_t* origin = src.pixels.data() + static_cast<size_t>(box.top) * src_stride + static_cast<size_t>(box.left) * C;
     float* line = s.line.data();

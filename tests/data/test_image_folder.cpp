@@ -423,3 +423,81 @@ TEST_CASE("with costly reads the prefetch probe never turns prefetch off", "[ima
         CHECK(loader.prefetching() == costly);
     }
 }
+
+TEST_CASE("a file decoded to its end once is known good: later training reads stop after the crop, with the same "
+          "samples; a damaged or changed file is decoded whole", "[image][folder][jpeg]") {
+    const std::string root = fresh_dir("known_good");
+    const std::vector<uint8_t> jpeg = encode_jpeg(picture(240, 200, 3, 6), 90);
+    const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 6 / 10);
+    write_bytes(root + "/c/0_good.jpg", jpeg);
+    write_bytes(root + "/c/1_cut.jpg", cut);
+    write_bytes(root + "/c/2_cut_later.jpg", jpeg);
+    write_bytes(root + "/c/3_same_stamp.jpg", jpeg);
+    ImageFolderOptions o = options(24, 24);
+    o.transform.augment.resized_crop_min_scale = 0.08f;
+    o.transform.augment.resized_crop_max_scale = 1.0f;
+    o.transform.augment.hflip = true;
+    const ImageFolderListing listing = scan_image_folder(root, "d");
+    ImageFolderDataset ds(listing, o);
+    for (int64_t i = 0; i < ds.size(); ++i) CHECK_FALSE(ds.decoded_completely(i));
+    std::vector<float> first(3 * 24 * 24), later(first.size());
+
+    // The first read of a file decodes it whole; every later read of the same key gives the same sample, bit for bit.
+    ds.read(0, first.data());
+    CHECK(ds.decoded_completely(0));
+    for (uint64_t key = 0; key < 12; ++key) {
+        ImageFolderDataset fresh(listing, o);
+        fresh.read_training(0, first.data(), key);
+        ds.read_training(0, later.data(), key);
+        CHECK(first == later);
+    }
+
+    // A truncated file fails on every read, whatever the crop, and never becomes known.
+    for (uint64_t key = 0; key < 12; ++key) {
+        CHECK_THROWS_WITH(ds.read_training(1, first.data(), key), Contains("1_cut.jpg"));
+        CHECK_FALSE(ds.decoded_completely(1));
+    }
+
+    // A known file that is then truncated (its size changes) is decoded whole again, so it fails.
+    ds.read_training(2, first.data(), 1);
+    CHECK(ds.decoded_completely(2));
+    write_bytes(root + "/c/2_cut_later.jpg", cut);
+    CHECK_FALSE(ds.decoded_completely(2));
+    for (uint64_t key = 0; key < 12; ++key) CHECK_THROWS_WITH(ds.read_training(2, first.data(), key), Contains("2_cut_later"));
+
+    // The stamp (size and modification time) is what is trusted: damage that keeps both is found only by crops that
+    // reach it. This shows that later reads of a known file do stop after the crop.
+    const std::string same = root + "/c/3_same_stamp.jpg";
+    ds.read(3, first.data());
+    REQUIRE(ds.decoded_completely(3));
+    const auto written = fs::last_write_time(same);
+    std::vector<uint8_t> damaged = cut;
+    damaged.resize(jpeg.size(), 0);
+    write_bytes(same, damaged);
+    fs::last_write_time(same, written);
+    REQUIRE(ds.decoded_completely(3));
+    int read_above_damage = 0;
+    for (uint64_t key = 0; key < 12; ++key) {
+        try {
+            ds.read_training(3, first.data(), key);
+            ++read_above_damage;
+        } catch (const ImageDecodeError&) {
+        }
+    }
+    CHECK(read_above_damage > 0);
+    ImageFolderDataset fresh(listing, o);  // a new process would decode it whole: it fails whatever the crop
+    for (uint64_t key = 0; key < 12; ++key) CHECK_THROWS_AS(fresh.read_training(3, first.data(), key), ImageDecodeError);
+
+    // data.skip_bad_files' pass decodes every file whole: the good ones are known after it, and stay known (by file)
+    // when the bad ones are dropped.
+    write_bytes(same, jpeg);
+    ImageFolderDataset checked(listing, o);
+    CHECK(checked.find_bad_files(0, checked.size(), 2) == std::vector<int64_t>{1, 2});
+    CHECK(checked.decoded_completely(0));
+    CHECK(checked.decoded_completely(3));
+    CHECK_FALSE(checked.decoded_completely(1));
+    checked.drop_files(std::vector<int64_t>{1, 2});
+    REQUIRE(checked.size() == 2);
+    CHECK(checked.decoded_completely(0));
+    CHECK(checked.decoded_completely(1));
+}

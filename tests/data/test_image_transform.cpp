@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/data/image_transform.hpp"
+#include "../../src/data/image_codecs.hpp"  // decode_jpeg_region, to check a region's pixels directly
 
 using namespace ringtrain;
 using namespace ringtrain::data;
@@ -504,4 +507,137 @@ TEST_CASE("decode_transform_image: mutated JPEGs decode or fail with an ImageDec
     }
     CHECK(decoded > 0);
     CHECK(failed > 0);
+}
+
+namespace {
+
+// A fixed region for decode_jpeg_region.
+struct FixedRegion final : detail::JpegRegionChooser {
+    detail::JpegRegion region;
+    detail::JpegRegion choose(const detail::JpegHeader&) override { return region; }
+};
+
+// TurboJPEG reads TJ_RESTART and TJ_PROGRESSIVE when it compresses; set for one encode.
+std::vector<uint8_t> encode_jpeg_with_env(const Image& im, const char* var, const char* value) {
+    ::setenv(var, value, 1);
+    auto bytes = encode_jpeg(im, 92);
+    ::unsetenv(var);
+    return bytes;
+}
+
+struct JpegVariant {
+    std::string name;
+    std::vector<uint8_t> bytes;
+};
+
+// The layouts the region decoder treats differently: interleaved MCUs of 2x2, 2x1 and 1x1 blocks, one grey
+// component, restart markers every 3 MCUs (not a row's multiple), progressive (no column discard).
+std::vector<JpegVariant> jpeg_variants(int h, int w) {
+    Image noisy = smooth_photo(h, w, 3);
+    Rng fill(9);
+    for (auto& p : noisy.pixels) p = static_cast<uint8_t>(std::clamp<int>(p + static_cast<int>(fill.below(31)) - 15, 0, 255));
+    Image grey = smooth_photo(h, w, 1);
+    for (auto& p : grey.pixels) p = static_cast<uint8_t>(std::clamp<int>(p + static_cast<int>(fill.below(31)) - 15, 0, 255));
+    return {{"4:2:0", encode_jpeg(noisy, 92, JpegSubsampling::S420)},
+            {"4:2:2", encode_jpeg(noisy, 92, JpegSubsampling::S422)},
+            {"4:4:4", encode_jpeg(noisy, 92, JpegSubsampling::S444)},
+            {"grey", encode_jpeg(grey, 92)},
+            {"restart every 3 MCUs", encode_jpeg_with_env(noisy, "TJ_RESTART", "3B")},
+            {"progressive", encode_jpeg_with_env(noisy, "TJ_PROGRESSIVE", "1")}};
+}
+
+}  // namespace
+
+TEST_CASE("decode_jpeg_region: the region's pixels are the full decode's at that scale, bit for bit, whatever the "
+          "layout and extent", "[image][jpeg]") {
+    const int H = 203, W = 317;  // not multiples of any MCU
+    for (const JpegVariant& v : jpeg_variants(H, W)) {
+        for (int channels : {1, 3}) {
+            for (int denom : {1, 2, 4}) {
+                const int sh = (H + denom - 1) / denom, sw = (W + denom - 1) / denom;
+                FixedRegion whole;
+                whole.region = {denom, 0, sh, 0, sw};
+                Image full, part;
+                int first = -1;
+                REQUIRE(detail::decode_jpeg_region(v.bytes, "v.jpg", channels, whole, full, &first,
+                                                   DecodeExtent::WholeFile));
+                REQUIRE(first == 0);
+                REQUIRE((full.height == sh && full.width == sw));
+                Rng pick(static_cast<uint64_t>(denom * 10 + channels));
+                for (int trial = 0; trial < 12; ++trial) {
+                    FixedRegion chooser;
+                    const int top = static_cast<int>(pick.below(static_cast<uint64_t>(sh - 1)));
+                    const int left = static_cast<int>(pick.below(static_cast<uint64_t>(sw - 1)));
+                    const int bottom = top + 1 + static_cast<int>(pick.below(static_cast<uint64_t>(sh - top)));
+                    const int right = left + 1 + static_cast<int>(pick.below(static_cast<uint64_t>(sw - left)));
+                    chooser.region = {denom, top, bottom, left, right};
+                    for (DecodeExtent extent : {DecodeExtent::WholeFile, DecodeExtent::RegionRows}) {
+                        INFO(v.name << ", channels " << channels << ", 1/" << denom << ", rows [" << top << ", "
+                                    << bottom << "), columns [" << left << ", " << right << "), extent "
+                                    << (extent == DecodeExtent::WholeFile ? "whole file" : "region rows"));
+                        REQUIRE(detail::decode_jpeg_region(v.bytes, "v.jpg", channels, chooser, part, &first, extent));
+                        REQUIRE(part.height == bottom - top);
+                        REQUIRE((first <= left && first + part.width >= right && first + part.width <= sw));
+                        // Bit for bit inside; the decoded columns' outermost ones (libjpeg's fancy chroma
+                        // upsampling takes them as the picture's edge) within a few levels.
+                        int inner_mismatches = 0, edge_worst = 0;
+                        for (int y = 0; y < part.height; ++y)
+                            for (int x = left; x < right; ++x)
+                                for (int c = 0; c < channels; ++c) {
+                                    const int d = std::abs(at(part, y, x - first, c) - at(full, top + y, x, c));
+                                    const bool edge = (x == first && first > 0) || (x == first + part.width - 1 && x < sw - 1);
+                                    if (edge)
+                                        edge_worst = std::max(edge_worst, d);
+                                    else
+                                        inner_mismatches += d != 0;
+                                }
+                        CHECK(inner_mismatches == 0);
+                        CHECK(edge_worst <= 8);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("DecodeExtent::RegionRows stops after the crop's last row; WholeFile reads a truncated file to its "
+          "damage", "[image][jpeg]") {
+    const auto jpeg = encode_jpeg(smooth_photo(400, 300, 3), 90);
+    const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 6 / 10);
+    FixedRegion top_rows;
+    top_rows.region = {1, 10, 60, 20, 200};  // well above the cut
+    Image out;
+    int first = 0;
+    CHECK_THROWS_WITH(detail::decode_jpeg_region(cut, "cut.jpg", 3, top_rows, out, &first, DecodeExtent::WholeFile),
+                      Catch::Contains("cut.jpg") && Catch::Contains("JPEG"));
+    REQUIRE(detail::decode_jpeg_region(cut, "cut.jpg", 3, top_rows, out, &first, DecodeExtent::RegionRows));
+    Image intact;
+    REQUIRE(detail::decode_jpeg_region(jpeg, "a.jpg", 3, top_rows, intact, &first, DecodeExtent::WholeFile));
+    CHECK(out.pixels == intact.pixels);
+    // A region that reaches the damage fails either way.
+    FixedRegion low_rows;
+    low_rows.region = {1, 300, 380, 20, 200};
+    CHECK_THROWS_AS(detail::decode_jpeg_region(cut, "cut.jpg", 3, low_rows, out, &first, DecodeExtent::RegionRows),
+                    ImageDecodeError);
+
+    // Through decode_transform_image: the same samples with either extent on intact bytes, and WholeFile (the
+    // default, what a file's first read uses) fails on the cut file whatever the crop.
+    const ImageTransformOptions opt = crop_options(32, 32, 3);
+    std::vector<float> a(3 * 32 * 32), b(a.size());
+    Image scratch;
+    int region_rows_decoded = 0;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+        Rng ra(seed), rb(seed);
+        decode_transform_image(jpeg, "a.jpg", opt, &ra, scratch, a.data());
+        decode_transform_image(jpeg, "a.jpg", opt, &rb, scratch, b.data(), DecodeExtent::RegionRows);
+        CHECK(a == b);
+        Rng rc(seed), rd(seed);
+        CHECK_THROWS_AS(decode_transform_image(cut, "cut.jpg", opt, &rc, scratch, a.data()), ImageDecodeError);
+        try {
+            decode_transform_image(cut, "cut.jpg", opt, &rd, scratch, a.data(), DecodeExtent::RegionRows);
+            ++region_rows_decoded;  // the crop lies above the cut
+        } catch (const ImageDecodeError&) {
+        }
+    }
+    CHECK(region_rows_decoded > 0);
 }

@@ -46,11 +46,24 @@ Image decode_image_file(const std::string& path, int channels, int min_height = 
 // allocates only when a picture is larger than any before.
 void decode_image_into(std::span<const uint8_t> bytes, std::string_view name, int channels, int min_height,
                        int min_width, Image& out);
-// Reads the whole file into `bytes` (reusing its capacity); ImageDecodeError naming the file when it cannot be read.
-void read_image_file(const std::string& path, std::vector<uint8_t>& bytes);
+// A file's size and modification time (from the fstat read_image_file does anyway): how ImageFolderDataset knows
+// that a file is still the one it once decoded completely.
+struct FileStamp {
+    int64_t size = -1;
+    int64_t mtime_ns = 0;
+    friend bool operator==(const FileStamp&, const FileStamp&) = default;
+};
+
+// Reads the whole file into `bytes` (reusing its capacity), and its stamp into *stamp when given; ImageDecodeError
+// naming the file when it cannot be read.
+void read_image_file(const std::string& path, std::vector<uint8_t>& bytes, FileStamp* stamp = nullptr);
+// The stamp of the file at `path` without reading it; size -1 when it cannot be stat'ed.
+FileStamp file_stamp(const std::string& path);
 
 // Encoders, for test data, the demo-folder script and benchmarks.
-std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);
+// Chroma subsampling of an RGB JPEG (grey has none): 4:2:0 (half width and height, the usual), 4:2:2, 4:4:4.
+enum class JpegSubsampling { S420, S422, S444 };
+std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90, JpegSubsampling subsampling = JpegSubsampling::S420);
 std::vector<uint8_t> encode_png(const Image& image);
 std::vector<uint8_t> encode_pnm(const Image& image);  // P5 (grey) or P6 (RGB)
 std::vector<uint8_t> encode_bmp(const Image& image);  // 24-bit uncompressed (grey written as RGB)

@@ -72,6 +72,12 @@ public:
     int64_t cache_bytes() const { return cached_bytes_.load(); }
     int64_t cache_bytes_when_full() const;
 
+    // Whether the file at `index` has been decoded to its end in this process (by any read, or find_bad_files) and
+    // has the same size and modification time as then. Training reads of such a JPEG decode only down to the
+    // random resized crop's last row (DecodeExtent::RegionRows); every other read decodes the whole file, so a
+    // damaged file fails on its first read, and again after it changed.
+    bool decoded_completely(int64_t index) const;
+
     // Decodes files [begin, end) on `workers` threads (filling the cache when it is on) and returns the indices of
     // those that fail to decode, ascending; `reasons` gets each one's message. For data.skip_bad_files.
     std::vector<int64_t> find_bad_files(int64_t begin, int64_t end, int workers,
@@ -83,6 +89,8 @@ private:
     // The image of `index` at the stored size: the cache's copy, or decoded into `scratch` (and then cached when the
     // cache is on).
     const Image& stored_image(int64_t index, Image& scratch) const;
+    // 0, or the stamp key (stamp_key) of the file as it was when it decoded completely.
+    uint64_t decoded_key(size_t i) const { return decoded_whole_[i].load(std::memory_order_relaxed); }
     float transform(int64_t index, float* x, Rng* rng) const;
     void clear_cache();
 
@@ -92,6 +100,8 @@ private:
     // One slot per file; a slot is written once (the first reader's image wins) and read without a lock.
     std::unique_ptr<std::atomic<const Image*>[]> cache_;
     mutable std::atomic<int64_t> cached_bytes_{0};
+    // One slot per file: decoded_key. Written by any reader after a complete decode (the same key whoever wins).
+    std::unique_ptr<std::atomic<uint64_t>[]> decoded_whole_;
 };
 
 }  // namespace ringtrain::data

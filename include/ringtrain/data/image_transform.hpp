@@ -58,17 +58,29 @@ CropBox random_resized_crop_box(int height, int width, float min_scale, float ma
 // 8 bits on the way, as torchvision's PIL path does); a worker thread allocates nothing per sample.
 void transform_image(const Image& image, const ImageTransformOptions& options, Rng* rng, float* out);
 
+// How much of a JPEG decode_transform_image entropy-decodes when it decodes only a random resized crop's region.
+enum class DecodeExtent {
+    // Every row to the end of the file, whatever the crop: a truncated or corrupt file fails on every read.
+    WholeFile,
+    // Stop after the region's last row (libjpeg's entropy decoding of the rows below it is skipped). Only for bytes
+    // known to decode completely: ImageFolderDataset uses it for a file that this process has already decoded to
+    // its end (the first epoch, or data.skip_bad_files' check) and that has not changed since (same size and
+    // modification time), so a damaged file still fails on its first read.
+    RegionRows,
+};
+
 // One sample from the bytes of an image file: what a worker of the image-folder reader runs. The same draws, in the
 // same order, as decode_image + transform_image, and the same picture up to resampling, but faster:
 // - without a random resized crop (evaluation, or plain resize), a JPEG decodes at the DCT scale that keeps it
 //   >= the target size (decode_image's min_height/min_width), then transform_image;
 // - with one, the crop box is drawn on the full-resolution size from the JPEG header, and only that box is decoded,
 //   at the smallest DCT scale (1/2, 1/4, 1/8) that keeps it >= the target size: a small crop keeps full detail (as
-//   torchvision's crop of the full picture), a large one decodes a fraction of the pixels. The whole file is still
-//   entropy-decoded, so a truncated or corrupt JPEG is an error whatever the crop;
-// - other formats: decode_image + transform_image.
+//   torchvision's crop of the full picture), a large one decodes a fraction of the pixels. With
+//   DecodeExtent::WholeFile the whole file is still entropy-decoded, so a truncated or corrupt JPEG is an error
+//   whatever the crop; with RegionRows the decode stops after the crop's last row (the same pixels, bit for bit);
+// - other formats: decode_image + transform_image (the extent does not matter: they are always decoded whole).
 // `scratch` holds the decoded pixels between calls (no allocation per sample once it has grown).
 void decode_transform_image(std::span<const uint8_t> bytes, std::string_view name, const ImageTransformOptions& options,
-                            Rng* rng, Image& scratch, float* out);
+                            Rng* rng, Image& scratch, float* out, DecodeExtent extent = DecodeExtent::WholeFile);
 
 }  // namespace ringtrain::data
