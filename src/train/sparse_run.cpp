@@ -532,7 +532,7 @@ void SparseRun::finish() {
 
 json SparseRun::evaluate() {
     const int64_t k = model_->out_features();
-    std::vector<float> scores, labels;
+    std::vector<float> scored;  // (score, label) per row, for the AUC
     double sums[3] = {0, 0, 0};  // loss, correct, rows
     test_reader_->start_epoch(0);
     while (test_reader_->next(batch_, plan_.train.eval_batch_size)) {
@@ -543,18 +543,30 @@ json SparseRun::evaluate() {
         sums[0] += s.loss_sum;
         sums[1] += static_cast<double>(s.correct);
         sums[2] += static_cast<double>(batch_.rows());
-        if (k == 1) {
-            scores.insert(scores.end(), logits_.data(), logits_.data() + logits_.numel());
-            labels.insert(labels.end(), batch_.labels.begin(), batch_.labels.end());
-        }
+        if (k == 1)
+            for (int64_t i = 0; i < logits_.numel(); ++i) {
+                scored.push_back(logits_.data()[i]);
+                scored.push_back(batch_.labels[static_cast<size_t>(i)]);
+            }
     }
     comm_.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
     json auc = nullptr;
     if (k == 1) {
-        // Exact AUC needs every score: each rank's share of the test file is gathered (4 bytes a row each way).
-        const std::vector<float> all_scores = comm_.allgather(scores);
-        const std::vector<float> all_labels = comm_.allgather(labels);
-        auc = nn::exact_auc(all_scores, all_labels);
+        // Exact AUC needs every score in one place: rank 0 gathers the (score, label) pairs (8 bytes a row, into
+        // rank 0 only), computes it and tells the others. Rank order, as an allgather would give: the same bits.
+        const std::vector<float> all = comm_.gather(scored, 0);
+        double value = 0;
+        sync::run_then_agree(comm_, [&] {
+            if (rank_ != 0) return;
+            std::vector<float> scores(all.size() / 2), labels(all.size() / 2);
+            for (size_t i = 0; i < scores.size(); ++i) {
+                scores[i] = all[2 * i];
+                labels[i] = all[2 * i + 1];
+            }
+            value = nn::exact_auc(scores, labels);
+        });
+        comm_.broadcast_object(value, 0);
+        auc = value;
     }
     const double n = std::max(sums[2], 1.0);
     return {{"test_accuracy", sums[1] / n}, {"test_loss", sums[0] / n}, {"test_logloss", sums[0] / n},

@@ -192,6 +192,32 @@ TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "
     CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd") != std::string::npos);
 }
 
+TEST_CASE("sparse: the exact AUC of a checkpoint is the same bits at 1, 2 and 3 ranks", "[train][sparse][mpi]") {
+    // Rank 0 gathers every rank's (score, label) pairs in rank order, which is the file's order: the same list
+    // as one rank's, so the same AUC to the last bit.
+    const std::string dir = temp_dir("sparse-auc");
+    write_svm(dir + "/train.svm", svm_rows(120, 60, 31));
+    write_svm(dir + "/test.svm", svm_rows(90, 60, 32));
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "checkpoint": {"every_epochs": 1})"));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.batch_size=12");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::vector<double> aucs;
+    for (int ranks : {1, 2, 3}) {
+        r = run_command(mpirun(ranks) + binary() + " eval --config " + dir + "/c.json --checkpoint " + ckpt(out, 10));
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        const json ev = json::parse(r.output.substr(r.output.find('{')));
+        CHECK(ev["test_samples"] == 90);
+        aucs.push_back(ev["test_auc"].get<double>());
+    }
+    CHECK(aucs[0] > 0.5);
+    CHECK(aucs[1] == aucs[0]);
+    CHECK(aucs[2] == aucs[0]);
+}
+
 TEST_CASE("sparse: a 2-rank run predicts its own step (summary.json predicted, the scaling line)",
           "[train][sparse][mpi]") {
     const std::string dir = temp_dir("sparse-predicted");
