@@ -227,15 +227,20 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
     m.backward_s = all[0].backward_s;
     m.optimizer_s = all[0].optimizer_s;
     m.rank0_work_s = m.data_s + m.forward_s + m.backward_s + m.optimizer_s;
+    // A step has two points where every rank waits for the slowest: the opening allreduce (after the update and
+    // the next batch's parse) and the exchange (after forward and backward). The slowest rank's work is the sum of
+    // the two stretches' slowest, which may be two different ranks.
     uint64_t bytes_allgather = 0, bytes_dense = 0;
+    double slowest_after_sync = 0;
     for (const SparseRankTotals& r : all) {
         m.sync_s += r.sync_s / world;
         m.mean_before_sync_s += (r.forward_s + r.backward_s) / world;
         m.slowest_before_sync_s = std::max(m.slowest_before_sync_s, r.forward_s + r.backward_s);
-        m.slowest_work_s = std::max(m.slowest_work_s, r.data_s + r.forward_s + r.backward_s + r.optimizer_s);
+        slowest_after_sync = std::max(slowest_after_sync, r.optimizer_s + r.data_s);
         bytes_allgather += r.bytes_allgather;
         bytes_dense += r.bytes_dense;
     }
+    m.slowest_work_s = m.slowest_before_sync_s + slowest_after_sync;
     // The exchange per step, from the sync's byte counts (its header: allgather sends (N−1)·(rows·(1 + w) + the
     // dense part) floats per rank; dense sends the ring's 2(N−1)/N of the buffer).
     const int64_t sync_steps = t.sync.allgather_steps + t.sync.dense_steps;

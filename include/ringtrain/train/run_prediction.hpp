@@ -93,7 +93,8 @@ struct SparseRunMeasurements {
     double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
     double sync_s = 0;  // the sparse sync (exchange + merge + the wait for the slowest rank inside it), mean rank
     // forward + backward per step: the slowest rank's and the mean rank's (their difference is the wait inside the
-    // sync, which follows them), and every phase but the sync: the slowest rank's and rank 0's (the straggler share).
+    // sync, which follows them), and every phase but the sync: the slowest's (per stretch between the step's two
+    // waits for every rank, summed) and rank 0's (their ratio is the straggler share).
     double slowest_before_sync_s = 0, mean_before_sync_s = 0;
     double slowest_work_s = 0, rank0_work_s = 0;
     std::vector<scaling::Collective> exchange;  // the sync's collectives per step, with their shares of steps
