@@ -156,13 +156,17 @@ size_t probe_slot_floats(size_t rows, size_t width, size_t dense_size) {
 
 struct MergeProbe {
     double average_s = 0, gather_s = 0;  // the fastest of a few, the slowest rank's
+    size_t rows = 0;                     // per rank
 };
 
 // SparseGradientSync::average on `rows` rows per rank (disjoint between ranks: the merge's largest union), and a
 // plain gather of the same slot. Collective.
 MergeProbe probe_merge(comm::Communicator& comm, int64_t num_rows, int64_t width, size_t dense_size, size_t rows) {
     const auto world = static_cast<size_t>(comm.size());
-    rows = std::min(rows, static_cast<size_t>(num_rows) / world);
+    // The merge's cost per row is what is measured: a few thousand rows show it, and keep the probe to milliseconds
+    // on a slow link whatever the run's batch (15 gathers of the slot).
+    constexpr size_t kMaxProbeRows = 8192;
+    rows = std::min({rows, kMaxProbeRows, static_cast<size_t>(num_rows) / world});
     sync::SparseGradientSync probe(comm, num_rows, width, sync::SparseSyncMethod::Allgather);
     SparseRows grad;
     std::vector<float> dense(dense_size, 0.0f);
@@ -173,7 +177,7 @@ MergeProbe probe_merge(comm::Communicator& comm, int64_t num_rows, int64_t width
         grad.values.assign(rows * static_cast<size_t>(width), 0.5f);
     };
     constexpr int kRepeats = 7;
-    MergeProbe p{1e30, 1e30};
+    MergeProbe p{1e30, 1e30, rows};
     fill();
     probe.average(grad, dense);  // sizes the slots (the first call gathers counts with no room)
     for (int i = 0; i < kRepeats; ++i) {
@@ -194,7 +198,7 @@ MergeProbe probe_merge(comm::Communicator& comm, int64_t num_rows, int64_t width
     }
     double v[2] = {p.average_s, p.gather_s};
     comm.allreduce(std::span<double>(v, 2), comm::ReduceOp::Max);
-    return {v[0], v[1]};
+    return {v[0], v[1], rows};
 }
 
 struct SparseRankTotals {  // one rank's, per step
@@ -266,7 +270,8 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
     // Every rank computed the same probe_rows (from gathered bytes), so all or none probe.
     if (probe_rows > 0) {
         const MergeProbe probe = probe_merge(comm, t.num_rows, t.width, t.dense_size, probe_rows);
-        m.merge_s_per_row = std::max(0.0, probe.average_s - probe.gather_s) / (n * static_cast<double>(probe_rows));
+        if (probe.rows > 0)
+            m.merge_s_per_row = std::max(0.0, probe.average_s - probe.gather_s) / (n * static_cast<double>(probe.rows));
     }
     m.latency_probe_s = latency_probe(comm);
     m.backend = comm.backend();
