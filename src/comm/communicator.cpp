@@ -47,6 +47,12 @@ void Communicator::allgatherv_into(std::span<const float> mine, std::span<const 
     std::copy(all.begin(), all.end(), out.begin());
 }
 
+std::vector<float> Communicator::gather(std::span<const float> mine, int root) {
+    std::vector<float> all = allgather(mine);
+    if (rank() != root) all.clear();
+    return all;
+}
+
 void MpiCommunicatorBase::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
                                           std::span<float> out) {
     const size_t total = checked_allgatherv_total(*this, mine, counts, out);

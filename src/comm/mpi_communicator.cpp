@@ -124,6 +124,32 @@ std::vector<float> MpiCommunicatorBase::allgather(std::span<const float> mine) {
     return out;
 }
 
+std::vector<float> MpiCommunicatorBase::gather(std::span<const float> mine, int root) {
+    if (root < 0 || root >= size_) throw Error("gather: root " + std::to_string(root) + " is not a rank of " + std::to_string(size_));
+    if (mine.size() > kMaxMpiCount) throw Error("gather: " + std::to_string(mine.size()) + " floats on one rank exceeds 2^31-1");
+    const int my_count = static_cast<int>(mine.size());
+    // The counts go to every rank (N ints), so a total past the MPI count is refused on every rank alike.
+    std::vector<int> counts(size_), displs(size_);
+    check_mpi(MPI_Allgather(&my_count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    size_t total = 0;
+    for (int k = 0; k < size_; ++k) {
+        if (total > kMaxMpiCount) break;
+        displs[k] = static_cast<int>(total);
+        total += static_cast<size_t>(counts[k]);
+    }
+    if (total > kMaxMpiCount) throw Error("gather: total of " + std::to_string(total) + "+ floats exceeds 2^31-1");
+    if (rank_ != root) total = 0;
+    std::vector<float> out(total);
+    check_mpi(MPI_Gatherv(mine.data(), my_count, MPI_FLOAT, out.data(), counts.data(), displs.data(), MPI_FLOAT, root,
+                          comm_),
+              "MPI_Gatherv");
+    if (size_ > 1) {
+        if (rank_ == root) count_bytes(0, (total - mine.size()) * sizeof(float));
+        else count_bytes(mine.size() * sizeof(float), 0);
+    }
+    return out;
+}
+
 std::vector<uint64_t> MpiCommunicatorBase::allgather(uint64_t mine) {
     std::vector<uint64_t> out(size_);
     check_mpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <span>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/sparse_rows.hpp"
 #include "ringtrain/train/run_prediction.hpp"
 
 namespace ringtrain::train::detail {
@@ -136,6 +138,145 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     m.backend = gsync.communicator().backend();
     try {
         return run_prediction_json(predict_run(m));
+    } catch (const Error& e) {
+        return {{"why", e.what()}};
+    }
+}
+
+// ---- the sparse path ----
+
+namespace {
+
+// Rows per rank the probe sends, and each rank's slot in floats, as SparseGradientSync sizes it once the counts are
+// known: [count (2 floats) | dense part | room ids | room rows], room = the largest count and a quarter more + 64
+// (its capacity rule, sparse_gradient_sync.cpp), so the plain gather moves what average()'s gather moves.
+size_t probe_slot_floats(size_t rows, size_t width, size_t dense_size) {
+    return 2 + dense_size + (rows + rows / 4 + 64) * (1 + width);
+}
+
+struct MergeProbe {
+    double average_s = 0, gather_s = 0;  // the fastest of a few, the slowest rank's
+    size_t rows = 0;                     // per rank
+};
+
+// SparseGradientSync::average on `rows` rows per rank (disjoint between ranks: the merge's largest union), and a
+// plain gather of the same slot. Collective.
+MergeProbe probe_merge(comm::Communicator& comm, int64_t num_rows, int64_t width, size_t dense_size, size_t rows) {
+    const auto world = static_cast<size_t>(comm.size());
+    // The merge's cost per row is what is measured: a few thousand rows show it, and keep the probe to milliseconds
+    // on a slow link whatever the run's batch (15 gathers of the slot).
+    constexpr size_t kMaxProbeRows = 8192;
+    rows = std::min({rows, kMaxProbeRows, static_cast<size_t>(num_rows) / world});
+    sync::SparseGradientSync probe(comm, num_rows, width, sync::SparseSyncMethod::Allgather);
+    SparseRows grad;
+    std::vector<float> dense(dense_size, 0.0f);
+    auto fill = [&] {
+        grad.width = width;
+        grad.rows.resize(rows);
+        for (size_t i = 0; i < rows; ++i) grad.rows[i] = static_cast<uint32_t>(i * world + static_cast<size_t>(comm.rank()));
+        grad.values.assign(rows * static_cast<size_t>(width), 0.5f);
+    };
+    constexpr int kRepeats = 7;
+    MergeProbe p{1e30, 1e30, rows};
+    fill();
+    probe.average(grad, dense);  // sizes the slots (the first call gathers counts with no room)
+    for (int i = 0; i < kRepeats; ++i) {
+        fill();
+        comm.barrier();
+        const double t0 = clock_s();
+        probe.average(grad, dense);
+        p.average_s = std::min(p.average_s, clock_s() - t0);
+    }
+    std::vector<float> send(probe_slot_floats(rows, static_cast<size_t>(width), dense_size), 0.0f);
+    std::vector<size_t> counts(world, send.size());
+    std::vector<float> all(send.size() * world);
+    for (int i = 0; i < kRepeats; ++i) {
+        comm.barrier();
+        const double t0 = clock_s();
+        comm.allgatherv_into(send, counts, all);
+        p.gather_s = std::min(p.gather_s, clock_s() - t0);
+    }
+    double v[2] = {p.average_s, p.gather_s};
+    comm.allreduce(std::span<double>(v, 2), comm::ReduceOp::Max);
+    return {v[0], v[1], rows};
+}
+
+struct SparseRankTotals {  // one rank's, per step
+    double data_s, forward_s, backward_s, optimizer_s, sync_s;
+    uint64_t bytes_allgather, bytes_dense;
+};
+
+}  // namespace
+
+json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, const SparseRunTotals& t) {
+    if (comm.size() < 2) return nullptr;
+    // The same answer on every rank (plan, steps run together), so all or none take the collectives below.
+    if (plan.sync.mode == SyncMode::LocalSgd)
+        return {{"why", "sync.mode local_sgd: no per-step gradient exchange to fit a link from"}};
+    if (t.steps < 4) return {{"why", "fewer than four steps ran: too few to time"}};
+    const int world = comm.size();
+    const double steps = static_cast<double>(t.steps);
+    using telemetry::Phase;
+    const SparseRankTotals mine{t.phases.get(Phase::Data) / steps,     t.phases.get(Phase::Forward) / steps,
+                                t.phases.get(Phase::Backward) / steps, t.phases.get(Phase::Optimizer) / steps,
+                                t.phases.get(Phase::SyncWait) / steps, t.sync.bytes_allgather, t.sync.bytes_dense};
+    const std::vector<SparseRankTotals> all = comm.allgather_object(mine);
+
+    SparseRunMeasurements m;
+    m.ranks = world;
+    m.batch_per_rank = plan.train.batch_size;
+    m.measured_step_s = t.train_s / steps;
+    m.data_s = all[0].data_s;
+    m.forward_s = all[0].forward_s;
+    m.backward_s = all[0].backward_s;
+    m.optimizer_s = all[0].optimizer_s;
+    m.rank0_work_s = m.data_s + m.forward_s + m.backward_s + m.optimizer_s;
+    // A step has two points where every rank waits for the slowest: the opening allreduce (after the update and
+    // the next batch's parse) and the exchange (after forward and backward). The slowest rank's work is the sum of
+    // the two stretches' slowest, which may be two different ranks.
+    uint64_t bytes_allgather = 0, bytes_dense = 0;
+    double slowest_after_sync = 0;
+    for (const SparseRankTotals& r : all) {
+        m.sync_s += r.sync_s / world;
+        m.mean_before_sync_s += (r.forward_s + r.backward_s) / world;
+        m.slowest_before_sync_s = std::max(m.slowest_before_sync_s, r.forward_s + r.backward_s);
+        slowest_after_sync = std::max(slowest_after_sync, r.optimizer_s + r.data_s);
+        bytes_allgather += r.bytes_allgather;
+        bytes_dense += r.bytes_dense;
+    }
+    m.slowest_work_s = m.slowest_before_sync_s + slowest_after_sync;
+    // The exchange per step, from the sync's byte counts (its header: allgather sends (N−1)·(rows·(1 + w) + the
+    // dense part) floats per rank; dense sends the ring's 2(N−1)/N of the buffer).
+    const int64_t sync_steps = t.sync.allgather_steps + t.sync.dense_steps;
+    const auto w = static_cast<double>(t.width), nd = static_cast<double>(t.dense_size);
+    const double n = world;
+    size_t probe_rows = 0;
+    if (t.sync.allgather_steps > 0 && sync_steps > 0) {
+        const double floats_per_rank =
+            static_cast<double>(bytes_allgather) / (n * static_cast<double>(t.sync.allgather_steps) * (n - 1) * 4);
+        const double rows = std::max(0.0, (floats_per_rank - nd) / (1 + w));
+        probe_rows = static_cast<size_t>(std::llround(rows));
+        const double share = static_cast<double>(t.sync.allgather_steps) / static_cast<double>(sync_steps);
+        m.exchange.push_back({"slot allgather", scaling::CollectiveKind::Allgather,
+                              4.0 * static_cast<double>(probe_slot_floats(probe_rows, t.width, t.dense_size)), share});
+        m.merge_rows = share * n * rows;
+    }
+    if (t.sync.dense_steps > 0 && sync_steps > 0) {
+        const double buffer = static_cast<double>(bytes_dense) / (n * static_cast<double>(t.sync.dense_steps)) * n /
+                              (2 * (n - 1));
+        m.exchange.push_back({"dense allreduce", scaling::CollectiveKind::Allreduce, buffer,
+                              static_cast<double>(t.sync.dense_steps) / static_cast<double>(sync_steps)});
+    }
+    // Every rank computed the same probe_rows (from gathered bytes), so all or none probe.
+    if (probe_rows > 0) {
+        const MergeProbe probe = probe_merge(comm, t.num_rows, t.width, t.dense_size, probe_rows);
+        if (probe.rows > 0)
+            m.merge_s_per_row = std::max(0.0, probe.average_s - probe.gather_s) / (n * static_cast<double>(probe.rows));
+    }
+    m.latency_probe_s = latency_probe(comm);
+    m.backend = comm.backend();
+    try {
+        return sparse_run_prediction_json(predict_sparse_run(m), m);
     } catch (const Error& e) {
         return {{"why", e.what()}};
     }

@@ -13,6 +13,7 @@
 #include "ringtrain/core/tensor.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/sync/sparse_gradient_sync.hpp"
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/straggler.hpp"
 #include "ringtrain/train/run_plan.hpp"
@@ -64,5 +65,22 @@ struct RunTotals {  // what TrainingRun counted
 nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync,
                                  const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                                  const RunTotals& totals);
+
+// ---- the sparse path ----
+
+struct SparseRunTotals {  // what SparseRun counted, this process's steps
+    const telemetry::PhaseTimes& phases;
+    int64_t steps = 0;
+    double train_s = 0;
+    const sync::SparseSyncStats& sync;
+    int64_t num_rows = 0, width = 0;  // the table
+    size_t dense_size = 0;            // the dense part averaged with it (the bias)
+};
+
+// summary.json's "predicted" for a sparse run (null for one rank; {"why": ...} for local SGD or fewer than four
+// steps). Collective: gathers every rank's phases and sync bytes, takes a one-float latency probe and times a short
+// merge probe (the run's own SparseGradientSync::average on rows of the run's mean count, against a plain gather of
+// the same slot: the difference per row is the merge's cost). A few collectives of the run's own size, once.
+nlohmann::json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, const SparseRunTotals& totals);
 
 }  // namespace ringtrain::train::detail

@@ -185,6 +185,135 @@ json run_prediction_json(const RunPrediction& r) {
             {"terms_s", scaling::terms_json(p.terms)}};
 }
 
+// ---- the sparse path ----
+
+namespace {
+
+// α = 0 and the whole exchange as bandwidth: one size only, nothing tells latency apart.
+scaling::Link bandwidth_only_link(const std::vector<scaling::Collective>& exchange, int ranks, double seconds) {
+    const scaling::Link unit{0.0, 1.0, ""};  // collective_time's bandwidth part is then its β coefficient
+    double coefficient = 0;
+    for (const scaling::Collective& c : exchange) coefficient += c.per_step * scaling::collective_time(c, ranks, unit).bandwidth_s;
+    scaling::Link link;
+    link.beta_s_per_byte = coefficient > 0 ? seconds / coefficient : 0.0;
+    return link;
+}
+
+std::string kilobytes(double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, bytes >= 1e6 ? "%.2g MB" : "%.3g KB", bytes >= 1e6 ? 1e-6 * bytes : 1e-3 * bytes);
+    return text;
+}
+
+}  // namespace
+
+SparseRunPrediction predict_sparse_run(const SparseRunMeasurements& m) {
+    if (m.ranks < 2) throw Error("run prediction: needs two or more ranks");
+    if (!(m.measured_step_s > 0)) throw Error("run prediction: no step was measured");
+    if (!(m.sync_s > 0) || m.exchange.empty()) throw Error("run prediction: no gradient exchange was timed");
+    SparseRunPrediction r;
+    // The sync's time is the exchange, the merge, and (on a faster rank) the wait for the slowest rank's forward
+    // and backward; what is left after the other two is the exchange (at least 5 % of it: noise must not zero it).
+    const double wait = std::max(0.0, m.slowest_before_sync_s - m.mean_before_sync_s);
+    // The merge probe is the difference of two timed collectives; on a loaded host one of them can be descheduled
+    // in every repeat. The merge is inside the sync's own time, so that bounds it (95 %: the exchange keeps 5 %).
+    const double sync_left = std::max(0.0, m.sync_s - wait);
+    r.merge_s_per_row = m.merge_rows > 0 ? std::min(m.merge_s_per_row, 0.95 * sync_left / m.merge_rows) : 0.0;
+    const double merge = m.merge_rows * r.merge_s_per_row;
+    r.exchange_s = std::max(0.05 * m.sync_s, m.sync_s - wait - merge);
+    std::string source = "this run's sparse gradient exchange (its sync time less the wait for the slowest rank and "
+                         "the merge)";
+    std::vector<scaling::TimedCollectives> samples = {{m.exchange, r.exchange_s}};
+    if (m.latency_probe_s > 0) {
+        samples.push_back({{{"latency probe", scaling::CollectiveKind::Allreduce, sizeof(float), 1}}, m.latency_probe_s});
+        source += " and a one-float latency probe";
+    }
+    source += ", ring formulas at " + std::to_string(m.ranks) + " ranks over " + m.backend;
+    try {
+        r.link = scaling::fit_collectives_link(samples, m.ranks, source);
+    } catch (const Error&) {  // one size only: no latency can be told apart
+        r.link = bandwidth_only_link(m.exchange, m.ranks, r.exchange_s);
+        r.link.source = source + " (one size: alpha not separable, taken as 0)";
+    }
+    scaling::SparseStepInputs in;
+    in.input_s = m.data_s;
+    in.forward_s = m.forward_s;
+    in.backward_s = m.backward_s;
+    in.optimizer_s = m.optimizer_s;
+    in.exchange = m.exchange;
+    in.merge_rows = m.merge_rows;
+    in.merge_s_per_row = r.merge_s_per_row;
+    r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;
+    in.straggler = r.straggler;
+    r.fitted_link_step_s = scaling::predict_sparse_step(in, r.link, m.ranks, m.batch_per_rank).step_s;
+    in.measured_exchange_s = r.exchange_s;
+    r.prediction = scaling::predict_sparse_step(in, r.link, m.ranks, m.batch_per_rank);
+    r.measured_step_s = m.measured_step_s;
+    r.one_rank_step_s = in.compute_s();
+    r.measured_efficiency = r.one_rank_step_s / m.measured_step_s;
+    r.error = (m.measured_step_s - r.prediction.step_s) / m.measured_step_s;
+
+    const scaling::SparseTerms& k = r.prediction.terms;
+    const std::string& d = r.prediction.dominant;
+    char text[256];
+    if (d == "communication" || d == "latency") {
+        size_t top = 0;
+        for (size_t i = 1; i < r.prediction.exchange.size(); ++i)
+            if (r.prediction.exchange[i].total() > r.prediction.exchange[top].total()) top = i;
+        const scaling::Collective& c = m.exchange[top];
+        if (r.prediction.opening.total() > r.prediction.exchange[top].total())
+            std::snprintf(text, sizeof text, "the opening allreduce (4 doubles) over %s (latency-bound)", m.backend.c_str());
+        else
+            std::snprintf(text, sizeof text, "%s (%s%s, %.0f %% of steps) over %s%s", c.name.c_str(),
+                          kilobytes(c.bytes).c_str(), c.kind == scaling::CollectiveKind::Allgather ? " per rank" : "",
+                          100 * c.per_step, m.backend.c_str(), d == "latency" ? " (latency-bound)" : "");
+    } else if (d == "merge") {
+        std::snprintf(text, sizeof text, "merging the ranks' rows (%.0f rows per step, %s ms)", m.merge_rows,
+                      ms(k.merge).c_str());
+    } else if (d == "compute") {
+        std::snprintf(text, sizeof text, "compute (forward+backward, %s ms)", ms(k.compute).c_str());
+    } else if (d == "straggler") {
+        std::snprintf(text, sizeof text, "waiting for the slowest rank (%s ms)", ms(k.straggler).c_str());
+    } else {
+        std::snprintf(text, sizeof text, "%s (%s ms)", d == "input" ? "input (parse wait)" : d.c_str(),
+                      ms(d == "input" ? k.input : k.optimizer).c_str());
+    }
+    r.dominant = text;
+    return r;
+}
+
+json sparse_run_prediction_json(const SparseRunPrediction& r, const SparseRunMeasurements& m) {
+    const scaling::SparsePrediction& p = r.prediction;
+    json exchange = json::array();
+    for (size_t i = 0; i < m.exchange.size(); ++i) {
+        const scaling::Collective& c = m.exchange[i];
+        exchange.push_back({{"name", c.name},
+                            {"kind", c.kind == scaling::CollectiveKind::Allgather ? "allgather" : "allreduce"},
+                            {"bytes", c.bytes},
+                            {"per_step", c.per_step},
+                            {"predicted_s", i < p.exchange.size() ? p.exchange[i].total() : 0.0}});
+    }
+    return {{"step_s", p.step_s},
+            {"samples_per_s", p.samples_per_s},
+            {"efficiency", p.efficiency},
+            {"dominant", r.dominant},
+            {"dominant_term", p.dominant},
+            {"link", {{"alpha_s", r.link.alpha_s}, {"beta_s_per_byte", r.link.beta_s_per_byte}, {"source", r.link.source}}},
+            {"error", r.error},
+            {"measured_step_s", r.measured_step_s},
+            {"step_s_fitted_link", r.fitted_link_step_s},
+            {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
+            {"measured_efficiency", r.measured_efficiency},
+            {"straggler", r.straggler},
+            {"setting", "sparse ring formulas, no overlap"},
+            {"exchange", exchange},
+            {"exchange_s", r.exchange_s},
+            {"merge_rows_per_step", m.merge_rows},
+            {"merge_s_per_row", r.merge_s_per_row},
+            {"merge_s_per_row_probe", m.merge_s_per_row},
+            {"terms_s", scaling::terms_json(p.terms)}};
+}
+
 std::string describe_run_prediction(const json& summary) {
     const auto it = summary.find("predicted");
     if (it == summary.end() || !it->is_object() || !it->contains("step_s")) return "";

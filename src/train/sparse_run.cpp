@@ -8,6 +8,7 @@
 
 #include "plan_agreement.hpp"
 #include "preflight.hpp"
+#include "run_measurements.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/nn/click_metrics.hpp"
@@ -531,7 +532,7 @@ void SparseRun::finish() {
 
 json SparseRun::evaluate() {
     const int64_t k = model_->out_features();
-    std::vector<float> scores, labels;
+    std::vector<float> scored;  // (score, label) per row, for the AUC
     double sums[3] = {0, 0, 0};  // loss, correct, rows
     test_reader_->start_epoch(0);
     while (test_reader_->next(batch_, plan_.train.eval_batch_size)) {
@@ -542,18 +543,30 @@ json SparseRun::evaluate() {
         sums[0] += s.loss_sum;
         sums[1] += static_cast<double>(s.correct);
         sums[2] += static_cast<double>(batch_.rows());
-        if (k == 1) {
-            scores.insert(scores.end(), logits_.data(), logits_.data() + logits_.numel());
-            labels.insert(labels.end(), batch_.labels.begin(), batch_.labels.end());
-        }
+        if (k == 1)
+            for (int64_t i = 0; i < logits_.numel(); ++i) {
+                scored.push_back(logits_.data()[i]);
+                scored.push_back(batch_.labels[static_cast<size_t>(i)]);
+            }
     }
     comm_.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
     json auc = nullptr;
     if (k == 1) {
-        // Exact AUC needs every score: each rank's share of the test file is gathered (4 bytes a row each way).
-        const std::vector<float> all_scores = comm_.allgather(scores);
-        const std::vector<float> all_labels = comm_.allgather(labels);
-        auc = nn::exact_auc(all_scores, all_labels);
+        // Exact AUC needs every score in one place: rank 0 gathers the (score, label) pairs (8 bytes a row, into
+        // rank 0 only), computes it and tells the others. Rank order, as an allgather would give: the same bits.
+        const std::vector<float> all = comm_.gather(scored, 0);
+        double value = 0;
+        sync::run_then_agree(comm_, [&] {
+            if (rank_ != 0) return;
+            std::vector<float> scores(all.size() / 2), labels(all.size() / 2);
+            for (size_t i = 0; i < scores.size(); ++i) {
+                scores[i] = all[2 * i];
+                labels[i] = all[2 * i + 1];
+            }
+            value = nn::exact_auc(scores, labels);
+        });
+        comm_.broadcast_object(value, 0);
+        auc = value;
     }
     const double n = std::max(sums[2], 1.0);
     return {{"test_accuracy", sums[1] / n}, {"test_loss", sums[0] / n}, {"test_logloss", sums[0] / n},
@@ -576,25 +589,72 @@ std::vector<float> SparseRun::parameters_flat() {
 
 // ---- summary ----
 
-json SparseRun::write_summary() {
-    const sync::SparseSyncStats& st = gsync_->stats();
-    const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(),
-                          st.bytes_allgather, st.bytes_dense};
-    const std::vector<RankTotals> all = comm_.allgather_object(mine);
-    std::vector<uint64_t> sent, received, hashes, ag_bytes, dense_bytes;
+namespace {
+
+// The summary's pieces, each from what it is about.
+
+// The last evaluation (null entries before any ran).
+json eval_block(const json& last_eval) {
+    json out = json::object();
+    for (const char* key : {"test_accuracy", "test_loss", "test_logloss", "test_auc"})
+        out[key] = last_eval.is_object() && last_eval.contains(key) ? last_eval[key] : json(nullptr);
+    return out;
+}
+
+// Bytes through the communicator and the parameters' hash: this rank's and every rank's.
+json traffic_block(const RankTotals& mine, const std::vector<RankTotals>& all) {
+    std::vector<uint64_t> sent, received, hashes;
     for (const RankTotals& t : all) {
         sent.push_back(t.bytes_sent);
         received.push_back(t.bytes_received);
         hashes.push_back(t.parameter_hash);
+    }
+    return {{"bytes_sent", mine.bytes_sent},
+            {"bytes_received", mine.bytes_received},
+            {"bytes_sent_per_rank", sent},
+            {"bytes_received_per_rank", received},
+            {"parameter_hash_per_rank", hashes},
+            {"parameters_identical",
+             std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })}};
+}
+
+// "sync": the mode, how often each way of combining ran, and the gradient bytes each way (this rank's, every rank's).
+json sync_block(const RunPlan& plan, const sync::SparseSyncStats& st, int64_t local_sgd_averages,
+                const std::vector<RankTotals>& all) {
+    std::vector<uint64_t> ag_bytes, dense_bytes;
+    for (const RankTotals& t : all) {
         ag_bytes.push_back(t.sync_bytes_allgather);
         dense_bytes.push_back(t.sync_bytes_dense);
     }
+    const bool local_sgd = plan.sync.mode == SyncMode::LocalSgd;
+    return {{"mode", to_string(plan.sync.mode)},
+            {"sparse", to_string(plan.sync.sparse)},
+            {"local_sgd_period", local_sgd ? json(plan.sync.local_sgd_period) : json(nullptr)},
+            {"local_sgd_averages", local_sgd_averages},
+            {"allgather_steps", st.allgather_steps},
+            {"dense_steps", st.dense_steps},
+            {"bytes_allgather", st.bytes_allgather},
+            {"bytes_dense", st.bytes_dense},
+            {"bytes_allgather_per_rank", ag_bytes},
+            {"bytes_dense_per_rank", dense_bytes}};
+}
+
+json phase_seconds(const telemetry::PhaseTimes& phases) {
+    json out = json::object();
+    for (size_t i = 0; i < static_cast<size_t>(Phase::Count); ++i)
+        out[telemetry::phase_name(static_cast<Phase>(i))] = phases.get(static_cast<Phase>(i));
+    return out;
+}
+
+}  // namespace
+
+json SparseRun::write_summary() {
+    const sync::SparseSyncStats& st = gsync_->stats();
+    const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(),
+                          st.bytes_allgather, st.bytes_dense};
+    const std::vector<RankTotals> all = comm_.allgather_object(mine);  // before the prediction's probes
     const int64_t batch = plan_.train.batch_size;
     const auto usage = telemetry::current_resource_usage();
-    json phase_s = json::object();
-    for (size_t i = 0; i < static_cast<size_t>(Phase::Count); ++i)
-        phase_s[telemetry::phase_name(static_cast<Phase>(i))] = phases_.get(static_cast<Phase>(i));
-    const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
     json summary = {
         {"world_size", world_},
         {"batch_size_per_rank", batch},
@@ -609,21 +669,11 @@ json SparseRun::write_summary() {
         {"stopped", stopped_by_signal() ? json("signal " + signal_name(stop_signal_) + " at step " +
                                                std::to_string(pos_.global_step))
                                         : json(nullptr)},
-        {"test_accuracy", last_eval_["test_accuracy"]},
-        {"test_loss", last_eval_["test_loss"]},
-        {"test_logloss", last_eval_["test_logloss"]},
-        {"test_auc", last_eval_["test_auc"]},
         {"train_loss", std::isfinite(train_loss_) && samples_ > 0 ? json(train_loss_) : json(nullptr)},
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
         {"samples_per_s", train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0},
-        {"phase_s", phase_s},
-        {"bytes_sent", mine.bytes_sent},
-        {"bytes_received", mine.bytes_received},
-        {"bytes_sent_per_rank", sent},
-        {"bytes_received_per_rank", received},
-        {"parameter_hash_per_rank", hashes},
-        {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
+        {"phase_s", phase_seconds(phases_)},
         {"backend", comm_.backend()},
         {"device", "cpu"},
         {"model", model_file_.model_name},
@@ -634,21 +684,17 @@ json SparseRun::write_summary() {
         {"lr_peak", schedule_->peak()},
         {"lr_scaling", to_string(plan_.optimizer.lr_scaling)},
         {"data", train_reader_->description()},
-        {"sync",
-         {{"mode", to_string(plan_.sync.mode)},
-          {"sparse", to_string(plan_.sync.sparse)},
-          {"local_sgd_period", local_sgd ? json(plan_.sync.local_sgd_period) : json(nullptr)},
-          {"local_sgd_averages", local_sgd_averages_},
-          {"allgather_steps", st.allgather_steps},
-          {"dense_steps", st.dense_steps},
-          {"bytes_allgather", st.bytes_allgather},
-          {"bytes_dense", st.bytes_dense},
-          {"bytes_allgather_per_rank", ag_bytes},
-          {"bytes_dense_per_rank", dense_bytes}}},
+        {"sync", sync_block(plan_, st, local_sgd_averages_, all)},
         {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed", resumed_},
     };
+    summary.update(eval_block(last_eval_));
+    summary.update(traffic_block(mine, all));
+    if (world_ > 1)  // collective: every rank's phases and sync bytes, and two short probes
+        summary["predicted"] = sparse_predicted_section(
+            comm_, plan_,
+            {phases_, steps_run_, train_seconds_, st, model_->num_features(), model_->out_features(), bias_grad_.size()});
     if (rank_ == 0) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
     return summary;
 }

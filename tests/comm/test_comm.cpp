@@ -571,3 +571,33 @@ TEST_CASE("allgatherv_into: counts known on every rank, a rank with none, into t
         CHECK_THROWS_AS(comm->allgatherv_into(mine, counts, wrong), ringtrain::Error);
     }
 }
+
+TEST_CASE("gather: every rank's part on the root only, counts differing, root first or last", "[comm][gather]") {
+    const int n = world_size(), me = world_rank();
+    auto count_of = [](int k) { return k % 3 == 1 ? size_t{0} : size_t(k * 100 + 5); };  // rank 1 sends nothing
+    std::vector<float> want;
+    for (int k = 0; k < n; ++k) {
+        const auto v = rank_data(count_of(k), k, 77);
+        want.insert(want.end(), v.begin(), v.end());
+    }
+    for (const char* backend : {"mpi", "ring"}) {
+        INFO(backend);
+        auto comm = make_communicator(backend);
+        const std::vector<float> mine = rank_data(count_of(me), me, 77);
+        for (const int root : {0, n - 1}) {
+            const uint64_t sent0 = comm->bytes_sent(), received0 = comm->bytes_received();
+            const std::vector<float> got = comm->gather(mine, root);
+            if (me == root) {
+                REQUIRE(got.size() == want.size());
+                check_exact("gather", got, want);
+                CHECK(comm->bytes_received() - received0 == (want.size() - mine.size()) * sizeof(float));
+            } else {
+                CHECK(got.empty());
+                CHECK(comm->bytes_sent() - sent0 == mine.size() * sizeof(float));
+                CHECK(comm->bytes_received() == received0);  // what allgather would have sent every rank
+            }
+        }
+        CHECK(comm->gather(std::span<const float>{}, 0).empty());
+        comm->barrier();
+    }
+}

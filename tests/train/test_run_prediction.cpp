@@ -190,3 +190,70 @@ TEST_CASE("inconsistent measurements are refused", "[train][predict]") {
     m.ranks = 1;
     CHECK_THROWS_AS(predict_run(m), Error);
 }
+
+namespace {
+
+// The sparse path, 2 ranks, a link of α = 10 µs, β = 1 ns/byte: a 20,000-byte slot allgather every step takes
+// 10 µs + 20 µs = 30 µs, the one-float probe 2·10 µs + 4 ns. The merge: 1000 rows at 20 ns = 20 µs. The slowest
+// rank's forward + backward is 0.1 ms longer than the mean rank's: 100 µs of waiting inside the sync, whose
+// measured time is then 30 + 20 + 100 = 150 µs. Rank 0 works 6.5 ms a step (1 + 2 + 3 + 0.5), the slowest 7.15 ms.
+SparseRunMeasurements sparse_two_ranks() {
+    SparseRunMeasurements m;
+    m.ranks = 2;
+    m.batch_per_rank = 100;
+    m.measured_step_s = 8e-3;
+    m.data_s = 1e-3;
+    m.forward_s = 2e-3;
+    m.backward_s = 3e-3;
+    m.optimizer_s = 0.5e-3;
+    m.sync_s = 150e-6;
+    m.slowest_before_sync_s = 5.1e-3;
+    m.mean_before_sync_s = 5e-3;
+    m.rank0_work_s = 6.5e-3;
+    m.slowest_work_s = 7.15e-3;
+    m.exchange = {{"slot allgather", scaling::CollectiveKind::Allgather, 20000, 1}};
+    m.merge_rows = 1000;
+    m.merge_s_per_row = 20e-9;
+    m.latency_probe_s = 20.004e-6;
+    m.backend = "mpi";
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("predict_sparse_run: link from the run's exchange, wait and merge taken off, the step summed",
+          "[train][predict][sparse]") {
+    const SparseRunPrediction r = predict_sparse_run(sparse_two_ranks());
+    CHECK(r.exchange_s == Approx(30e-6));
+    CHECK(r.link.alpha_s == Approx(10e-6));
+    CHECK(r.link.beta_s_per_byte == Approx(1e-9));
+    CHECK(r.straggler == Approx(0.1));
+    // 1.1 × 6.5 ms + the opening allreduce (20 µs + 32 ns) + 30 µs + 20 µs.
+    CHECK(r.prediction.step_s == Approx(7.220032e-3));
+    CHECK(r.fitted_link_step_s == Approx(7.220032e-3));  // the fitted link reproduces the exchange exactly here
+    CHECK(r.error == Approx((8e-3 - 7.220032e-3) / 8e-3));
+    CHECK(r.measured_efficiency == Approx(6.5 / 8));
+    CHECK(r.prediction.terms.merge == Approx(20e-6));
+    CHECK_THAT(r.dominant, Contains("compute (forward+backward, 5.00 ms)"));
+    const nlohmann::json j = sparse_run_prediction_json(r, sparse_two_ranks());
+    CHECK(j["terms_s"]["merge"].get<double>() == Approx(20e-6));
+    CHECK(j["exchange"][0]["name"] == "slot allgather");
+    CHECK_THAT(describe_run_prediction({{"predicted", j}}), Contains("predicted step 7.22 ms vs measured 8 ms (+10 %)"));
+}
+
+TEST_CASE("predict_sparse_run: a merge probe past the sync's own time is bounded by it; nothing timed is an error",
+          "[train][predict][sparse]") {
+    SparseRunMeasurements m = sparse_two_ranks();
+    m.merge_s_per_row = 1e-3;  // a descheduled probe: 1 s of merge in a 150 µs sync
+    const SparseRunPrediction r = predict_sparse_run(m);
+    // At most 95 % of the 50 µs the wait leaves, per row; the exchange keeps its 5 % floor of the sync (7.5 µs).
+    CHECK(r.merge_s_per_row == Approx(47.5e-9));
+    CHECK(r.prediction.terms.merge == Approx(47.5e-6));
+    CHECK(r.exchange_s == Approx(7.5e-6));
+    m = sparse_two_ranks();
+    m.sync_s = 0;
+    CHECK_THROWS_AS(predict_sparse_run(m), Error);
+    m = sparse_two_ranks();
+    m.ranks = 1;
+    CHECK_THROWS_AS(predict_sparse_run(m), Error);
+}

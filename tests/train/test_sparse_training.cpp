@@ -77,6 +77,7 @@ TEST_CASE("sparse: training on a Criteo-layout file recovers the known model", "
     CHECK(s["steps"] == 4 * 10000 / 50);
     CHECK(s["steps_per_epoch"] == 10000 / 50);
     CHECK(s["sync"]["allgather_steps"] == 4 * 10000 / 50);  // one rank: nothing moves, counted as allgather
+    CHECK_FALSE(s.contains("predicted"));  // one rank: nothing to predict
     const auto lines = read_jsonl(out + "/metrics.jsonl");
     int epochs = 0;
     for (const json& l : lines)
@@ -188,6 +189,73 @@ TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "
     CHECK(s["sync"]["allgather_steps"] == 0);
     CHECK(s["sync"]["dense_steps"] == 0);
     CHECK(s["parameters_identical"] == true);
+    CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd") != std::string::npos);
+}
+
+TEST_CASE("sparse: the exact AUC of a checkpoint is the same bits at 1, 2 and 3 ranks", "[train][sparse][mpi]") {
+    // Rank 0 gathers every rank's (score, label) pairs in rank order, which is the file's order: the same list
+    // as one rank's, so the same AUC to the last bit.
+    const std::string dir = temp_dir("sparse-auc");
+    write_svm(dir + "/train.svm", svm_rows(120, 60, 31));
+    write_svm(dir + "/test.svm", svm_rows(90, 60, 32));
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "checkpoint": {"every_epochs": 1})"));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.batch_size=12");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::vector<double> aucs;
+    for (int ranks : {1, 2, 3}) {
+        r = run_command(mpirun(ranks) + binary() + " eval --config " + dir + "/c.json --checkpoint " + ckpt(out, 10));
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        const json ev = json::parse(r.output.substr(r.output.find('{')));
+        CHECK(ev["test_samples"] == 90);
+        aucs.push_back(ev["test_auc"].get<double>());
+    }
+    CHECK(aucs[0] > 0.5);
+    CHECK(aucs[1] == aucs[0]);
+    CHECK(aucs[2] == aucs[0]);
+}
+
+TEST_CASE("sparse: a 2-rank run predicts its own step (summary.json predicted, the scaling line)",
+          "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-predicted");
+    write_svm(dir + "/train.svm", svm_rows(640, 200, 12));
+    write_svm(dir + "/test.svm", svm_rows(40, 200, 13));
+    for (const std::string how : {"allgather", "dense"}) {
+        SECTION(how) {
+            const std::string out = dir + "/" + how;
+            write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+                "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"sparse": ")" + how + R"("})"));
+            const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json "
+                                       "--set train.batch_size=16 --set data.num_features=256");
+            INFO(r.output);
+            REQUIRE(r.exit_code == 0);
+            const json s = read_json(out + "/summary.json");
+            INFO(s.dump(1));
+            REQUIRE(s.contains("predicted"));
+            const json& p = s["predicted"];
+            REQUIRE_FALSE(p.contains("why"));
+            for (const char* key : {"step_s", "samples_per_s", "efficiency", "error", "measured_step_s"})
+                CHECK(p[key].get<double>() > 0);
+            CHECK(p["dominant"].get<std::string>().size() > 0);
+            for (const char* key : {"alpha_s", "beta_s_per_byte"}) CHECK(p["link"][key].get<double>() >= 0);
+            CHECK_THAT(p["link"]["source"].get<std::string>(), Catch::Contains("sparse gradient exchange"));
+            for (const char* key : {"input", "compute", "optimizer", "straggler", "communication", "latency", "merge"})
+                CHECK(p["terms_s"].contains(key));
+            // The step's exchange: the collective this sync way ran, on every step, with its bytes.
+            REQUIRE(p["exchange"].size() == 1);
+            CHECK(p["exchange"][0]["name"] == (how == "allgather" ? "slot allgather" : "dense allreduce"));
+            CHECK(p["exchange"][0]["per_step"].get<double>() == 1.0);
+            CHECK(p["exchange"][0]["bytes"].get<double>() > 0);
+            // The merge is measured on allgather steps only; the dense way has none.
+            if (how == "allgather") CHECK(p["merge_rows_per_step"].get<double>() > 0);
+            else CHECK(p["merge_rows_per_step"].get<double>() == 0);
+            CHECK(p["step_s"].get<double>() == Approx(p["measured_step_s"].get<double>() * (1 - p["error"].get<double>())));
+            CHECK_THAT(r.output, Catch::Contains("scaling: ") && Catch::Contains("predicted step"));
+        }
+    }
 }
 
 TEST_CASE("sparse: a make-clicklog file (.gz, 2 ranks, ftrl) is learned well past the constant predictor",

@@ -46,6 +46,11 @@ public:
     // out holds their sum): one collective, no count exchange and no fresh vector, for per-step use (the sparse
     // gradient sync). The default calls allgather() and copies; the MPI backends override it.
     virtual void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out);
+    // Every rank's `mine` concatenated in rank order on `root` only (the others get an empty vector); counts may
+    // differ between ranks. For a result one rank computes from everything (then broadcasts): the other ranks
+    // receive nothing, where allgather() would send every rank everything. The default calls allgather(); the MPI
+    // backends override it with MPI_Gatherv.
+    virtual std::vector<float> gather(std::span<const float> mine, int root);
     // Every rank's `mine`, concatenated in rank order. Every rank must pass the same number of bytes; a rank whose
     // count differs gets an Error naming both counts (on every rank, so none waits in a later collective).
     virtual std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) = 0;

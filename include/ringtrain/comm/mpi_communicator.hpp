@@ -46,13 +46,14 @@ public:
     std::vector<float> allgather(std::span<const float> mine) override;
     std::vector<uint64_t> allgather(uint64_t mine) override;
     void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) override;
+    std::vector<float> gather(std::span<const float> mine, int root) override;
     std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) override;
     void barrier() override;
 
     // For MPI collectives the counters are estimates of what a bandwidth-optimal algorithm moves (MPI does not
     // say what its algorithm sent): allreduce as a ring (see ring_allreduce_bytes), broadcast S received on every
     // non-root and S sent by the root, allgather as a ring (received: everyone else's parts; sent: all parts but
-    // the right neighbour's).
+    // the right neighbour's), gather: each rank sends its part, the root receives the others'.
     uint64_t bytes_sent() const override { return sent_.load(std::memory_order_relaxed); }
     uint64_t bytes_received() const override { return received_.load(std::memory_order_relaxed); }
 

@@ -24,6 +24,7 @@
 
 #include "ringtrain/scaling/link.hpp"
 #include "ringtrain/scaling/scaling_model.hpp"
+#include "ringtrain/scaling/sparse_step_model.hpp"
 
 namespace ringtrain::train {
 
@@ -76,6 +77,54 @@ scaling::Link link_from_run(const RunMeasurements& m);
 
 // summary.json's "predicted".
 nlohmann::json run_prediction_json(const RunPrediction& p);
+
+// ---- the sparse path (SparseTrainer) ----
+// Its step has no overlap (scaling/sparse_step_model.hpp): parse wait, forward, backward, the opening allreduce, the
+// gradient exchange, the merge and the update, one after the other. The exchange's time is the run's own (every
+// rank's time in the sparse sync, less the wait for the slowest rank inside it, less the merge), fitted with the
+// one-float latency probe into a link; the merge's cost per row comes from a short probe at the end of the run.
+
+// One sparse run's measurements, per step (means over the run's steps).
+struct SparseRunMeasurements {
+    int ranks = 0;
+    int64_t batch_per_rank = 0;
+    double measured_step_s = 0;  // train_s / steps
+    // Rank 0's phases per step.
+    double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
+    double sync_s = 0;  // the sparse sync (exchange + merge + the wait for the slowest rank inside it), mean rank
+    // forward + backward per step: the slowest rank's and the mean rank's (their difference is the wait inside the
+    // sync, which follows them), and every phase but the sync: the slowest's (per stretch between the step's two
+    // waits for every rank, summed) and rank 0's (their ratio is the straggler share).
+    double slowest_before_sync_s = 0, mean_before_sync_s = 0;
+    double slowest_work_s = 0, rank0_work_s = 0;
+    std::vector<scaling::Collective> exchange;  // the sync's collectives per step, with their shares of steps
+    double merge_rows = 0;                      // rows entering the merge per step (every rank's)
+    double merge_s_per_row = 0;                 // from the end-of-run probe
+    double latency_probe_s = -1;                // a one-float allreduce (< 0: not taken)
+    std::string backend;
+};
+
+struct SparseRunPrediction {
+    scaling::SparsePrediction prediction;
+    scaling::Link link;
+    double straggler = 0;
+    double measured_step_s = 0;
+    double fitted_link_step_s = 0;  // the exchange from the fitted link's formulas instead of its measured time
+    double exchange_s = 0;          // the exchange's measured time per step (sync less wait and merge)
+    double merge_s_per_row = 0;     // the probe's, at most what the sync's own time leaves (95 % of it)
+    double one_rank_step_s = 0;     // rank 0's data + forward + backward + optimizer
+    double measured_efficiency = 0;
+    double error = 0;               // (measured − predicted) / measured
+    std::string dominant;           // in words ("slot allgather (61 KB per rank, every step) over mpi")
+};
+
+// Pure arithmetic on `m` (tests/train/test_run_prediction.cpp). Throws Error when nothing was measured or the link
+// cannot be fitted.
+SparseRunPrediction predict_sparse_run(const SparseRunMeasurements& m);
+
+// summary.json's "predicted" for the sparse path: run_prediction_json's fields, terms_s with "merge", and the
+// exchange's collectives.
+nlohmann::json sparse_run_prediction_json(const SparseRunPrediction& p, const SparseRunMeasurements& m);
 
 // The end-of-run line from summary.json ("" when the summary has no "predicted" with a step).
 std::string describe_run_prediction(const nlohmann::json& summary);
