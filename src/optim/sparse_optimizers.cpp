@@ -1,4 +1,5 @@
 // SGD, AdaGrad and FTRL-Proximal over a sparse layer's touched rows (formulas in the header).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -36,6 +37,54 @@ void SparseOptimizer::apply(const SparseRows& grad, std::span<const float> bias_
 void SparseOptimizer::step(float lr) {
     if (!bound_grad_) throw Error("sparse optimizer: step() before bind_gradient()");
     apply(*bound_grad_, bound_bias_grad_, lr);
+}
+
+const std::vector<Tensor*>& SparseOptimizer::row_tensors() {
+    if (row_tensors_.empty()) {
+        row_tensors_.push_back(&weight_.value);
+        for (auto& [name, t] : state())
+            if (t->shape() == weight_.value.shape()) row_tensors_.push_back(t);
+    }
+    return row_tensors_;
+}
+
+int64_t SparseOptimizer::row_floats() { return static_cast<int64_t>(row_tensors().size()) * width_; }
+
+void SparseOptimizer::export_rows(std::span<const uint32_t> rows, SparseRows& out) {
+    const std::vector<Tensor*>& parts = row_tensors();
+    const auto k = static_cast<size_t>(width_);
+    out.width = row_floats();
+    out.rows.assign(rows.begin(), rows.end());
+    out.values.resize(rows.size() * static_cast<size_t>(out.width));
+    float* to = out.values.data();
+    for (const uint32_t row : rows) {
+        if (row >= static_cast<uint64_t>(rows_))
+            throw Error("sparse optimizer: export of row " + std::to_string(row) + ", past " + std::to_string(rows_) +
+                        " rows");
+        for (Tensor* t : parts) {
+            std::copy_n(t->data() + static_cast<size_t>(row) * k, k, to);
+            to += k;
+        }
+    }
+}
+
+void SparseOptimizer::import_rows(const SparseRows& in) {
+    const std::vector<Tensor*>& parts = row_tensors();
+    const auto k = static_cast<size_t>(width_);
+    if ((in.width != row_floats() && !in.rows.empty()) || in.values.size() != in.rows.size() * static_cast<size_t>(in.width))
+        throw Error("sparse optimizer: import of " + std::to_string(in.rows.size()) + " rows of width " +
+                    std::to_string(in.width) + " (" + std::to_string(in.values.size()) + " values) into rows of " +
+                    std::to_string(row_floats()) + " floats (" + name() + ")");
+    const float* from = in.values.data();
+    for (const uint32_t row : in.rows) {
+        if (row >= static_cast<uint64_t>(rows_))
+            throw Error("sparse optimizer: import of row " + std::to_string(row) + ", past " + std::to_string(rows_) +
+                        " rows");
+        for (Tensor* t : parts) {
+            std::copy_n(from, k, t->data() + static_cast<size_t>(row) * k);
+            from += k;
+        }
+    }
 }
 
 namespace {

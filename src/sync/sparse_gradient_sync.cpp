@@ -1,6 +1,7 @@
 // SparseGradientSync (see the header): one gather of fixed-size slots [header | ids | rows] (the rows that fit),
-// then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally, or one dense
-// allreduce of [table | dense part | packed touched counts].
+// then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally (all rows, or
+// with owner updates this rank's range of them), or one dense allreduce of [table | dense part | packed touched
+// counts]. Owner updates then share the updated rows through UpdatedRowShare.
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "updated_row_share.hpp"
 
 namespace ringtrain::sync {
 
@@ -41,7 +43,10 @@ float id_as_float(uint32_t id) { return std::bit_cast<float>(id); }  // ids trav
 // summing a row found in both as a + b and dividing every row by `div` (1 except on the last merge, where it is
 // the world size: x / 1 is x, so the sums are the same bits as summing first and dividing after); returns the
 // number of rows written (out has room for na + nb). Branch-free: the ids are random, so an if/else per row
-// mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are. W = 1
+// mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are but for
+// -0.0 (it becomes +0.0): the loops after one side runs out add 0.0f too, so a row's bits do not depend on where
+// the other list ends — owner updates merge ranges of the lists, and must give each row the bits the whole
+// lists give it. W = 1
 // (logistic regression's one output) is compiled on its own: the general loop over the width cost ~47
 // instructions a row (bench/RESULTS.md, "Sparse logistic regression"). Ids are uint32 or travel bit-cast in floats.
 template <size_t W, class IdA>
@@ -61,11 +66,11 @@ size_t merge_sorted_rows(const IdA* ids_a, const float* va, size_t na, const flo
     }
     for (; a < na; ++a, ++m) {
         out_rows[m] = std::bit_cast<uint32_t>(ids_a[a]);
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = va[a * w + k] / div;
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = (va[a * w + k] + 0.0f) / div;
     }
     for (; b < nb; ++b, ++m) {
         out_rows[m] = std::bit_cast<uint32_t>(ids_b[b]);
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = vb[b * w + k] / div;
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = (0.0f + vb[b * w + k]) / div;
     }
     return m;
 }
@@ -96,7 +101,10 @@ struct SparseGradientSync::State {
     comm::Communicator& comm;
     int64_t num_rows, width;
     SparseSyncMethod method;
+    SparseUpdate update;
     SparseSyncStats stats;
+    bool owned_only = false;  // the last average() left only this rank's owned rows
+    std::unique_ptr<UpdatedRowShare> share;  // owner updates at N > 1
 
     std::vector<int64_t> counts;  // every rank's row count this step
     // The step's gather: per rank a slot [count (2 floats) | dense part | ids (capacity, bit-cast) | rows (capacity
@@ -113,7 +121,10 @@ struct SparseGradientSync::State {
     // dense path: [num_rows x width | dense part | packed touched counts], zero between steps
     std::vector<float> dense;
 
-    State(comm::Communicator& c, int64_t r, int64_t w, SparseSyncMethod m) : comm(c), num_rows(r), width(w), method(m) {}
+    State(comm::Communicator& c, int64_t r, int64_t w, SparseSyncMethod m, SparseUpdate u)
+        : comm(c), num_rows(r), width(w), method(m), update(u) {
+        if (update == SparseUpdate::Owner && comm.size() > 1) share = std::make_unique<UpdatedRowShare>(comm, num_rows);
+    }
 
     void check_input(const SparseRows& grad) const;
     void gathered(SparseRows& grad, std::span<float> dense_part);
@@ -121,13 +132,41 @@ struct SparseGradientSync::State {
     void by_dense(SparseRows& grad, std::span<float> dense_part);
 };
 
-SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method) {
+SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method,
+                                       SparseUpdate update) {
     if (num_rows <= 0 || width <= 0)
         throw Error("SparseGradientSync: the table must have rows and columns (got " + std::to_string(num_rows) + " x " +
                     std::to_string(width) + ")");
     if (num_rows > (int64_t{1} << 32))
         throw Error("SparseGradientSync: " + std::to_string(num_rows) + " rows do not fit 32-bit row ids");
-    state_ = std::make_unique<State>(comm, num_rows, width, method);
+    state_ = std::make_unique<State>(comm, num_rows, width, method, update);
+}
+
+int64_t SparseGradientSync::first_owned_row(int64_t rank, int64_t world, int64_t num_rows) {
+    // ceil(rank * num_rows / world): the first r with floor(r * world / num_rows) == rank (num_rows <= 2^32 and
+    // world is a process count, so the product fits 64 bits).
+    return (rank * num_rows + world - 1) / world;
+}
+
+bool SparseGradientSync::owned_rows_only() const { return state_->owned_only; }
+
+void SparseGradientSync::share_updated_rows(SparseRows& rows) {
+    State& s = *state_;
+    if (!s.owned_only) throw Error("SparseGradientSync: share_updated_rows() after a step that was not an owner step");
+    const int64_t first = first_owned_row(s.comm.rank(), s.comm.size(), s.num_rows);
+    const int64_t end = first_owned_row(s.comm.rank() + 1, s.comm.size(), s.num_rows);
+    if (rows.width <= 0 || rows.values.size() != rows.rows.size() * static_cast<size_t>(rows.width))
+        throw Error("SparseGradientSync: updated rows of width " + std::to_string(rows.width) + " with " +
+                    std::to_string(rows.rows.size()) + " rows and " + std::to_string(rows.values.size()) + " values");
+    for (size_t i = 0; i < rows.rows.size(); ++i)
+        if (rows.rows[i] < first || rows.rows[i] >= end || (i > 0 && rows.rows[i] <= rows.rows[i - 1]))
+            throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (" +
+                        std::to_string(first) + " to " + std::to_string(end - 1) + ") or out of order");
+    s.owned_only = false;  // one share per owner step
+    const UpdatedRowShare::Sent sent = s.share->share(rows);
+    s.stats.bytes_state += sent.payload_bytes;
+    s.stats.bytes_allgather += sent.payload_bytes;
+    s.stats.state_second_collectives += sent.second_collective ? 1 : 0;
 }
 
 SparseGradientSync::~SparseGradientSync() = default;
@@ -182,6 +221,7 @@ void SparseGradientSync::average(SparseRows& grad, std::span<float> dense_part) 
     State& s = *state_;
     s.check_input(grad);
     grad.width = s.width;
+    s.owned_only = false;
     if (s.comm.size() > 1) {
         s.gathered(grad, dense_part);
         return;
@@ -231,6 +271,10 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
         return;
     }
     ++stats.allgather_steps;
+    if (share) {
+        owned_only = true;
+        ++stats.owner_steps;
+    }
     stats.bytes_allgather += static_cast<uint64_t>(world - 1) * (mine * (1 + w) + nd) * sizeof(float);
 
     if (largest > static_cast<int64_t>(room)) {  // the rows past the room, in a second collective
@@ -283,6 +327,19 @@ void SparseGradientSync::State::merge_gathered(SparseRows& grad, std::span<float
         std::copy_n(base + room, room * w, st.data() + n);
         std::copy_n(tail + rest, rest * w, st.data() + n + room * w);
         from[static_cast<size_t>(r)] = {st.data(), st.data() + n, n};
+    }
+    if (owned_only) {
+        // Owner updates: this rank's range of every list (sorted, so two binary searches each). A row lies in one
+        // range in every list, so each row meets the same ranks' values in the same order as in the whole lists.
+        const auto lo = static_cast<uint64_t>(SparseGradientSync::first_owned_row(comm.rank(), world, num_rows));
+        const auto hi = static_cast<uint64_t>(SparseGradientSync::first_owned_row(comm.rank() + 1, world, num_rows));
+        for (Rows& f : from) {
+            const auto below = [](uint64_t bound) { return [bound](float id) { return std::bit_cast<uint32_t>(id) < bound; }; };
+            const float* b = std::partition_point(f.ids, f.ids + f.n, below(lo));
+            const float* e = std::partition_point(b, f.ids + f.n, below(hi));
+            const auto skip = static_cast<size_t>(b - f.ids);
+            f = {b, f.values + skip * w, static_cast<size_t>(e - b)};
+        }
     }
 
     // Rank 0's rows merged with rank 1's, then each further rank's merged into the sum in turn: a row's values are

@@ -51,6 +51,10 @@ sync::SparseSyncMethod sync_method(SparseSync s) {
     return sync::SparseSyncMethod::Auto;
 }
 
+sync::SparseUpdate sparse_update(SparseUpdate u) {
+    return u == SparseUpdate::Owner ? sync::SparseUpdate::Owner : sync::SparseUpdate::Replicated;
+}
+
 // Labels against the model: 0/1 for one output, a class index below K for K outputs (the readers cannot know K).
 void check_labels(const CsrBatch& b, int64_t k, const std::string& file) {
     for (float y : b.labels) {
@@ -166,7 +170,8 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     deadline.enter("copying rank 0's parameters");
     broadcast_from_root();
     gsync_ = std::make_unique<sync::SparseGradientSync>(comm_, model_->num_features(), model_->out_features(),
-                                                        sync_method(plan_.sync.sparse));
+                                                        sync_method(plan_.sync.sparse),
+                                                        sparse_update(plan_.sync.sparse_update));
     gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
     deadline.disarm();
 }
@@ -409,6 +414,7 @@ float SparseRun::run_step() {
         ScopedPhase t(phases_, Phase::Optimizer);
         opt_->apply(grad_, bias_grad_, lr);
     }
+    if (!local_sgd && gsync_->owned_rows_only()) share_updated_rows();
     pending_loss_ += stats.loss_sum;
     pending_rows_ += static_cast<double>(rows);
     ++pos_.step_in_epoch;
@@ -417,6 +423,21 @@ float SparseRun::run_step() {
     ++window_steps_;
     if (local_sgd && pos_.global_step % plan_.sync.local_sgd_period == 0) average_all_tensors();
     return lr;
+}
+
+// Owner updates: this rank updated only the rows it owns; each owner's rows (weight and per-row optimizer state)
+// go to every other rank, which writes them in, so the table and the state are the same bits on every rank again.
+void SparseRun::share_updated_rows() {
+    {
+        ScopedPhase t(phases_, Phase::Optimizer);
+        opt_->export_rows(grad_.rows, updated_rows_);
+    }
+    {
+        ScopedPhase t(phases_, Phase::SyncWait);
+        gsync_->share_updated_rows(updated_rows_);
+    }
+    ScopedPhase t(phases_, Phase::Optimizer);
+    opt_->import_rows(updated_rows_);
 }
 
 // Local SGD: the table, the bias and the optimizer state averaged over the ranks (FTRL's weights are a function
@@ -637,6 +658,7 @@ json SparseRun::write_summary() {
         {"sync",
          {{"mode", to_string(plan_.sync.mode)},
           {"sparse", to_string(plan_.sync.sparse)},
+          {"sparse_update", local_sgd ? json(nullptr) : json(to_string(plan_.sync.sparse_update))},
           {"local_sgd_period", local_sgd ? json(plan_.sync.local_sgd_period) : json(nullptr)},
           {"local_sgd_averages", local_sgd_averages_},
           {"allgather_steps", st.allgather_steps},

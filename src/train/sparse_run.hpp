@@ -89,6 +89,8 @@ private:
     // Every tensor the run holds: the table and bias, then the optimizer's state (what local SGD averages).
     std::vector<std::span<float>> all_values();
     void average_all_tensors();
+    // Owner updates (sync.sparse_update owner): after the update of this rank's rows, every rank's rows shared.
+    void share_updated_rows();
     void broadcast_from_root();
     // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
     void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping = nullptr);
@@ -132,6 +134,7 @@ private:
     Tensor logits_, labels_, dlogits_;
     SparseRows grad_;
     std::vector<float> bias_grad_;
+    SparseRows updated_rows_;  // owner updates: this rank's updated rows out, the other owners' in
 
     // This rank's loss of steps not yet reduced, and all ranks' sums of this epoch / log window.
     double pending_loss_ = 0, pending_rows_ = 0;
