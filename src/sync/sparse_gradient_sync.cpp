@@ -1,6 +1,6 @@
 // SparseGradientSync (see the header): one gather of fixed-size slots [header | ids | rows] (the rows that fit),
 // then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally (all rows, or
-// with owner updates this rank's range of them), or one dense allreduce of [table | dense part | packed touched
+// with owner updates this rank's group of them), or one dense allreduce of [table | dense part | packed touched
 // counts]. Owner updates then share the updated rows through UpdatedRowShare.
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 
@@ -45,7 +45,7 @@ float id_as_float(uint32_t id) { return std::bit_cast<float>(id); }  // ids trav
 // number of rows written (out has room for na + nb). Branch-free: the ids are random, so an if/else per row
 // mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are but for
 // -0.0 (it becomes +0.0): the loops after one side runs out add 0.0f too, so a row's bits do not depend on where
-// the other list ends — owner updates merge ranges of the lists, and must give each row the bits the whole
+// the other list ends — owner updates merge parts of the lists, and must give each row the bits the whole
 // lists give it. W = 1
 // (logistic regression's one output) is compiled on its own: the general loop over the width cost ~47
 // instructions a row (bench/RESULTS.md, "Sparse logistic regression"). Ids are uint32 or travel bit-cast in floats.
@@ -105,10 +105,14 @@ struct SparseGradientSync::State {
     SparseSyncStats stats;
     bool owned_only = false;  // the last average() left only this rank's owned rows
     std::unique_ptr<UpdatedRowShare> share;  // owner updates at N > 1
+    // Owner updates: this rank's rows grouped by owner (what its slot carries), each row's owner, group starts.
+    SparseRows grouped;
+    std::vector<uint32_t> row_owner, group_start;
 
     std::vector<int64_t> counts;  // every rank's row count this step
-    // The step's gather: per rank a slot [count (2 floats) | dense part | ids (capacity, bit-cast) | rows (capacity
-    // x width)]; capacity follows the largest count seen (the same on every rank).
+    // The step's gather: per rank a slot [count (2 floats) | owner updates: its N group sizes | dense part | ids
+    // (capacity, bit-cast) | rows (capacity x width)]; capacity follows the largest count seen (the same on every
+    // rank).
     size_t capacity = 0;
     std::vector<float> send, all;
     std::vector<size_t> slot_counts;
@@ -128,6 +132,7 @@ struct SparseGradientSync::State {
 
     void check_input(const SparseRows& grad) const;
     void gathered(SparseRows& grad, std::span<float> dense_part);
+    const SparseRows& group_by_owner(const SparseRows& grad, float* group_sizes);
     void merge_gathered(SparseRows& grad, std::span<float> dense_part, size_t head, size_t room);
     void by_dense(SparseRows& grad, std::span<float> dense_part);
 };
@@ -142,10 +147,11 @@ SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_row
     state_ = std::make_unique<State>(comm, num_rows, width, method, update);
 }
 
-int64_t SparseGradientSync::first_owned_row(int64_t rank, int64_t world, int64_t num_rows) {
-    // ceil(rank * num_rows / world): the first r with floor(r * world / num_rows) == rank (num_rows <= 2^32 and
-    // world is a process count, so the product fits 64 bits).
-    return (rank * num_rows + world - 1) / world;
+int SparseGradientSync::owner_of_row(uint32_t row, int world) {
+    // Fibonacci hashing: the multiply by 2^32 / golden ratio (odd, so a bijection of uint32) spreads runs of
+    // consecutive ids and strided ids evenly; its top bits scaled to [0, world).
+    const uint32_t mixed = row * 0x9E3779B1u;
+    return static_cast<int>((static_cast<uint64_t>(mixed) * static_cast<uint64_t>(world)) >> 32);
 }
 
 bool SparseGradientSync::owned_rows_only() const { return state_->owned_only; }
@@ -153,15 +159,14 @@ bool SparseGradientSync::owned_rows_only() const { return state_->owned_only; }
 void SparseGradientSync::share_updated_rows(SparseRows& rows) {
     State& s = *state_;
     if (!s.owned_only) throw Error("SparseGradientSync: share_updated_rows() after a step that was not an owner step");
-    const int64_t first = first_owned_row(s.comm.rank(), s.comm.size(), s.num_rows);
-    const int64_t end = first_owned_row(s.comm.rank() + 1, s.comm.size(), s.num_rows);
+    const int me = s.comm.rank(), world = s.comm.size();
     if (rows.width <= 0 || rows.values.size() != rows.rows.size() * static_cast<size_t>(rows.width))
         throw Error("SparseGradientSync: updated rows of width " + std::to_string(rows.width) + " with " +
                     std::to_string(rows.rows.size()) + " rows and " + std::to_string(rows.values.size()) + " values");
     for (size_t i = 0; i < rows.rows.size(); ++i)
-        if (rows.rows[i] < first || rows.rows[i] >= end || (i > 0 && rows.rows[i] <= rows.rows[i - 1]))
-            throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (" +
-                        std::to_string(first) + " to " + std::to_string(end - 1) + ") or out of order");
+        if (owner_of_row(rows.rows[i], world) != me || (i > 0 && rows.rows[i] <= rows.rows[i - 1]))
+            throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (rank " +
+                        std::to_string(owner_of_row(rows.rows[i], world)) + " owns it) or out of order");
     s.owned_only = false;  // one share per owner step
     const UpdatedRowShare::Sent sent = s.share->share(rows);
     s.stats.bytes_state += sent.payload_bytes;
@@ -238,16 +243,20 @@ void SparseGradientSync::average(SparseRows& grad, std::span<float> dense_part) 
 void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dense_part) {
     const int world = comm.size();
     const size_t w = static_cast<size_t>(width), nd = dense_part.size();
-    const size_t head = 2 + nd;
+    // Owner updates: the slot's header also holds the sizes of the rank's N groups of rows (one per owner).
+    const size_t groups = share ? static_cast<size_t>(world) : 0;
+    const size_t head = 2 + groups + nd;
     const size_t room = method == SparseSyncMethod::Dense ? 0 : capacity;
     const size_t slot = head + room * (1 + w);
     const size_t mine = grad.rows.size(), fit = std::min(mine, room);
     send.resize(slot);
     put2(send.data(), static_cast<uint64_t>(mine));
-    std::copy(dense_part.begin(), dense_part.end(), send.begin() + 2);
+    std::copy(dense_part.begin(), dense_part.end(), send.begin() + 2 + static_cast<std::ptrdiff_t>(groups));
+    // What the slots carry: the rows as they are, or grouped by owner (the dense way sends no rows).
+    const SparseRows& out = share && method != SparseSyncMethod::Dense ? group_by_owner(grad, send.data() + 2) : grad;
     float* ids = send.data() + head;
-    for (size_t i = 0; i < fit; ++i) ids[i] = id_as_float(grad.rows[i]);
-    std::copy_n(grad.values.data(), fit * w, ids + room);
+    for (size_t i = 0; i < fit; ++i) ids[i] = id_as_float(out.rows[i]);
+    std::copy_n(out.values.data(), fit * w, ids + room);
     slot_counts.assign(static_cast<size_t>(world), slot);
     all.resize(slot * static_cast<size_t>(world));
     comm.allgatherv_into(send, slot_counts, all);  // every rank passes the same slot size (same capacity and nd)
@@ -288,12 +297,45 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
         }
         const size_t rest = mine - fit;
         tail_send.resize(rest * (1 + w));
-        for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(grad.rows[fit + i]);
-        std::copy_n(grad.values.data() + fit * w, rest * w, tail_send.data() + rest);
+        for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(out.rows[fit + i]);
+        std::copy_n(out.values.data() + fit * w, rest * w, tail_send.data() + rest);
         tail_all.resize(total);
         comm.allgatherv_into(tail_send, tail_counts, tail_all);
     }
     merge_gathered(grad, dense_part, head, room);
+}
+
+// Owner updates: grad's rows grouped by owner into `grouped` (a stable counting sort: each group stays sorted), the
+// group sizes written bit-cast to group_sizes[0..N).
+const SparseRows& SparseGradientSync::State::group_by_owner(const SparseRows& grad, float* group_sizes) {
+    const int world = comm.size();
+    const size_t w = static_cast<size_t>(width), n = grad.rows.size();
+    row_owner.resize(n);
+    group_start.assign(static_cast<size_t>(world) + 1, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const auto o = static_cast<uint32_t>(SparseGradientSync::owner_of_row(grad.rows[i], world));
+        row_owner[i] = o;
+        ++group_start[o + 1];
+    }
+    for (int k = 0; k < world; ++k) {
+        group_sizes[k] = std::bit_cast<float>(group_start[static_cast<size_t>(k) + 1]);
+        group_start[static_cast<size_t>(k) + 1] += group_start[static_cast<size_t>(k)];
+    }
+    grouped.width = width;
+    grouped.rows.resize(n);
+    grouped.values.resize(n * w);
+    uint32_t* to_rows = grouped.rows.data();
+    float* to_values = grouped.values.data();
+    const float* values = grad.values.data();
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t at = group_start[row_owner[i]]++;
+        to_rows[at] = grad.rows[i];
+        if (w == 1)
+            to_values[at] = values[i];
+        else
+            std::copy_n(values + i * w, w, to_values + static_cast<size_t>(at) * w);
+    }
+    return grouped;
 }
 
 // Every rank's rows (from its slot, and its tail when it had one) merged in rank order into `grad`, then divided.
@@ -329,16 +371,16 @@ void SparseGradientSync::State::merge_gathered(SparseRows& grad, std::span<float
         from[static_cast<size_t>(r)] = {st.data(), st.data() + n, n};
     }
     if (owned_only) {
-        // Owner updates: this rank's range of every list (sorted, so two binary searches each). A row lies in one
-        // range in every list, so each row meets the same ranks' values in the same order as in the whole lists.
-        const auto lo = static_cast<uint64_t>(SparseGradientSync::first_owned_row(comm.rank(), world, num_rows));
-        const auto hi = static_cast<uint64_t>(SparseGradientSync::first_owned_row(comm.rank() + 1, world, num_rows));
-        for (Rows& f : from) {
-            const auto below = [](uint64_t bound) { return [bound](float id) { return std::bit_cast<uint32_t>(id) < bound; }; };
-            const float* b = std::partition_point(f.ids, f.ids + f.n, below(lo));
-            const float* e = std::partition_point(b, f.ids + f.n, below(hi));
-            const auto skip = static_cast<size_t>(b - f.ids);
-            f = {b, f.values + skip * w, static_cast<size_t>(e - b)};
+        // Owner updates: this rank's group of every list (its slot header has the group sizes). A row is in its
+        // owner's group in every list, sorted there, so it meets the same ranks' values in the same order as in the
+        // whole lists.
+        const auto me = static_cast<size_t>(comm.rank());
+        for (int r = 0; r < world; ++r) {
+            const float* sizes = all.data() + static_cast<size_t>(r) * slot + 2;
+            size_t skip = 0;
+            for (size_t k = 0; k < me; ++k) skip += std::bit_cast<uint32_t>(sizes[k]);
+            Rows& f = from[static_cast<size_t>(r)];
+            f = {f.ids + skip, f.values + skip * w, std::bit_cast<uint32_t>(sizes[me])};
         }
     }
 

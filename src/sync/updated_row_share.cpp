@@ -9,7 +9,7 @@ namespace ringtrain::sync {
 
 UpdatedRowShare::UpdatedRowShare(comm::Communicator& comm, int64_t num_rows)
     : comm_(comm),
-      max_owned_(static_cast<size_t>((num_rows + comm.size() - 1) / std::max(comm.size(), 1))) {}
+      max_rows_(static_cast<size_t>(num_rows)) {}
 
 UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows) {
     const int world = comm_.size();
@@ -38,7 +38,7 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows) {
         if (r != me) total += counts[r];
     }
     // Next share's room: the largest count and a quarter more (the owners' counts move with the batch's rows).
-    room_ = std::min(max_owned_, largest + largest / 4 + 64);
+    room_ = std::min(max_rows_, largest + largest / 4 + 64);
 
     const bool second = largest > room;
     if (second) {

@@ -1,7 +1,7 @@
 // UpdatedRowShare (private to sync): the owner-update step's second collective (SparseGradientSync's header,
 // "Who updates which rows"). Every rank sends a fixed-size slot [row count (2 floats) | ids (room, bit-cast) |
 // rows (room x width)]; the room follows the largest count seen (the same on every rank: it is computed from the
-// gathered counts), capped at the largest owned range. Rows past the room go in an allgatherv whose counts the
+// gathered counts), capped at the table's row count. Rows past the room go in an allgatherv whose counts the
 // slots told everyone. What comes back are the other ranks' rows, in rank order.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace ringtrain::sync {
 
 class UpdatedRowShare {
 public:
-    // num_rows: the table's; a rank owns at most ceil(num_rows / N) rows, which bounds the room.
+    // num_rows: the table's, which bounds the room.
     UpdatedRowShare(comm::Communicator& comm, int64_t num_rows);
 
     struct Sent {
@@ -28,7 +28,7 @@ public:
 
 private:
     comm::Communicator& comm_;
-    size_t max_owned_;
+    size_t max_rows_;
     size_t room_ = 0;
     std::vector<float> send_, all_, tail_send_, tail_all_;
     std::vector<size_t> slot_counts_, tail_counts_;

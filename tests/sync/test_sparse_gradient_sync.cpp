@@ -425,33 +425,33 @@ TEST_CASE("N ranks x batch B give the parameters of 1 rank x batch N*B", "[spars
 
 // ---- owner updates: each rank merges and updates its own range of rows, then shares them --------------------------
 
-TEST_CASE("row ownership: contiguous ranges, owner of r = floor(r * N / rows)", "[sparse_sync][owner]") {
-    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{997}, int64_t{1} << 32})
-        for (int64_t n = 1; n <= 5; ++n) {
-            INFO("rows " << rows << " N " << n);
-            CHECK(SparseGradientSync::first_owned_row(0, n, rows) == 0);
-            CHECK(SparseGradientSync::first_owned_row(n, n, rows) == rows);
-            for (int64_t k = 0; k < n; ++k) {
-                const int64_t lo = SparseGradientSync::first_owned_row(k, n, rows);
-                const int64_t hi = SparseGradientSync::first_owned_row(k + 1, n, rows);
-                REQUIRE(lo <= hi);
-                CHECK(hi - lo <= (rows + n - 1) / n);  // even: no range longer than ceil(rows / N)
-                for (int64_t r : {lo, hi - 1})
-                    if (r >= lo && r < hi) CHECK(r * n / rows == k);
-                if (lo > 0) CHECK((lo - 1) * n / rows < k);  // the row before the range is an earlier rank's
+TEST_CASE("row ownership: a hash of the id, even for runs of ids and strided ids", "[sparse_sync][owner]") {
+    for (int n = 1; n <= 5; ++n) {
+        INFO("N " << n);
+        // Frequency-ranked libsvm ids (a run from 0), a run high in a 2^32 space, and strided ids (a field
+        // layout): every rank owns about 1/N of each.
+        for (auto [first, stride] : {std::pair<uint64_t, uint64_t>{0, 1}, {4294000000u, 1}, {0, 8}, {5, 26}}) {
+            std::vector<int> owned(static_cast<size_t>(n), 0);
+            const int ids = 12000;
+            for (int i = 0; i < ids; ++i) {
+                const int o = SparseGradientSync::owner_of_row(static_cast<uint32_t>(first + stride * uint64_t(i)), n);
+                REQUIRE((o >= 0 && o < n));
+                ++owned[static_cast<size_t>(o)];
             }
+            for (int c : owned) CHECK(std::abs(c - ids / n) < ids / n / 20);  // within 5 % of an even share
         }
+    }
 }
 
 namespace {
 
-// Only rows in [lo, hi) of g kept.
-void keep_rows_in(RankGrad& g, int64_t lo, int64_t hi) {
+// Only the rows of g that `owner` owns kept.
+void keep_rows_owned_by(RankGrad& g, int owner) {
     SparseRows kept;
     kept.width = g.rows.width;
     for (int64_t i = 0; i < g.rows.count(); ++i) {
         const uint32_t id = g.rows.rows[static_cast<size_t>(i)];
-        if (id < lo || id >= hi) continue;
+        if (SparseGradientSync::owner_of_row(id, world_size()) != owner) continue;
         kept.rows.push_back(id);
         kept.values.insert(kept.values.end(), g.rows.row(i).begin(), g.rows.row(i).end());
     }
@@ -467,8 +467,8 @@ RankGrad owner_case_grad(GradShape shape, int64_t rows, int64_t width, uint64_t 
     RankGrad g = make_grad(me, rows, width, static_cast<size_t>(width), density, seed,
                            shape == GradShape::LastRankEmpty ? n - 1 : -1);
     if (shape == GradShape::LastRankEmpty && me == n - 1) g.rows = SparseRows{};
-    if (shape == GradShape::FirstOwnerOnly) keep_rows_in(g, 0, SparseGradientSync::first_owned_row(1, n, rows));
-    if (shape == GradShape::LastOwnerOnly) keep_rows_in(g, SparseGradientSync::first_owned_row(n - 1, n, rows), rows);
+    if (shape == GradShape::FirstOwnerOnly) keep_rows_owned_by(g, 0);
+    if (shape == GradShape::LastOwnerOnly) keep_rows_owned_by(g, n - 1);
     return g;
 }
 
@@ -484,9 +484,9 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 TEST_CASE("owner updates leave weights and optimizer state bit-identical to replicated updates",
           "[sparse_sync][owner]") {
     const int n = world_size();
-    const int64_t rows = 997;  // not a multiple of any N: ranges of unequal length
+    const int64_t rows = 997;
     // Step 0 finds no room in either gather (a second collective each), 1 fits, 2 has a rank with no rows, 3 and 4
-    // touch only the first / the last owner's range (the other owners update nothing), 5 is past the room again.
+    // touch only the first / the last owner's rows (the other owners update nothing), 5 is past the room again.
     const GradShape steps[] = {GradShape::Spread,         GradShape::Spread,        GradShape::LastRankEmpty,
                            GradShape::FirstOwnerOnly, GradShape::LastOwnerOnly, GradShape::Dense};
     for (const char* backend : {"ring", "mpi"}) {
@@ -537,15 +537,13 @@ TEST_CASE("owner updates leave weights and optimizer state bit-identical to repl
     }
 }
 
-TEST_CASE("an owner's merged rows are replicated's rows of its range, to the bit (signed zeros too)",
+TEST_CASE("an owner's merged rows are replicated's rows it owns, to the bit (signed zeros too)",
           "[sparse_sync][owner]") {
     const int n = world_size(), me = world_rank();
     auto comm = comm::make_communicator("ring");
     const int64_t rows = 1000, K = 2;
     SparseGradientSync replicated(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Replicated);
     SparseGradientSync owner(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Owner);
-    const int64_t lo = SparseGradientSync::first_owned_row(me, n, rows);
-    const int64_t hi = SparseGradientSync::first_owned_row(me + 1, n, rows);
     for (int step = 0; step < 4; ++step) {
         INFO("step " << step);
         RankGrad a = make_grad(me, rows, K, 1, 0.05f + 0.1f * static_cast<float>(step), 70 + static_cast<uint64_t>(step));
@@ -555,7 +553,7 @@ TEST_CASE("an owner's merged rows are replicated's rows of its range, to the bit
         replicated.average(a.rows, a.dense);
         owner.average(b.rows, b.dense);
         CHECK(owner.owned_rows_only() == (n > 1));
-        keep_rows_in(a, lo, hi);
+        keep_rows_owned_by(a, me);
         CHECK(b.rows.rows == a.rows.rows);
         CHECK(same_bits(b.rows.values, a.rows.values));
         CHECK(same_bits(b.dense, a.dense));
@@ -565,12 +563,12 @@ TEST_CASE("an owner's merged rows are replicated's rows of its range, to the bit
             mine.rows = b.rows.rows;
             mine.values.assign(b.rows.rows.size(), static_cast<float>(me));
             owner.share_updated_rows(mine);
-            // The others' rows, in rank order: every row of the union outside this rank's range, its owner's tag.
+            // The others' rows, rank by rank: rows other ranks own, each carrying its owner's tag.
             size_t i = 0;
             for (uint32_t id : mine.rows) {
-                CHECK((id < lo || id >= hi));
-                const float owner_rank = static_cast<float>(static_cast<int64_t>(id) * n / rows);
-                CHECK(mine.values[i++] == owner_rank);
+                const int owner_rank = SparseGradientSync::owner_of_row(id, n);
+                CHECK(owner_rank != me);
+                CHECK(mine.values[i++] == static_cast<float>(owner_rank));
             }
         }
     }
@@ -595,7 +593,9 @@ TEST_CASE("the dense way and one rank keep the whole union; misuse of the share 
     // A row outside this rank's range is refused before anything is sent (then the real share, on every rank).
     SparseRows foreign;
     foreign.width = 1;
-    foreign.rows = {static_cast<uint32_t>(me == 0 ? 199 : 0)};
+    uint32_t other = 0;
+    while (SparseGradientSync::owner_of_row(other, n) == me) ++other;
+    foreign.rows = {other};
     foreign.values = {1.0f};
     CHECK_THROWS_WITH(owner.share_updated_rows(foreign), Catch::Contains("is not this rank's"));
     SparseRows mine;

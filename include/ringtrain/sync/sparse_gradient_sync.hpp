@@ -25,10 +25,12 @@
 // Who updates which rows (sync.sparse_update):
 //   replicated — every rank merges every rank's rows and the caller updates the whole union (as many updates on
 //                every rank as on one rank with the global batch);
-//   owner      — on the allgather way at N > 1, rows are owned by contiguous ranges (rank k owns the rows r with
-//                floor(r * N / num_rows) == k, so hashed features spread evenly) and each rank merges only its
-//                own range of every rank's sorted list (a binary search per list) with the same arithmetic, in the
-//                same rank order, so its rows carry the bits replicated would give them. The caller updates those
+//   owner      — on the allgather way at N > 1, every row has an owner (owner_of_row: a hash of its id; contiguous
+//                ranges were tried first, but libsvm files number features by frequency, and ranges gave ~99 % of
+//                the rows of a generated click log to rank 0). Each rank sends its rows grouped by owner (each group
+//                sorted; the group sizes in its slot's header), and each rank merges only its own group of every
+//                rank's list with the same arithmetic, in the same rank order, so its rows carry the bits
+//                replicated would give them. The caller updates those
 //                rows (and the dense part, on every rank), then share_updated_rows() sends every owner's updated
 //                rows (weight and per-row optimizer state) to every rank: one more collective of fixed-size slots
 //                [row count | ids | rows] whose room follows the largest owned count, rows past it in an
@@ -93,10 +95,11 @@ public:
     bool owned_rows_only() const;
     // After an owned_rows_only() step, collective: `rows` in = this rank's updated rows (its owned rows of the
     // step, sorted, each `rows.width` floats: the weight row and the optimizer's per-row state; the same width on
-    // every rank), out = every other rank's, in rank order (so sorted too), for the caller to write in.
+    // every rank), out = every other rank's, rank by rank (each rank's sorted), for the caller to write in.
     void share_updated_rows(SparseRows& rows);
-    // The first row rank `rank` of `world` owns (rank `world` gives num_rows): rank k owns [first(k), first(k+1)).
-    static int64_t first_owned_row(int64_t rank, int64_t world, int64_t num_rows);
+    // The rank of `world` that owns `row` with owner updates: a multiplicative hash of the id, so that any id
+    // pattern (frequency-ranked ids, hashed ids, strided ids) spreads evenly over the ranks.
+    static int owner_of_row(uint32_t row, int world);
 
     // Which way `method` would combine rows_per_rank (each rank's row count) on `world` ranks, and the payload
     // bytes each rank would send by either way: the arithmetic auto uses, exposed for tests and the benchmark.
