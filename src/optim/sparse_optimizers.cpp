@@ -89,11 +89,13 @@ void copy_rows(const std::vector<Tensor*>& parts, std::span<const uint32_t> rows
         }
 }
 
+// The largest id first (a reduction without an early exit vectorises: ~1 instruction a row, not ~6).
 void check_rows(std::span<const uint32_t> rows, int64_t table_rows, const char* what) {
-    for (const uint32_t row : rows)
-        if (row >= static_cast<uint64_t>(table_rows))
-            throw Error(std::string("sparse optimizer: ") + what + " of row " + std::to_string(row) + ", past " +
-                        std::to_string(table_rows) + " rows");
+    uint32_t largest = 0;
+    for (const uint32_t row : rows) largest = std::max(largest, row);
+    if (!rows.empty() && largest >= static_cast<uint64_t>(table_rows))
+        throw Error(std::string("sparse optimizer: ") + what + " of row " + std::to_string(largest) + ", past " +
+                    std::to_string(table_rows) + " rows");
 }
 
 }  // namespace

@@ -163,7 +163,11 @@ void SparseGradientSync::share_updated_rows(SparseRows& rows) {
     if (rows.width <= 0 || rows.values.size() != rows.rows.size() * static_cast<size_t>(rows.width))
         throw Error("SparseGradientSync: updated rows of width " + std::to_string(rows.width) + " with " +
                     std::to_string(rows.rows.size()) + " rows and " + std::to_string(rows.values.size()) + " values");
-    for (size_t i = 0; i < rows.rows.size(); ++i)
+    // Without an early exit (it vectorises); the message then names the first bad row.
+    const std::vector<uint32_t>& ids = rows.rows;
+    bool bad = !ids.empty() && owner_of_row(ids[0], world) != me;
+    for (size_t i = 1; i < ids.size(); ++i) bad |= (owner_of_row(ids[i], world) != me) | (ids[i] <= ids[i - 1]);
+    for (size_t i = 0; bad && i < rows.rows.size(); ++i)
         if (owner_of_row(rows.rows[i], world) != me || (i > 0 && rows.rows[i] <= rows.rows[i - 1]))
             throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (rank " +
                         std::to_string(owner_of_row(rows.rows[i], world)) + " owns it) or out of order");
