@@ -156,7 +156,7 @@ int SparseGradientSync::owner_of_row(uint32_t row, int world) {
 
 bool SparseGradientSync::owned_rows_only() const { return state_->owned_only; }
 
-void SparseGradientSync::share_updated_rows(SparseRows& rows) {
+void SparseGradientSync::share_updated_rows(SparseRows& rows, std::span<double> sums) {
     State& s = *state_;
     if (!s.owned_only) throw Error("SparseGradientSync: share_updated_rows() after a step that was not an owner step");
     const int me = s.comm.rank(), world = s.comm.size();
@@ -172,7 +172,7 @@ void SparseGradientSync::share_updated_rows(SparseRows& rows) {
             throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (rank " +
                         std::to_string(owner_of_row(rows.rows[i], world)) + " owns it) or out of order");
     s.owned_only = false;  // one share per owner step
-    const UpdatedRowShare::Sent sent = s.share->share(rows);
+    const UpdatedRowShare::Sent sent = s.share->share(rows, sums);
     s.stats.bytes_state += sent.payload_bytes;
     s.stats.bytes_allgather += sent.payload_bytes;
     s.stats.state_second_collectives += sent.second_collective ? 1 : 0;

@@ -11,17 +11,19 @@ UpdatedRowShare::UpdatedRowShare(comm::Communicator& comm, int64_t num_rows)
     : comm_(comm),
       max_rows_(static_cast<size_t>(num_rows)) {}
 
-UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows) {
+UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows, std::span<double> sums) {
     const int world = comm_.size();
     const auto me = static_cast<size_t>(comm_.rank());
     const auto w = static_cast<size_t>(rows.width);
-    const size_t room = room_, slot = 2 + room * (1 + w);
+    const size_t head = 2 + 2 * sums.size();
+    const size_t room = room_, slot = head + room * (1 + w);
     const size_t mine = rows.rows.size(), fit = std::min(mine, room);
 
     send_.resize(slot);
     const auto count = static_cast<uint64_t>(mine);
     std::memcpy(send_.data(), &count, sizeof count);  // bit for bit in two floats
-    float* ids = send_.data() + 2;
+    std::memcpy(send_.data() + 2, sums.data(), sums.size_bytes());
+    float* ids = send_.data() + head;
     for (size_t i = 0; i < fit; ++i) ids[i] = std::bit_cast<float>(rows.rows[i]);
     std::copy_n(rows.values.data(), fit * w, ids + room);
     slot_counts_.assign(static_cast<size_t>(world), slot);
@@ -30,7 +32,11 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows) {
 
     std::vector<size_t> counts(static_cast<size_t>(world));
     size_t largest = 0, total = 0;
+    std::vector<double> theirs(sums.size());
+    std::fill(sums.begin(), sums.end(), 0.0);
     for (size_t r = 0; r < counts.size(); ++r) {
+        std::memcpy(theirs.data(), all_.data() + r * slot + 2, sums.size_bytes());
+        for (size_t j = 0; j < sums.size(); ++j) sums[j] += theirs[j];  // in rank order: the same bits everywhere
         uint64_t n = 0;
         std::memcpy(&n, all_.data() + r * slot, sizeof n);
         counts[r] = static_cast<size_t>(n);
@@ -63,7 +69,7 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows) {
     size_t at = 0, tail_at = 0;
     for (size_t r = 0; r < counts.size(); ++r) {
         const size_t n = counts[r], in_slot = std::min(n, room), rest = n - in_slot;
-        const float* base = all_.data() + r * slot + 2;
+        const float* base = all_.data() + r * slot + head;
         const float* tail = tail_all_.data() + tail_at;
         if (rest > 0) tail_at += rest * (1 + w);
         if (r == me) continue;

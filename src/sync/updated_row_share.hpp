@@ -1,12 +1,13 @@
 // UpdatedRowShare (private to sync): the owner-update step's second collective (SparseGradientSync's header,
-// "Who updates which rows"). Every rank sends a fixed-size slot [row count (2 floats) | ids (room, bit-cast) |
-// rows (room x width)]; the room follows the largest count seen (the same on every rank: it is computed from the
+// "Who updates which rows"). Every rank sends a fixed-size slot [row count (2 floats) | the caller's sums (2 floats
+// each) | ids (room, bit-cast) | rows (room x width)]; the room follows the largest count seen (the same on every rank: it is computed from the
 // gathered counts), capped at the table's row count. Rows past the room go in an allgatherv whose counts the
 // slots told everyone. What comes back are the other ranks' rows, in rank order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
@@ -23,8 +24,9 @@ public:
         uint64_t payload_bytes;  // (N-1) x this rank's rows x (1 + width) x 4: what its rows cost the others
         bool second_collective;  // some rank's rows did not fit the room
     };
-    // rows: in = this rank's, out = every other rank's (same width). Collective.
-    Sent share(SparseRows& rows);
+    // rows: in = this rank's, out = every other rank's (same width). sums (the same count on every rank) ride in the
+    // same collective and come back summed over the ranks in rank order. Collective.
+    Sent share(SparseRows& rows, std::span<double> sums);
 
 private:
     comm::Communicator& comm_;

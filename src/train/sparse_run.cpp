@@ -338,7 +338,11 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, 
     // The stop vote rides here for free: this allreduce runs before every step anyway.
     const bool stop_vote = stop_ != nullptr && stop_->requested();
     double v[4] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_, stop_vote ? 1.0 : 0.0};
-    comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
+    // With owner updates pending (identically on every rank) the sums ride in the share of the updated rows.
+    if (rows_pending_)
+        share_updated_rows(std::span<double>(v, 4));
+    else
+        comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
     pending_loss_ = pending_rows_ = 0;
     if (!std::isfinite(v[1]))
         throw CollectiveError("training loss is not finite at global step " + std::to_string(pos_.global_step) +
@@ -414,7 +418,14 @@ float SparseRun::run_step() {
         ScopedPhase t(phases_, Phase::Optimizer);
         opt_->apply(grad_, bias_grad_, lr);
     }
-    if (!local_sgd && gsync_->owned_rows_only()) share_updated_rows();
+    if (!local_sgd && gsync_->owned_rows_only()) {
+        // Owner updates: the rows this rank updated go to the others in the next opening allreduce's collective
+        // (reduce_pending_loss), which comes before anything reads the table again: the next forward, a checkpoint,
+        // the evaluation, the summary.
+        ScopedPhase t(phases_, Phase::Optimizer);
+        opt_->export_rows(grad_.rows, updated_rows_);
+        rows_pending_ = true;
+    }
     pending_loss_ += stats.loss_sum;
     pending_rows_ += static_cast<double>(rows);
     ++pos_.step_in_epoch;
@@ -427,15 +438,13 @@ float SparseRun::run_step() {
 
 // Owner updates: this rank updated only the rows it owns; each owner's rows (weight and per-row optimizer state)
 // go to every other rank, which writes them in, so the table and the state are the same bits on every rank again.
-void SparseRun::share_updated_rows() {
-    {
-        ScopedPhase t(phases_, Phase::Optimizer);
-        opt_->export_rows(grad_.rows, updated_rows_);
-    }
+// `sums` are the opening allreduce's numbers, summed over the ranks in the same collective.
+void SparseRun::share_updated_rows(std::span<double> sums) {
     {
         ScopedPhase t(phases_, Phase::SyncWait);
-        gsync_->share_updated_rows(updated_rows_);
+        gsync_->share_updated_rows(updated_rows_, sums);
     }
+    rows_pending_ = false;
     ScopedPhase t(phases_, Phase::Optimizer);
     opt_->import_rows(updated_rows_);
 }

@@ -562,7 +562,11 @@ TEST_CASE("an owner's merged rows are replicated's rows it owns, to the bit (sig
             mine.width = 1;
             mine.rows = b.rows.rows;
             mine.values.assign(b.rows.rows.size(), static_cast<float>(me));
-            owner.share_updated_rows(mine);
+            // The trainer's opening allreduce rides along: numbers summed over the ranks in the same collective.
+            double sums[2] = {static_cast<double>(me), 0.5};
+            owner.share_updated_rows(mine, sums);
+            CHECK(sums[0] == n * (n - 1) / 2.0);
+            CHECK(sums[1] == 0.5 * n);
             // The others' rows, rank by rank: rows other ranks own, each carrying its owner's tag.
             size_t i = 0;
             for (uint32_t id : mine.rows) {

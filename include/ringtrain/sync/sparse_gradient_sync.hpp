@@ -96,7 +96,10 @@ public:
     // After an owned_rows_only() step, collective: `rows` in = this rank's updated rows (its owned rows of the
     // step, sorted, each `rows.width` floats: the weight row and the optimizer's per-row state; the same width on
     // every rank), out = every other rank's, rank by rank (each rank's sorted), for the caller to write in.
-    void share_updated_rows(SparseRows& rows);
+    // `sums` (a few numbers, as many on every rank) travel in the same collective and come back summed over the
+    // ranks: the trainer defers the share to its next step's opening allreduce and sends that allreduce's numbers
+    // here, so an owner step still makes two collectives (the share must come before anything reads the table).
+    void share_updated_rows(SparseRows& rows, std::span<double> sums = {});
     // The rank of `world` that owns `row` with owner updates: a multiplicative hash of the id, so that any id
     // pattern (frequency-ranked ids, hashed ids, strided ids) spreads evenly over the ranks.
     static int owner_of_row(uint32_t row, int world);
