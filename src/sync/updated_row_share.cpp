@@ -30,13 +30,16 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows, std::span<double>
     all_.resize(slot * static_cast<size_t>(world));
     comm_.allgatherv_into(send_, slot_counts_, all_);
 
-    std::vector<size_t> counts(static_cast<size_t>(world));
+    counts_.resize(static_cast<size_t>(world));
+    std::vector<size_t>& counts = counts_;
     size_t largest = 0, total = 0;
-    std::vector<double> theirs(sums.size());
     std::fill(sums.begin(), sums.end(), 0.0);
     for (size_t r = 0; r < counts.size(); ++r) {
-        std::memcpy(theirs.data(), all_.data() + r * slot + 2, sums.size_bytes());
-        for (size_t j = 0; j < sums.size(); ++j) sums[j] += theirs[j];  // in rank order: the same bits everywhere
+        for (size_t j = 0; j < sums.size(); ++j) {  // in rank order: the same bits on every rank
+            double theirs = 0;
+            std::memcpy(&theirs, all_.data() + r * slot + 2 + 2 * j, sizeof theirs);
+            sums[j] += theirs;
+        }
         uint64_t n = 0;
         std::memcpy(&n, all_.data() + r * slot, sizeof n);
         counts[r] = static_cast<size_t>(n);

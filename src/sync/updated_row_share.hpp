@@ -33,7 +33,7 @@ private:
     size_t max_rows_;
     size_t room_ = 0;
     std::vector<float> send_, all_, tail_send_, tail_all_;
-    std::vector<size_t> slot_counts_, tail_counts_;
+    std::vector<size_t> slot_counts_, tail_counts_, counts_;
 };
 
 }  // namespace ringtrain::sync
