@@ -1,6 +1,7 @@
 // SparseGradientSync (see the header): one gather of fixed-size slots [header | ids | rows] (the rows that fit),
-// then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally, or one dense
-// allreduce of [table | dense part | packed touched counts].
+// then — only when some rank's rows did not fit — either the rest by an allgatherv, merged locally (all rows, or
+// with owner updates this rank's group of them), or one dense allreduce of [table | dense part | packed touched
+// counts]. Owner updates then share the updated rows through UpdatedRowShare.
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "updated_row_share.hpp"
 
 namespace ringtrain::sync {
 
@@ -41,7 +43,10 @@ float id_as_float(uint32_t id) { return std::bit_cast<float>(id); }  // ids trav
 // summing a row found in both as a + b and dividing every row by `div` (1 except on the last merge, where it is
 // the world size: x / 1 is x, so the sums are the same bits as summing first and dividing after); returns the
 // number of rows written (out has room for na + nb). Branch-free: the ids are random, so an if/else per row
-// mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are. W = 1
+// mispredicts about half the time. A row on one side only adds 0.0f, which leaves its values as they are but for
+// -0.0 (it becomes +0.0): the loops after one side runs out add 0.0f too, so a row's bits do not depend on where
+// the other list ends — owner updates merge parts of the lists, and must give each row the bits the whole
+// lists give it. W = 1
 // (logistic regression's one output) is compiled on its own: the general loop over the width cost ~47
 // instructions a row (bench/RESULTS.md, "Sparse logistic regression"). Ids are uint32 or travel bit-cast in floats.
 template <size_t W, class IdA>
@@ -61,11 +66,11 @@ size_t merge_sorted_rows(const IdA* ids_a, const float* va, size_t na, const flo
     }
     for (; a < na; ++a, ++m) {
         out_rows[m] = std::bit_cast<uint32_t>(ids_a[a]);
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = va[a * w + k] / div;
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = (va[a * w + k] + 0.0f) / div;
     }
     for (; b < nb; ++b, ++m) {
         out_rows[m] = std::bit_cast<uint32_t>(ids_b[b]);
-        for (size_t k = 0; k < w; ++k) out[m * w + k] = vb[b * w + k] / div;
+        for (size_t k = 0; k < w; ++k) out[m * w + k] = (0.0f + vb[b * w + k]) / div;
     }
     return m;
 }
@@ -96,11 +101,18 @@ struct SparseGradientSync::State {
     comm::Communicator& comm;
     int64_t num_rows, width;
     SparseSyncMethod method;
+    SparseUpdate update;
     SparseSyncStats stats;
+    bool owned_only = false;  // the last average() left only this rank's owned rows
+    std::unique_ptr<UpdatedRowShare> share;  // owner updates at N > 1
+    // Owner updates: this rank's rows grouped by owner (what its slot carries), each row's owner, group starts.
+    SparseRows grouped;
+    std::vector<uint32_t> row_owner, group_start;
 
     std::vector<int64_t> counts;  // every rank's row count this step
-    // The step's gather: per rank a slot [count (2 floats) | dense part | ids (capacity, bit-cast) | rows (capacity
-    // x width)]; capacity follows the largest count seen (the same on every rank).
+    // The step's gather: per rank a slot [count (2 floats) | owner updates: its N group sizes | dense part | ids
+    // (capacity, bit-cast) | rows (capacity x width)]; capacity follows the largest count seen (the same on every
+    // rank).
     size_t capacity = 0;
     std::vector<float> send, all;
     std::vector<size_t> slot_counts;
@@ -113,21 +125,57 @@ struct SparseGradientSync::State {
     // dense path: [num_rows x width | dense part | packed touched counts], zero between steps
     std::vector<float> dense;
 
-    State(comm::Communicator& c, int64_t r, int64_t w, SparseSyncMethod m) : comm(c), num_rows(r), width(w), method(m) {}
+    State(comm::Communicator& c, int64_t r, int64_t w, SparseSyncMethod m, SparseUpdate u)
+        : comm(c), num_rows(r), width(w), method(m), update(u) {
+        if (update == SparseUpdate::Owner && comm.size() > 1) share = std::make_unique<UpdatedRowShare>(comm, num_rows);
+    }
 
     void check_input(const SparseRows& grad) const;
     void gathered(SparseRows& grad, std::span<float> dense_part);
+    const SparseRows& group_by_owner(const SparseRows& grad, float* group_sizes);
     void merge_gathered(SparseRows& grad, std::span<float> dense_part, size_t head, size_t room);
     void by_dense(SparseRows& grad, std::span<float> dense_part);
 };
 
-SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method) {
+SparseGradientSync::SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method,
+                                       SparseUpdate update) {
     if (num_rows <= 0 || width <= 0)
         throw Error("SparseGradientSync: the table must have rows and columns (got " + std::to_string(num_rows) + " x " +
                     std::to_string(width) + ")");
     if (num_rows > (int64_t{1} << 32))
         throw Error("SparseGradientSync: " + std::to_string(num_rows) + " rows do not fit 32-bit row ids");
-    state_ = std::make_unique<State>(comm, num_rows, width, method);
+    state_ = std::make_unique<State>(comm, num_rows, width, method, update);
+}
+
+int SparseGradientSync::owner_of_row(uint32_t row, int world) {
+    // Fibonacci hashing: the multiply by 2^32 / golden ratio (odd, so a bijection of uint32) spreads runs of
+    // consecutive ids and strided ids evenly; its top bits scaled to [0, world).
+    const uint32_t mixed = row * 0x9E3779B1u;
+    return static_cast<int>((static_cast<uint64_t>(mixed) * static_cast<uint64_t>(world)) >> 32);
+}
+
+bool SparseGradientSync::owned_rows_only() const { return state_->owned_only; }
+
+void SparseGradientSync::share_updated_rows(SparseRows& rows, std::span<double> sums) {
+    State& s = *state_;
+    if (!s.owned_only) throw Error("SparseGradientSync: share_updated_rows() after a step that was not an owner step");
+    const int me = s.comm.rank(), world = s.comm.size();
+    if (rows.width <= 0 || rows.values.size() != rows.rows.size() * static_cast<size_t>(rows.width))
+        throw Error("SparseGradientSync: updated rows of width " + std::to_string(rows.width) + " with " +
+                    std::to_string(rows.rows.size()) + " rows and " + std::to_string(rows.values.size()) + " values");
+    // Without an early exit (it vectorises); the message then names the first bad row.
+    const std::vector<uint32_t>& ids = rows.rows;
+    bool bad = !ids.empty() && owner_of_row(ids[0], world) != me;
+    for (size_t i = 1; i < ids.size(); ++i) bad |= (owner_of_row(ids[i], world) != me) | (ids[i] <= ids[i - 1]);
+    for (size_t i = 0; bad && i < rows.rows.size(); ++i)
+        if (owner_of_row(rows.rows[i], world) != me || (i > 0 && rows.rows[i] <= rows.rows[i - 1]))
+            throw Error("SparseGradientSync: updated row " + std::to_string(rows.rows[i]) + " is not this rank's (rank " +
+                        std::to_string(owner_of_row(rows.rows[i], world)) + " owns it) or out of order");
+    s.owned_only = false;  // one share per owner step
+    const UpdatedRowShare::Sent sent = s.share->share(rows, sums);
+    s.stats.bytes_state += sent.payload_bytes;
+    s.stats.bytes_allgather += sent.payload_bytes;
+    s.stats.state_second_collectives += sent.second_collective ? 1 : 0;
 }
 
 SparseGradientSync::~SparseGradientSync() = default;
@@ -182,6 +230,7 @@ void SparseGradientSync::average(SparseRows& grad, std::span<float> dense_part) 
     State& s = *state_;
     s.check_input(grad);
     grad.width = s.width;
+    s.owned_only = false;
     if (s.comm.size() > 1) {
         s.gathered(grad, dense_part);
         return;
@@ -198,16 +247,20 @@ void SparseGradientSync::average(SparseRows& grad, std::span<float> dense_part) 
 void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dense_part) {
     const int world = comm.size();
     const size_t w = static_cast<size_t>(width), nd = dense_part.size();
-    const size_t head = 2 + nd;
+    // Owner updates: the slot's header also holds the sizes of the rank's N groups of rows (one per owner).
+    const size_t groups = share ? static_cast<size_t>(world) : 0;
+    const size_t head = 2 + groups + nd;
     const size_t room = method == SparseSyncMethod::Dense ? 0 : capacity;
     const size_t slot = head + room * (1 + w);
     const size_t mine = grad.rows.size(), fit = std::min(mine, room);
     send.resize(slot);
     put2(send.data(), static_cast<uint64_t>(mine));
-    std::copy(dense_part.begin(), dense_part.end(), send.begin() + 2);
+    std::copy(dense_part.begin(), dense_part.end(), send.begin() + 2 + static_cast<std::ptrdiff_t>(groups));
+    // What the slots carry: the rows as they are, or grouped by owner (the dense way sends no rows).
+    const SparseRows& out = share && method != SparseSyncMethod::Dense ? group_by_owner(grad, send.data() + 2) : grad;
     float* ids = send.data() + head;
-    for (size_t i = 0; i < fit; ++i) ids[i] = id_as_float(grad.rows[i]);
-    std::copy_n(grad.values.data(), fit * w, ids + room);
+    for (size_t i = 0; i < fit; ++i) ids[i] = id_as_float(out.rows[i]);
+    std::copy_n(out.values.data(), fit * w, ids + room);
     slot_counts.assign(static_cast<size_t>(world), slot);
     all.resize(slot * static_cast<size_t>(world));
     comm.allgatherv_into(send, slot_counts, all);  // every rank passes the same slot size (same capacity and nd)
@@ -231,6 +284,10 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
         return;
     }
     ++stats.allgather_steps;
+    if (share) {
+        owned_only = true;
+        ++stats.owner_steps;
+    }
     stats.bytes_allgather += static_cast<uint64_t>(world - 1) * (mine * (1 + w) + nd) * sizeof(float);
 
     if (largest > static_cast<int64_t>(room)) {  // the rows past the room, in a second collective
@@ -244,12 +301,45 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
         }
         const size_t rest = mine - fit;
         tail_send.resize(rest * (1 + w));
-        for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(grad.rows[fit + i]);
-        std::copy_n(grad.values.data() + fit * w, rest * w, tail_send.data() + rest);
+        for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(out.rows[fit + i]);
+        std::copy_n(out.values.data() + fit * w, rest * w, tail_send.data() + rest);
         tail_all.resize(total);
         comm.allgatherv_into(tail_send, tail_counts, tail_all);
     }
     merge_gathered(grad, dense_part, head, room);
+}
+
+// Owner updates: grad's rows grouped by owner into `grouped` (a stable counting sort: each group stays sorted), the
+// group sizes written bit-cast to group_sizes[0..N).
+const SparseRows& SparseGradientSync::State::group_by_owner(const SparseRows& grad, float* group_sizes) {
+    const int world = comm.size();
+    const size_t w = static_cast<size_t>(width), n = grad.rows.size();
+    row_owner.resize(n);
+    group_start.assign(static_cast<size_t>(world) + 1, 0);
+    for (size_t i = 0; i < n; ++i) {
+        const auto o = static_cast<uint32_t>(SparseGradientSync::owner_of_row(grad.rows[i], world));
+        row_owner[i] = o;
+        ++group_start[o + 1];
+    }
+    for (int k = 0; k < world; ++k) {
+        group_sizes[k] = std::bit_cast<float>(group_start[static_cast<size_t>(k) + 1]);
+        group_start[static_cast<size_t>(k) + 1] += group_start[static_cast<size_t>(k)];
+    }
+    grouped.width = width;
+    grouped.rows.resize(n);
+    grouped.values.resize(n * w);
+    uint32_t* to_rows = grouped.rows.data();
+    float* to_values = grouped.values.data();
+    const float* values = grad.values.data();
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t at = group_start[row_owner[i]]++;
+        to_rows[at] = grad.rows[i];
+        if (w == 1)
+            to_values[at] = values[i];
+        else
+            std::copy_n(values + i * w, w, to_values + static_cast<size_t>(at) * w);
+    }
+    return grouped;
 }
 
 // Every rank's rows (from its slot, and its tail when it had one) merged in rank order into `grad`, then divided.
@@ -283,6 +373,19 @@ void SparseGradientSync::State::merge_gathered(SparseRows& grad, std::span<float
         std::copy_n(base + room, room * w, st.data() + n);
         std::copy_n(tail + rest, rest * w, st.data() + n + room * w);
         from[static_cast<size_t>(r)] = {st.data(), st.data() + n, n};
+    }
+    if (owned_only) {
+        // Owner updates: this rank's group of every list (its slot header has the group sizes). A row is in its
+        // owner's group in every list, sorted there, so it meets the same ranks' values in the same order as in the
+        // whole lists.
+        const auto me = static_cast<size_t>(comm.rank());
+        for (int r = 0; r < world; ++r) {
+            const float* sizes = all.data() + static_cast<size_t>(r) * slot + 2;
+            size_t skip = 0;
+            for (size_t k = 0; k < me; ++k) skip += std::bit_cast<uint32_t>(sizes[k]);
+            Rows& f = from[static_cast<size_t>(r)];
+            f = {f.ids + skip, f.values + skip * w, std::bit_cast<uint32_t>(sizes[me])};
+        }
     }
 
     // Rank 0's rows merged with rank 1's, then each further rank's merged into the sum in turn: a row's values are

@@ -191,6 +191,10 @@ KeyRows sync_keys() {
         {"sync.sparse", {.kind = Kind::String, .fallback = "auto", .choices = spellings<SparseSync>(),
           .doc = "libsvm/criteo: combine gradient rows by allgather, by a dense allreduce, or per step by "
                   "whichever moves fewer bytes (auto)"}},
+        {"sync.sparse_update", {.kind = Kind::String, .fallback = "owner", .choices = spellings<SparseUpdate>(),
+          .doc = "libsvm/criteo, sync.mode allreduce: owner = each rank merges and updates only its own range of "
+                  "rows and then shares them with their optimizer state (less work per rank); replicated = every "
+                  "rank merges and updates every row. Same parameters either way"}},
     };
 }
 

@@ -93,6 +93,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("sync.stall_abort_s", p.sync.stall_abort_s);
     visit("sync.setup_timeout_s", p.sync.setup_timeout_s);
     visit("sync.sparse", p.sync.sparse);
+    visit("sync.sparse_update", p.sync.sparse_update);
     visit("sync.batchnorm", p.sync.batchnorm);
 
     visit("checkpoint.every_epochs", p.checkpoint.every_epochs);

@@ -52,6 +52,10 @@ sync::SparseSyncMethod sync_method(SparseSync s) {
     return sync::SparseSyncMethod::Auto;
 }
 
+sync::SparseUpdate sparse_update(SparseUpdate u) {
+    return u == SparseUpdate::Owner ? sync::SparseUpdate::Owner : sync::SparseUpdate::Replicated;
+}
+
 // Labels against the model: 0/1 for one output, a class index below K for K outputs (the readers cannot know K).
 void check_labels(const CsrBatch& b, int64_t k, const std::string& file) {
     for (float y : b.labels) {
@@ -167,7 +171,8 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     deadline.enter("copying rank 0's parameters");
     broadcast_from_root();
     gsync_ = std::make_unique<sync::SparseGradientSync>(comm_, model_->num_features(), model_->out_features(),
-                                                        sync_method(plan_.sync.sparse));
+                                                        sync_method(plan_.sync.sparse),
+                                                        sparse_update(plan_.sync.sparse_update));
     gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
     deadline.disarm();
 }
@@ -334,7 +339,11 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, 
     // The stop vote rides here for free: this allreduce runs before every step anyway.
     const bool stop_vote = stop_ != nullptr && stop_->requested();
     double v[4] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_, stop_vote ? 1.0 : 0.0};
-    comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
+    // With owner updates pending (identically on every rank) the sums ride in the share of the updated rows.
+    if (rows_pending_)
+        share_updated_rows(std::span<double>(v, 4));
+    else
+        comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
     pending_loss_ = pending_rows_ = 0;
     if (!std::isfinite(v[1]))
         throw CollectiveError("training loss is not finite at global step " + std::to_string(pos_.global_step) +
@@ -410,6 +419,14 @@ float SparseRun::run_step() {
         ScopedPhase t(phases_, Phase::Optimizer);
         opt_->apply(grad_, bias_grad_, lr);
     }
+    if (!local_sgd && gsync_->owned_rows_only()) {
+        // Owner updates: the rows this rank updated go to the others in the next opening allreduce's collective
+        // (reduce_pending_loss), which comes before anything reads the table again: the next forward, a checkpoint,
+        // the evaluation, the summary.
+        ScopedPhase t(phases_, Phase::Optimizer);
+        opt_->export_rows(grad_.rows, updated_rows_);
+        rows_pending_ = true;
+    }
     pending_loss_ += stats.loss_sum;
     pending_rows_ += static_cast<double>(rows);
     ++pos_.step_in_epoch;
@@ -418,6 +435,19 @@ float SparseRun::run_step() {
     ++window_steps_;
     if (local_sgd && pos_.global_step % plan_.sync.local_sgd_period == 0) average_all_tensors();
     return lr;
+}
+
+// Owner updates: this rank updated only the rows it owns; each owner's rows (weight and per-row optimizer state)
+// go to every other rank, which writes them in, so the table and the state are the same bits on every rank again.
+// `sums` are the opening allreduce's numbers, summed over the ranks in the same collective.
+void SparseRun::share_updated_rows(std::span<double> sums) {
+    {
+        ScopedPhase t(phases_, Phase::SyncWait);
+        gsync_->share_updated_rows(updated_rows_, sums);
+    }
+    rows_pending_ = false;
+    ScopedPhase t(phases_, Phase::Optimizer);
+    opt_->import_rows(updated_rows_);
 }
 
 // Local SGD: the table, the bias and the optimizer state averaged over the ranks (FTRL's weights are a function
@@ -629,12 +659,16 @@ json sync_block(const RunPlan& plan, const sync::SparseSyncStats& st, int64_t lo
     const bool local_sgd = plan.sync.mode == SyncMode::LocalSgd;
     return {{"mode", to_string(plan.sync.mode)},
             {"sparse", to_string(plan.sync.sparse)},
+            {"sparse_update", local_sgd ? json(nullptr) : json(to_string(plan.sync.sparse_update))},
             {"local_sgd_period", local_sgd ? json(plan.sync.local_sgd_period) : json(nullptr)},
             {"local_sgd_averages", local_sgd_averages},
             {"allgather_steps", st.allgather_steps},
             {"dense_steps", st.dense_steps},
             {"bytes_allgather", st.bytes_allgather},
             {"bytes_dense", st.bytes_dense},
+            {"owner_steps", st.owner_steps},
+            {"bytes_state", st.bytes_state},
+            {"state_second_collectives", st.state_second_collectives},
             {"bytes_allgather_per_rank", ag_bytes},
             {"bytes_dense_per_rank", dense_bytes}};
 }

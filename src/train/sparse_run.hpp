@@ -89,6 +89,9 @@ private:
     // Every tensor the run holds: the table and bias, then the optimizer's state (what local SGD averages).
     std::vector<std::span<float>> all_values();
     void average_all_tensors();
+    // Owner updates (sync.sparse_update owner): the rows this rank updated at the last step shared with every rank
+    // (and theirs written in), with the opening allreduce's `sums` in the same collective.
+    void share_updated_rows(std::span<double> sums);
     void broadcast_from_root();
     // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
     void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping = nullptr);
@@ -132,6 +135,8 @@ private:
     Tensor logits_, labels_, dlogits_;
     SparseRows grad_;
     std::vector<float> bias_grad_;
+    SparseRows updated_rows_;  // owner updates: this rank's updated rows out, the other owners' in
+    bool rows_pending_ = false;  // updated_rows_ holds this rank's rows of the last step, not yet shared
 
     // This rank's loss of steps not yet reduced, and all ranks' sums of this epoch / log window.
     double pending_loss_ = 0, pending_rows_ = 0;

@@ -3,6 +3,7 @@
 // the dense update with zero rows; the state round-trips through its named tensors; bad options and gradients.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <map>
 #include <string>
@@ -305,4 +306,67 @@ TEST_CASE("FTRL recomputes its weights from averaged state (local SGD)", "[optim
     t.weight.value.data()[1] = 0.7f;
     make_sparse_optimizer(options("adagrad"), t.weight, t.bias)->recompute_weights(0.5f);
     CHECK(t.w(1) == 0.7f);
+}
+
+TEST_CASE("export_rows / import_rows carry a row's weight and per-row state bit for bit", "[optim][sparse][owner]") {
+    // Owner updates: rank A updates rows, ships them, rank B writes them in; B must then be A for those rows (weight
+    // and state), keep its other rows, and the next update on both must agree to the bit.
+    const int64_t rows = 6, K = 2;
+    for (const char* name : {"sgd", "adagrad", "ftrl"}) {
+        INFO(name);
+        SparseOptimizerOptions o = options(name);
+        o.initial_accumulator = 0.1f;
+        o.l1 = 0.01f;
+        Table a(rows, K), b(rows, K);
+        auto oa = make_sparse_optimizer(o, a.weight, a.bias), ob = make_sparse_optimizer(o, b.weight, b.bias);
+        // [weight row | each [rows, K] state row]: sgd none, adagrad its sum, ftrl z and n.
+        const int64_t parts = std::string(name) == "sgd" ? 1 : std::string(name) == "adagrad" ? 2 : 3;
+        CHECK(oa->row_floats() == parts * K);
+        std::vector<float> bg{0.1f, -0.2f};
+        oa->apply(rows_of(K, {1, 3, 4}, {0.5f, -1.0f, 0.25f, 2.0f, -0.75f, 0.125f}), bg, 0.3f);
+        oa->apply(rows_of(K, {3, 5}, {1.5f, 0.5f, -0.5f, 1.0f}), bg, 0.3f);
+        ob->apply(rows_of(K, {0, 4}, {1.0f, 1.0f, 3.0f, -3.0f}), bg, 0.3f);  // B's own history on rows 0 and 4
+
+        SparseRows shipped;
+        const std::vector<uint32_t> ids{1, 3, 4};
+        oa->export_rows(ids, shipped);
+        CHECK(shipped.rows == ids);
+        CHECK(shipped.width == oa->row_floats());
+        REQUIRE(shipped.values.size() == 3 * static_cast<size_t>(parts * K));
+        CHECK(shipped.values[0] == a.w(1 * K));  // row 1's weight leads its row
+        ob->import_rows(shipped);
+
+        // Rows 1, 3, 4 of every [rows, K] tensor are A's bits now; row 0 is still B's own, row 5 B's zero.
+        auto sa = oa->state(), sb = ob->state();
+        std::vector<std::pair<const float*, const float*>> tensors{{a.weight.value.data(), b.weight.value.data()}};
+        for (size_t i = 0; i < sa.size(); ++i)
+            if (sa[i].second->shape() == a.weight.value.shape())
+                tensors.emplace_back(sa[i].second->data(), sb[i].second->data());
+        CHECK(static_cast<int64_t>(tensors.size()) == parts);
+        for (auto [ta, tb] : tensors)
+            for (int64_t r : {1, 3, 4})
+                for (int64_t k = 0; k < K; ++k)
+                    CHECK(std::bit_cast<uint32_t>(ta[r * K + k]) == std::bit_cast<uint32_t>(tb[r * K + k]));
+        CHECK(b.w(0) != 0.0f);  // B's row 0 kept (B's update made it nonzero, A never touched it)
+        CHECK(b.w(5 * K) == 0.0f);
+
+        // The next identical update of the imported rows gives identical bits on both.
+        const SparseRows next = rows_of(K, {1, 3, 4}, {-0.5f, 0.5f, 1.0f, -1.0f, 0.5f, 0.25f});
+        oa->apply(next, bg, 0.3f);
+        ob->apply(next, bg, 0.3f);
+        for (int64_t r : {1, 3, 4})
+            for (int64_t k = 0; k < K; ++k)
+                CHECK(std::bit_cast<uint32_t>(a.w(r * K + k)) == std::bit_cast<uint32_t>(b.w(r * K + k)));
+
+        // Rows past the table, and rows of the wrong width, are refused.
+        const std::vector<uint32_t> past{6};
+        CHECK_THROWS_AS(oa->export_rows(past, shipped), Error);
+        SparseRows narrow = rows_of(K, {1}, {1.0f, 2.0f});
+        if (parts > 1) CHECK_THROWS_AS(ob->import_rows(narrow), Error);
+        SparseRows beyond;
+        beyond.width = oa->row_floats();
+        beyond.rows = {6};
+        beyond.values.assign(static_cast<size_t>(beyond.width), 0.0f);
+        CHECK_THROWS_AS(ob->import_rows(beyond), Error);
+    }
 }

@@ -15,6 +15,7 @@
 #include "comm/serial_reference.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/sparse_rows.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/nn/loss.hpp"
@@ -27,6 +28,7 @@ using rt_test::world_rank;
 using rt_test::world_size;
 using sync::SparseGradientSync;
 using sync::SparseSyncMethod;
+using sync::SparseUpdate;
 
 namespace {
 
@@ -98,6 +100,36 @@ bool same_on_every_rank(comm::Communicator& comm, const SparseRows& g, std::span
 
 const char* method_name(SparseSyncMethod m) {
     return m == SparseSyncMethod::Auto ? "auto" : m == SparseSyncMethod::Allgather ? "allgather" : "dense";
+}
+
+// Every [rows, K] and [K] tensor of a sparse layer and its optimizer, in a fixed order.
+std::vector<std::span<const float>> all_tensors(nn::SparseLinear& layer, optim::SparseOptimizer& opt) {
+    std::vector<std::span<const float>> v{layer.weight().value.span(), layer.bias().value.span()};
+    for (auto& [name, t] : opt.state()) v.push_back(t->span());
+    return v;
+}
+
+bool same_tensors_on_every_rank(comm::Communicator& comm, nn::SparseLinear& layer, optim::SparseOptimizer& opt) {
+    uint64_t h = kFnv1aOffsetBasis;
+    for (std::span<const float> t : all_tensors(layer, opt)) h = fnv1a(t.data(), t.size() * sizeof(float), h);
+    for (uint64_t other : comm.allgather(h))
+        if (other != h) return false;
+    return true;
+}
+
+const char* update_name(SparseUpdate u) { return u == SparseUpdate::Owner ? "owner" : "replicated"; }
+
+// One synchronous update as the trainer makes it: the rank average, the update, and with owner updates the updated
+// rows (weight and optimizer state) shared with every rank and written in.
+void average_and_apply(SparseGradientSync& sync, optim::SparseOptimizer& opt, SparseRows& grad,
+                       std::vector<float>& bias_grad, float lr) {
+    sync.average(grad, bias_grad);
+    opt.apply(grad, bias_grad, lr);
+    if (!sync.owned_rows_only()) return;
+    SparseRows shipped;
+    opt.export_rows(grad.rows, shipped);
+    sync.share_updated_rows(shipped);
+    opt.import_rows(shipped);
 }
 
 }  // namespace
@@ -344,8 +376,10 @@ struct SparseStep {
         loss->forward(logits, labels);
         loss->backward(labels, 1.0f / static_cast<float>(b.rows()), dlogits);
         layer.backward(b, dlogits.data(), grad, bias_grad);
-        if (sync) sync->average(grad, bias_grad);
-        opt->apply(grad, bias_grad, lr);
+        if (sync)
+            average_and_apply(*sync, *opt, grad, bias_grad, lr);
+        else
+            opt->apply(grad, bias_grad, lr);
     }
 };
 
@@ -357,15 +391,18 @@ TEST_CASE("N ranks x batch B give the parameters of 1 rank x batch N*B", "[spars
     const int64_t B = 6;
     for (int64_t K : {int64_t{1}, int64_t{3}})
         for (const char* name : {"sgd", "adagrad", "ftrl"})
-            for (auto method : {SparseSyncMethod::Allgather, SparseSyncMethod::Dense}) {
-                INFO("K " << K << " " << name << " " << method_name(method));
+            for (auto [method, update] : {std::pair{SparseSyncMethod::Allgather, SparseUpdate::Replicated},
+                                          std::pair{SparseSyncMethod::Allgather, SparseUpdate::Owner},
+                                          std::pair{SparseSyncMethod::Dense, SparseUpdate::Replicated},
+                                          std::pair{SparseSyncMethod::Auto, SparseUpdate::Owner}}) {
+                INFO("K " << K << " " << name << " " << method_name(method) << " " << update_name(update));
                 optim::SparseOptimizerOptions o;
                 o.name = name;
                 o.initial_accumulator = 0.1f;
                 o.l1 = 0.001f;
                 o.l2 = 0.01f;
                 SparseStep ranked(K, o), serial(K, o);
-                SparseGradientSync sync(*comm, 300, K, method);
+                SparseGradientSync sync(*comm, 300, K, method, update);
                 for (int64_t step = 0; step < 6; ++step) {
                     CsrBatch mine, all;
                     for (int64_t i = 0; i < n * B; ++i) add_stream_row(all, step * n * B + i, K);
@@ -381,6 +418,193 @@ TEST_CASE("N ranks x batch B give the parameters of 1 rank x batch N*B", "[spars
                         nonzero += a[p].values[i] != 0.0f;
                     }
                 CHECK(nonzero > 50);
-                CHECK(same_on_every_rank(*comm, ranked.grad, ranked.layer.bias().value.span()));
+                // The table, bias and optimizer state hold the same bits on every rank (owner updates included).
+                CHECK(same_tensors_on_every_rank(*comm, ranked.layer, *ranked.opt));
             }
+}
+
+// ---- owner updates: each rank merges and updates its own range of rows, then shares them --------------------------
+
+TEST_CASE("row ownership: a hash of the id, even for runs of ids and strided ids", "[sparse_sync][owner]") {
+    for (int n = 1; n <= 5; ++n) {
+        INFO("N " << n);
+        // Frequency-ranked libsvm ids (a run from 0), a run high in a 2^32 space, and strided ids (a field
+        // layout): every rank owns about 1/N of each.
+        for (auto [first, stride] : {std::pair<uint64_t, uint64_t>{0, 1}, {4294000000u, 1}, {0, 8}, {5, 26}}) {
+            std::vector<int> owned(static_cast<size_t>(n), 0);
+            const int ids = 12000;
+            for (int i = 0; i < ids; ++i) {
+                const int o = SparseGradientSync::owner_of_row(static_cast<uint32_t>(first + stride * uint64_t(i)), n);
+                REQUIRE((o >= 0 && o < n));
+                ++owned[static_cast<size_t>(o)];
+            }
+            for (int c : owned) CHECK(std::abs(c - ids / n) < ids / n / 20);  // within 5 % of an even share
+        }
+    }
+}
+
+namespace {
+
+// Only the rows of g that `owner` owns kept.
+void keep_rows_owned_by(RankGrad& g, int owner) {
+    SparseRows kept;
+    kept.width = g.rows.width;
+    for (int64_t i = 0; i < g.rows.count(); ++i) {
+        const uint32_t id = g.rows.rows[static_cast<size_t>(i)];
+        if (SparseGradientSync::owner_of_row(id, world_size()) != owner) continue;
+        kept.rows.push_back(id);
+        kept.values.insert(kept.values.end(), g.rows.row(i).begin(), g.rows.row(i).end());
+    }
+    g.rows = std::move(kept);
+}
+
+// The owner test's steps: what each rank's gradient looks like.
+enum class GradShape { Spread, LastRankEmpty, FirstOwnerOnly, LastOwnerOnly, Dense };
+
+RankGrad owner_case_grad(GradShape shape, int64_t rows, int64_t width, uint64_t seed) {
+    const int n = world_size(), me = world_rank();
+    const float density = shape == GradShape::Dense ? 0.6f : 0.03f;
+    RankGrad g = make_grad(me, rows, width, static_cast<size_t>(width), density, seed,
+                           shape == GradShape::LastRankEmpty ? n - 1 : -1);
+    if (shape == GradShape::LastRankEmpty && me == n - 1) g.rows = SparseRows{};
+    if (shape == GradShape::FirstOwnerOnly) keep_rows_owned_by(g, 0);
+    if (shape == GradShape::LastOwnerOnly) keep_rows_owned_by(g, n - 1);
+    return g;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("owner updates leave weights and optimizer state bit-identical to replicated updates",
+          "[sparse_sync][owner]") {
+    const int n = world_size();
+    const int64_t rows = 997;
+    // Step 0 finds no room in either gather (a second collective each), 1 fits, 2 has a rank with no rows, 3 and 4
+    // touch only the first / the last owner's rows (the other owners update nothing), 5 is past the room again.
+    const GradShape steps[] = {GradShape::Spread,         GradShape::Spread,        GradShape::LastRankEmpty,
+                           GradShape::FirstOwnerOnly, GradShape::LastOwnerOnly, GradShape::Dense};
+    for (const char* backend : {"ring", "mpi"}) {
+        auto comm = comm::make_communicator(backend);
+        for (int64_t K : {int64_t{1}, int64_t{3}})
+            for (const char* name : {"sgd", "adagrad", "ftrl"}) {
+                INFO(backend << " K " << K << " " << name);
+                optim::SparseOptimizerOptions o;
+                o.name = name;
+                o.initial_accumulator = 0.1f;
+                o.l1 = 0.05f;
+                o.l2 = 0.01f;
+                nn::SparseLinear layer_r("sparse", rows, K), layer_o("sparse", rows, K);
+                auto opt_r = optim::make_sparse_optimizer(o, layer_r.weight(), layer_r.bias());
+                auto opt_o = optim::make_sparse_optimizer(o, layer_o.weight(), layer_o.bias());
+                SparseGradientSync replicated(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Replicated);
+                SparseGradientSync owner(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Owner);
+                uint64_t seed = 4000;
+                for (GradShape shape : steps) {
+                    ++seed;
+                    RankGrad a = owner_case_grad(shape, rows, K, seed), b = a;
+                    average_and_apply(replicated, *opt_r, a.rows, a.dense, 0.4f);
+                    average_and_apply(owner, *opt_o, b.rows, b.dense, 0.4f);
+                    CHECK_FALSE(owner.owned_rows_only());  // consumed by the share
+                }
+                const auto want = all_tensors(layer_r, *opt_r), got = all_tensors(layer_o, *opt_o);
+                REQUIRE(want.size() == got.size());
+                for (size_t t = 0; t < want.size(); ++t) CHECK(same_bits(want[t], got[t]));
+                CHECK(same_tensors_on_every_rank(*comm, layer_o, *opt_o));
+                int64_t nonzero = 0;
+                for (float w : layer_o.weight().value.span()) nonzero += w != 0.0f;
+                CHECK(nonzero > 30);
+
+                const auto& st = owner.stats();
+                const auto& sr = replicated.stats();
+                if (n == 1) {  // one rank: nothing to share, the update is the replicated one
+                    CHECK(st.owner_steps == 0);
+                    CHECK(st.bytes_state == 0);
+                } else {
+                    CHECK(st.owner_steps == 6);
+                    CHECK(sr.owner_steps == 0);
+                    CHECK(st.bytes_state > 0);
+                    CHECK(st.bytes_allgather == sr.bytes_allgather + st.bytes_state);
+                    CHECK(st.state_second_collectives == 2);  // step 0 (no room yet) and step 5 (past it)
+                    CHECK(st.second_collectives == sr.second_collectives);
+                }
+            }
+    }
+}
+
+TEST_CASE("an owner's merged rows are replicated's rows it owns, to the bit (signed zeros too)",
+          "[sparse_sync][owner]") {
+    const int n = world_size(), me = world_rank();
+    auto comm = comm::make_communicator("ring");
+    const int64_t rows = 1000, K = 2;
+    SparseGradientSync replicated(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Replicated);
+    SparseGradientSync owner(*comm, rows, K, SparseSyncMethod::Allgather, SparseUpdate::Owner);
+    for (int step = 0; step < 4; ++step) {
+        INFO("step " << step);
+        RankGrad a = make_grad(me, rows, K, 1, 0.05f + 0.1f * static_cast<float>(step), 70 + static_cast<uint64_t>(step));
+        // -0.0 in every third value: a row one rank alone holds adds +0.0 in the merge, wherever its list ends.
+        for (size_t i = 0; i < a.rows.values.size(); i += 3) a.rows.values[i] = -0.0f;
+        RankGrad b = a;
+        replicated.average(a.rows, a.dense);
+        owner.average(b.rows, b.dense);
+        CHECK(owner.owned_rows_only() == (n > 1));
+        keep_rows_owned_by(a, me);
+        CHECK(b.rows.rows == a.rows.rows);
+        CHECK(same_bits(b.rows.values, a.rows.values));
+        CHECK(same_bits(b.dense, a.dense));
+        if (owner.owned_rows_only()) {  // the share is collective: every rank takes part in it
+            SparseRows mine;
+            mine.width = 1;
+            mine.rows = b.rows.rows;
+            mine.values.assign(b.rows.rows.size(), static_cast<float>(me));
+            // The trainer's opening allreduce rides along: numbers summed over the ranks in the same collective.
+            double sums[2] = {static_cast<double>(me), 0.5};
+            owner.share_updated_rows(mine, sums);
+            CHECK(sums[0] == n * (n - 1) / 2.0);
+            CHECK(sums[1] == 0.5 * n);
+            // The others' rows, rank by rank: rows other ranks own, each carrying its owner's tag.
+            size_t i = 0;
+            for (uint32_t id : mine.rows) {
+                const int owner_rank = SparseGradientSync::owner_of_row(id, n);
+                CHECK(owner_rank != me);
+                CHECK(mine.values[i++] == static_cast<float>(owner_rank));
+            }
+        }
+    }
+}
+
+TEST_CASE("the dense way and one rank keep the whole union; misuse of the share is refused", "[sparse_sync][owner]") {
+    const int n = world_size(), me = world_rank();
+    auto comm = comm::make_communicator("ring");
+    SparseGradientSync dense(*comm, 200, 1, SparseSyncMethod::Dense, SparseUpdate::Owner);
+    RankGrad g = make_grad(me, 200, 1, 1, 0.3f, 9);
+    dense.average(g.rows, g.dense);
+    CHECK_FALSE(dense.owned_rows_only());
+    check_against(reference(200, 1, 1, 0.3f, 9), g.rows, g.dense);
+    SparseRows any;
+    any.width = 1;
+    CHECK_THROWS_WITH(dense.share_updated_rows(any), Catch::Contains("not an owner step"));
+    if (n == 1) return;
+    SparseGradientSync owner(*comm, 200, 1, SparseSyncMethod::Allgather, SparseUpdate::Owner);
+    RankGrad h = make_grad(me, 200, 1, 1, 0.3f, 10);
+    owner.average(h.rows, h.dense);
+    REQUIRE(owner.owned_rows_only());
+    // A row outside this rank's range is refused before anything is sent (then the real share, on every rank).
+    SparseRows foreign;
+    foreign.width = 1;
+    uint32_t other = 0;
+    while (SparseGradientSync::owner_of_row(other, n) == me) ++other;
+    foreign.rows = {other};
+    foreign.values = {1.0f};
+    CHECK_THROWS_WITH(owner.share_updated_rows(foreign), Catch::Contains("is not this rank's"));
+    SparseRows mine;
+    mine.width = 1;
+    mine.rows = h.rows.rows;
+    mine.values.assign(mine.rows.size(), 1.0f);
+    owner.share_updated_rows(mine);
 }

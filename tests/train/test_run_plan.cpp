@@ -24,7 +24,7 @@ json changed(const std::string& pointer, const json& v) {
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
     for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "hash",
-                          "allgather", "none", "im2col"}) {
+                          "allgather", "none", "im2col", "replicated"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;

@@ -31,7 +31,7 @@ TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
                                         "data.criteo_integers=hash", "data.shuffle_buffer=64", "data.cache=true",
                                         "optimizer.name=ftrl", "optimizer.l1=0.5", "optimizer.l2=2",
                                         "optimizer.beta=0.25", "optimizer.initial_accumulator=0.01",
-                                        "sync.sparse=allgather"});
+                                        "sync.sparse=allgather", "sync.sparse_update=replicated"});
     const RunPlan& p = c.plan();
     CHECK(p.data.format == DataFormat::Criteo);
     CHECK(p.data.is_sparse());
@@ -49,6 +49,7 @@ TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
     CHECK(p.optimizer.beta == 0.25);
     CHECK(p.optimizer.initial_accumulator == 0.01);
     CHECK(p.sync.sparse == SparseSync::Allgather);
+    CHECK(p.sync.sparse_update == SparseUpdate::Replicated);
     CHECK(p.to_json() == c.document());
     CHECK_FALSE(Config::from_json(kDense, "cfg.json").plan().data.is_sparse());
     // Defaults: libsvm's 1-based indices, 2^20 hashed features, log2 integers, auto sync.
@@ -57,6 +58,9 @@ TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
     CHECK(d.data.hash_bits == 20);
     CHECK(d.data.criteo_integers == CriteoIntegerTransform::Log2);
     CHECK(d.sync.sparse == SparseSync::Auto);
+    CHECK(d.sync.sparse_update == SparseUpdate::Owner);  // owner-computes updates unless told otherwise
+    CHECK(d.to_json()["sync"]["sparse_update"] == "owner");
+    CHECK(Config::from_json(kSparse, "cfg.json", {"sync.sparse_update=replicated"}).plan().digest() != d.digest());
     CHECK(Config::from_json(kSparse, "cfg.json", {"sync.sparse=dense"}).plan().digest() != d.digest());
 }
 
@@ -79,6 +83,8 @@ TEST_CASE("keys one path would ignore are refused, naming the key", "[train][con
     CHECK_THAT(error_of(kSparse, {"data.hash_bits=31"}), Contains("data.hash_bits: 31 is out of range"));
     CHECK_THAT(error_of(kSparse, {"data.criteo_integers=log"}), Contains("data.criteo_integers: 'log' is not one of: log2, hash"));
     CHECK_THAT(error_of(kSparse, {"sync.sparse=sparse"}), Contains("sync.sparse: 'sparse' is not one of: auto, allgather, dense"));
+    CHECK_THAT(error_of(kSparse, {"sync.sparse_update=owners"}),
+               Contains("sync.sparse_update: 'owners' is not one of: owner, replicated"));
     CHECK(error_of(kSparse, {"optimizer.name=adagrad"}).empty());
     CHECK(error_of(kSparse, {"optimizer.name=sgd", "sync.mode=local_sgd"}).empty());
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "sparse_files.hpp"
 #include "support/run_command.hpp"
@@ -78,6 +79,7 @@ TEST_CASE("sparse: training on a Criteo-layout file recovers the known model", "
     CHECK(s["steps_per_epoch"] == 10000 / 50);
     CHECK(s["sync"]["allgather_steps"] == 4 * 10000 / 50);  // one rank: nothing moves, counted as allgather
     CHECK_FALSE(s.contains("predicted"));  // one rank: nothing to predict
+    CHECK(s["sync"]["sparse_update"] == "owner");
     const auto lines = read_jsonl(out + "/metrics.jsonl");
     int epochs = 0;
     for (const json& l : lines)
@@ -188,6 +190,7 @@ TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "
     CHECK(s["sync"]["local_sgd_averages"].get<int64_t>() >= 2);
     CHECK(s["sync"]["allgather_steps"] == 0);
     CHECK(s["sync"]["dense_steps"] == 0);
+    CHECK(s["sync"]["sparse_update"].is_null());  // no gradient sync, so no owners
     CHECK(s["parameters_identical"] == true);
     CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd") != std::string::npos);
 }
@@ -255,6 +258,45 @@ TEST_CASE("sparse: a 2-rank run predicts its own step (summary.json predicted, t
             CHECK(p["step_s"].get<double>() == Approx(p["measured_step_s"].get<double>() * (1 - p["error"].get<double>())));
             CHECK_THAT(r.output, Catch::Contains("scaling: ") && Catch::Contains("predicted step"));
         }
+    }
+}
+
+TEST_CASE("sparse: owner updates (the default) give replicated updates' parameters and optimizer state, to the bit",
+          "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-owner");
+    write_svm(dir + "/train.svm", svm_rows(120, 64, 31));
+    write_svm(dir + "/test.svm", svm_rows(30, 64, 32));
+    for (const std::string opt : {"sgd", "adagrad", "ftrl"}) {
+        INFO(opt);
+        std::vector<char> tensors[2];
+        json summaries[2];
+        for (int i = 0; i < 2; ++i) {
+            const std::string update = i == 0 ? "owner" : "replicated", out = dir + "/" + opt + "-" + update;
+            write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+                "optimizer": {"name": ")" + opt + R"(", "lr": 0.2}, "sync": {"sparse": "allgather"},
+                "checkpoint": {"every_epochs": 1})"));
+            const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set "
+                                       "train.batch_size=6 --set train.epochs=2 --set data.num_features=64" +
+                                       (i == 0 ? "" : " --set sync.sparse_update=replicated"));
+            INFO(r.output);
+            REQUIRE(r.exit_code == 0);
+            summaries[i] = read_json(out + "/summary.json");
+            // Every tensor of the checkpoint: table, bias, the optimizer's state.
+            const std::vector<float> all = checkpoint_parameters(ckpt(out, 20), 100);
+            tensors[i].resize(all.size() * sizeof(float));
+            std::memcpy(tensors[i].data(), all.data(), tensors[i].size());
+        }
+        CHECK(summaries[0]["sync"]["sparse_update"] == "owner");
+        CHECK(summaries[1]["sync"]["sparse_update"] == "replicated");
+        REQUIRE(tensors[0].size() >= 65 * sizeof(float));  // 64 rows and the bias, then any state
+        CHECK(tensors[0] == tensors[1]);
+        for (const json& s : summaries) {
+            CHECK(s["parameters_identical"] == true);
+            CHECK(s["sync"]["allgather_steps"] == 20);
+        }
+        // The owners' updated rows travel too, and are counted.
+        CHECK(summaries[0]["sync"]["bytes_allgather"].get<uint64_t>() > summaries[1]["sync"]["bytes_allgather"].get<uint64_t>());
+        CHECK(summaries[0]["test_logloss"] == summaries[1]["test_logloss"]);
     }
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/sparse_rows.hpp"
 #include "ringtrain/nn/layer.hpp"
@@ -55,6 +56,18 @@ public:
     // alpha = lr (O(rows * K)). SGD and AdaGrad keep their weights outside the state: nothing to do.
     virtual void recompute_weights(float lr) {}
 
+    // Owner-computes updates (sync.sparse_update owner): each rank updates only the rows it owns, then ships them
+    // with their per-row state to the other ranks, which write them into their own table and state. A row travels
+    // as row_floats() floats: its weight row (K), then each per-row state tensor's row (K each) in state() order
+    // (SGD: the weight only; AdaGrad: + the squared-gradient sum; FTRL: + z, n — its weight is shipped, not
+    // recomputed, so the copy is bit-exact whatever alpha was). Copies, not arithmetic: after import the rows hold
+    // exactly the exporter's bits. The bias is not included (every rank updates it itself).
+    int64_t row_floats();
+    // out.rows = rows (sorted, unique, below the table's row count), out.width = row_floats(), out.values theirs.
+    void export_rows(std::span<const uint32_t> rows, SparseRows& out);
+    // Writes in's rows (width row_floats(), rows below the table's row count) into the table and the state.
+    void import_rows(const SparseRows& in);
+
 protected:
     // weight [rows, K] and bias [K]: a SparseLinear's parameters (borrowed; they must outlive the optimizer).
     SparseOptimizer(nn::Parameter& weight, nn::Parameter& bias);
@@ -65,6 +78,11 @@ protected:
     int64_t rows_, width_;
 
 private:
+    // The [rows, K] tensors a row is made of: the weight, then the state tensors of the weight's shape (found once,
+    // on first use: state() is virtual, so the constructor cannot ask).
+    const std::vector<Tensor*>& row_tensors();
+
+    std::vector<Tensor*> row_tensors_;
     const SparseRows* bound_grad_ = nullptr;
     std::span<const float> bound_bias_grad_;
 };

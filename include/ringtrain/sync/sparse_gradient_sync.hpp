@@ -21,6 +21,24 @@
 //              returned), floor(24/b) rows per float with b = bit_width(N), exact in float32 sums:
 //              D = 2(N-1)/N * 4 * (R*w + ceil(R / floor(24/b)))
 //   auto picks allgather when A <= D. One rank: nothing moves (A = D = 0, allgather).
+//
+// Who updates which rows (sync.sparse_update):
+//   replicated — every rank merges every rank's rows and the caller updates the whole union (as many updates on
+//                every rank as on one rank with the global batch);
+//   owner      — on the allgather way at N > 1, every row has an owner (owner_of_row: a hash of its id; contiguous
+//                ranges were tried first, but libsvm files number features by frequency, and ranges gave ~99 % of
+//                the rows of a generated click log to rank 0). Each rank sends its rows grouped by owner (each group
+//                sorted; the group sizes in its slot's header), and each rank merges only its own group of every
+//                rank's list with the same arithmetic, in the same rank order, so its rows carry the bits
+//                replicated would give them. The caller updates those
+//                rows (and the dense part, on every rank), then share_updated_rows() sends every owner's updated
+//                rows (weight and per-row optimizer state) to every rank: one more collective of fixed-size slots
+//                [row count | ids | rows] whose room follows the largest owned count, rows past it in an
+//                allgatherv. Weights and state then hold the same bits on every rank, as with replicated.
+//                Per rank the merge walks ~1/N of every list and the optimizer ~1/N of the union; what it adds is
+//                copying the others' rows in. The dense way returns the whole union as before (owned_rows_only()
+//                false), and auto compares the gradient's bytes only (the owners' union is known only after the
+//                merge), so both modes take the same way on the same step.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +52,7 @@
 namespace ringtrain::sync {
 
 enum class SparseSyncMethod { Auto, Allgather, Dense };
+enum class SparseUpdate { Replicated, Owner };
 
 struct SparseSyncStats {
     int64_t allgather_steps = 0;  // steps combined by allgather + merge
@@ -44,12 +63,19 @@ struct SparseSyncStats {
     // to N-1 peers; dense: 2(N-1)/N of the whole buffer incl. the dense part), not a transport counter, so they
     // mean the same on every backend. The per-step header (the count) and a slot's unused room are not included.
     int64_t second_collectives = 0;  // steps whose rows did not fit the slots (a second collective followed)
+    // Owner updates: steps whose rows were merged and updated by their owners, the payload bytes this rank sent
+    // sharing its updated rows ((N-1) x its rows x (4-byte id + row_floats x 4), also counted in bytes_allgather:
+    // they are part of that way's cost), and shares whose rows did not fit the slots.
+    int64_t owner_steps = 0;
+    uint64_t bytes_state = 0;
+    int64_t state_second_collectives = 0;
 };
 
 class SparseGradientSync {
 public:
     // num_rows x width is the sparse table's shape (features x out_features). Keeps a reference to comm.
-    SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method);
+    SparseGradientSync(comm::Communicator& comm, int64_t num_rows, int64_t width, SparseSyncMethod method,
+                       SparseUpdate update = SparseUpdate::Replicated);
     ~SparseGradientSync();
     SparseGradientSync(const SparseGradientSync&) = delete;
     SparseGradientSync& operator=(const SparseGradientSync&) = delete;
@@ -62,6 +88,21 @@ public:
     // Replaces `grad` (this rank's rows, sorted unique) by the rank average and `dense` by its rank average.
     // Collective: every rank calls it once per step, also a rank whose batch touched no row.
     void average(SparseRows& grad, std::span<float> dense);
+
+    // Owner updates: true when the last average() left in `grad` only the rows this rank owns (the allgather way
+    // at N > 1): the caller updates them, then calls share_updated_rows. False on the dense way, with one rank and
+    // with replicated updates: `grad` holds the whole union and every rank updates all of it.
+    bool owned_rows_only() const;
+    // After an owned_rows_only() step, collective: `rows` in = this rank's updated rows (its owned rows of the
+    // step, sorted, each `rows.width` floats: the weight row and the optimizer's per-row state; the same width on
+    // every rank), out = every other rank's, rank by rank (each rank's sorted), for the caller to write in.
+    // `sums` (a few numbers, as many on every rank) travel in the same collective and come back summed over the
+    // ranks: the trainer defers the share to its next step's opening allreduce and sends that allreduce's numbers
+    // here, so an owner step still makes two collectives (the share must come before anything reads the table).
+    void share_updated_rows(SparseRows& rows, std::span<double> sums = {});
+    // The rank of `world` that owns `row` with owner updates: a multiplicative hash of the id, so that any id
+    // pattern (frequency-ranked ids, hashed ids, strided ids) spreads evenly over the ranks.
+    static int owner_of_row(uint32_t row, int world);
 
     // Which way `method` would combine rows_per_rank (each rank's row count) on `world` ranks, and the payload
     // bytes each rank would send by either way: the arithmetic auto uses, exposed for tests and the benchmark.

@@ -32,6 +32,7 @@ enum class Backend { Ring, Mpi, Nccl };
 enum class Compression { None, Fp16, Bf16 };
 enum class SyncMode { Allreduce, LocalSgd };
 enum class SparseSync { Auto, Allgather, Dense };
+enum class SparseUpdate { Owner, Replicated };
 enum class ProgressMode { Auto, Bar, Lines, None };
 
 // The config spelling of every value of an enum, in the order the schema lists them.
@@ -91,6 +92,11 @@ template <>
 struct Spelling<SparseSync> {
     static constexpr std::pair<SparseSync, const char*> names[] = {
         {SparseSync::Auto, "auto"}, {SparseSync::Allgather, "allgather"}, {SparseSync::Dense, "dense"}};
+};
+template <>
+struct Spelling<SparseUpdate> {
+    static constexpr std::pair<SparseUpdate, const char*> names[] = {{SparseUpdate::Owner, "owner"},
+                                                                     {SparseUpdate::Replicated, "replicated"}};
 };
 template <>
 struct Spelling<ProgressMode> {
@@ -209,6 +215,7 @@ struct SyncPlan {
     double stall_warning_s = 0, stall_abort_s = 0;
     double setup_timeout_s = 0;  // 0 = no limit
     SparseSync sparse = SparseSync::Auto;  // how the sparse path combines the ranks' gradient rows
+    SparseUpdate sparse_update = SparseUpdate::Owner;  // which rank updates which rows (sync.mode allreduce)
     bool batchnorm = false;  // synchronised BatchNorm (statistics over every rank's batch)
 };
 
