@@ -94,7 +94,8 @@ SparsePrediction predict_sparse_step(const SparseStepInputs& in, const Link& lin
     if (ranks > 1) {
         const double slow = 1.0 + std::max(0.0, in.straggler);
         p.terms.straggler = (slow - 1.0) * one_rank_step;
-        p.opening = collective_time({"opening allreduce", CollectiveKind::Allreduce, in.opening_bytes, 1}, ranks, link);
+        if (in.opening_bytes > 0)
+            p.opening = collective_time({"opening allreduce", CollectiveKind::Allreduce, in.opening_bytes, 1}, ranks, link);
         double latency = 0, total = 0;
         for (const Collective& c : in.exchange) {
             CollectiveTime t = collective_time(c, ranks, link);

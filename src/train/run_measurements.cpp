@@ -203,8 +203,23 @@ MergeProbe probe_merge(comm::Communicator& comm, int64_t num_rows, int64_t width
 
 struct SparseRankTotals {  // one rank's, per step
     double data_s, forward_s, backward_s, optimizer_s, sync_s;
-    uint64_t bytes_allgather, bytes_dense;
+    uint64_t bytes_allgather, bytes_dense, bytes_state;
 };
+
+// What the average rank waited per step at one of the step's waiting points, from every rank's log of its work
+// before that point (collective; the logs are equally long: every rank records the same steps).
+double per_step_wait(comm::Communicator& comm, const telemetry::StepWorkLog& log) {
+    const std::vector<float> all = comm.allgather(log.seconds());
+    const auto world = static_cast<size_t>(comm.size());
+    const size_t steps = log.seconds().size();
+    if (steps == 0 || all.size() != steps * world) return 0.0;
+    std::vector<std::vector<float>> per_rank;
+    for (size_t r = 0; r < world; ++r)
+        per_rank.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * steps),
+                              all.begin() + static_cast<std::ptrdiff_t>((r + 1) * steps));
+    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
+    return st.steps > 0 ? st.straggler_s / static_cast<double>(st.steps) : 0.0;
+}
 
 }  // namespace
 
@@ -219,7 +234,8 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
     using telemetry::Phase;
     const SparseRankTotals mine{t.phases.get(Phase::Data) / steps,     t.phases.get(Phase::Forward) / steps,
                                 t.phases.get(Phase::Backward) / steps, t.phases.get(Phase::Optimizer) / steps,
-                                t.phases.get(Phase::SyncWait) / steps, t.sync.bytes_allgather, t.sync.bytes_dense};
+                                t.phases.get(Phase::SyncWait) / steps, t.sync.bytes_allgather, t.sync.bytes_dense,
+                                t.sync.bytes_state};
     const std::vector<SparseRankTotals> all = comm.allgather_object(mine);
 
     SparseRunMeasurements m;
@@ -231,35 +247,49 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
     m.backward_s = all[0].backward_s;
     m.optimizer_s = all[0].optimizer_s;
     m.rank0_work_s = m.data_s + m.forward_s + m.backward_s + m.optimizer_s;
-    // A step has two points where every rank waits for the slowest: the opening allreduce (after the update and
-    // the next batch's parse) and the exchange (after forward and backward). The slowest rank's work is the sum of
-    // the two stretches' slowest, which may be two different ranks.
-    uint64_t bytes_allgather = 0, bytes_dense = 0;
-    double slowest_after_sync = 0;
+    // A step has two points where every rank waits for the slowest: the opening collective (after the update and
+    // the next batch's parse) and the exchange (after forward and backward). What the average rank waits is, per
+    // step and stretch, the slowest rank's work less the mean (from the per-step logs: averages over the run would
+    // hide the jitter a lockstep step pays).
+    const double wait_opening = per_step_wait(comm, t.work_before_opening);
+    const double wait_exchange = per_step_wait(comm, t.work_before_exchange);
+    const bool owner = t.sync.owner_steps > 0;
+    uint64_t bytes_allgather = 0, bytes_dense = 0, bytes_state = 0;
     for (const SparseRankTotals& r : all) {
         m.sync_s += r.sync_s / world;
         m.mean_before_sync_s += (r.forward_s + r.backward_s) / world;
-        m.slowest_before_sync_s = std::max(m.slowest_before_sync_s, r.forward_s + r.backward_s);
-        slowest_after_sync = std::max(slowest_after_sync, r.optimizer_s + r.data_s);
         bytes_allgather += r.bytes_allgather;
         bytes_dense += r.bytes_dense;
+        bytes_state += r.bytes_state;
     }
-    m.slowest_work_s = m.slowest_before_sync_s + slowest_after_sync;
+    // The timed sync holds the exchange's wait, and with owner updates the opening collective's too (the share of
+    // the updated rows is timed with the sync).
+    m.slowest_before_sync_s = m.mean_before_sync_s + wait_exchange + (owner ? wait_opening : 0.0);
+    m.slowest_work_s = m.rank0_work_s + wait_opening + wait_exchange;
     // The exchange per step, from the sync's byte counts (its header: allgather sends (N−1)·(rows·(1 + w) + the
-    // dense part) floats per rank; dense sends the ring's 2(N−1)/N of the buffer).
+    // dense part) floats per rank; dense sends the ring's 2(N−1)/N of the buffer; the owners' updated rows are
+    // counted with the allgather's bytes and come off it here).
     const int64_t sync_steps = t.sync.allgather_steps + t.sync.dense_steps;
     const auto w = static_cast<double>(t.width), nd = static_cast<double>(t.dense_size);
     const double n = world;
     size_t probe_rows = 0;
     if (t.sync.allgather_steps > 0 && sync_steps > 0) {
-        const double floats_per_rank =
-            static_cast<double>(bytes_allgather) / (n * static_cast<double>(t.sync.allgather_steps) * (n - 1) * 4);
+        const double gradient_bytes = static_cast<double>(bytes_allgather - std::min(bytes_allgather, bytes_state));
+        const double floats_per_rank = gradient_bytes / (n * static_cast<double>(t.sync.allgather_steps) * (n - 1) * 4);
         const double rows = std::max(0.0, (floats_per_rank - nd) / (1 + w));
         probe_rows = static_cast<size_t>(std::llround(rows));
         const double share = static_cast<double>(t.sync.allgather_steps) / static_cast<double>(sync_steps);
         m.exchange.push_back({"slot allgather", scaling::CollectiveKind::Allgather,
                               4.0 * static_cast<double>(probe_slot_floats(probe_rows, t.width, t.dense_size)), share});
-        m.merge_rows = share * n * rows;
+        m.merge_rows = share * (owner ? 1.0 : n) * rows;  // owner updates: each rank merges its 1/N of every list
+    }
+    if (owner && sync_steps > 0) {
+        // The owners' updated rows (id + weight and state row) in the next step's opening collective, which replaces
+        // the opening allreduce: every rank's mean share of them per owner step.
+        const double per_rank = static_cast<double>(bytes_state) / (n * (n - 1) * static_cast<double>(t.sync.owner_steps));
+        m.exchange.push_back({"updated rows allgather (opening)", scaling::CollectiveKind::Allgather, per_rank,
+                              static_cast<double>(t.sync.owner_steps) / static_cast<double>(sync_steps)});
+        m.opening_in_exchange = true;
     }
     if (t.sync.dense_steps > 0 && sync_steps > 0) {
         const double buffer = static_cast<double>(bytes_dense) / (n * static_cast<double>(t.sync.dense_steps)) * n /

@@ -75,6 +75,10 @@ struct SparseRunTotals {  // what SparseRun counted, this process's steps
     const sync::SparseSyncStats& sync;
     int64_t num_rows = 0, width = 0;  // the table
     size_t dense_size = 0;            // the dense part averaged with it (the bias)
+    // Local work per synchronised step before the opening collective and before the exchange (the same steps on
+    // every rank).
+    const telemetry::StepWorkLog& work_before_opening;
+    const telemetry::StepWorkLog& work_before_exchange;
 };
 
 // summary.json's "predicted" for a sparse run (null for one rank; {"why": ...} for local SGD or fewer than four

@@ -241,6 +241,7 @@ SparseRunPrediction predict_sparse_run(const SparseRunMeasurements& m) {
     in.backward_s = m.backward_s;
     in.optimizer_s = m.optimizer_s;
     in.exchange = m.exchange;
+    if (m.opening_in_exchange) in.opening_bytes = 0;
     in.merge_rows = m.merge_rows;
     in.merge_s_per_row = r.merge_s_per_row;
     r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;

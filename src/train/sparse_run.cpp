@@ -324,7 +324,7 @@ bool SparseRun::epochs_left() const {
 float SparseRun::learning_rate() const { return schedule_->at(static_cast<double>(pos_.epoch)); }
 
 void SparseRun::begin_epoch() {
-    epoch_t0_ = window_t0_ = telemetry::now_seconds();
+    epoch_t0_ = window_t0_ = stretch_start_ = telemetry::now_seconds();
     ScopedPhase t(phases_, Phase::Data);
     train_reader_->start_epoch(pos_.epoch);
     // Resuming inside an epoch: the reader replays the epoch's order (the same seed, rank and epoch), so skipping
@@ -365,7 +365,9 @@ bool SparseRun::next_batch() {
         have = train_reader_->next(batch_, plan_.train.batch_size);
     }
     int64_t ranks_with_batch = 0, ranks_stopping = 0;
+    pending_opening_work_ = telemetry::now_seconds() - stretch_start_;
     reduce_pending_loss(have, &ranks_with_batch, &ranks_stopping);
+    opening_end_ = telemetry::now_seconds();
     // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
     // checkpoint's step, so it is read again then.
     if (ranks_stopping > 0 && may_stop_now()) agree_on_stop();
@@ -412,8 +414,12 @@ float SparseRun::run_step() {
     }
     const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
     if (!local_sgd) {
+        // Every rank runs the same steps, so the logs line up step for step across ranks.
+        work_before_opening_.record(pending_opening_work_);
+        work_before_exchange_.record(telemetry::now_seconds() - opening_end_);
         ScopedPhase t(phases_, Phase::SyncWait);
         gsync_->average(grad_, bias_grad_);
+        stretch_start_ = telemetry::now_seconds();
     }
     {
         ScopedPhase t(phases_, Phase::Optimizer);
@@ -728,7 +734,8 @@ json SparseRun::write_summary() {
     if (world_ > 1)  // collective: every rank's phases and sync bytes, and two short probes
         summary["predicted"] = sparse_predicted_section(
             comm_, plan_,
-            {phases_, steps_run_, train_seconds_, st, model_->num_features(), model_->out_features(), bias_grad_.size()});
+            {phases_, steps_run_, train_seconds_, st, model_->num_features(), model_->out_features(), bias_grad_.size(),
+             work_before_opening_, work_before_exchange_});
     if (rank_ == 0) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
     return summary;
 }

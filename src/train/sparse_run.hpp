@@ -21,6 +21,7 @@
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
 #include "ringtrain/telemetry/metrics_writer.hpp"
 #include "ringtrain/telemetry/phases.hpp"
+#include "ringtrain/telemetry/straggler.hpp"
 #include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
@@ -148,6 +149,14 @@ private:
     int64_t steps_run_ = 0;
     int64_t local_sgd_averages_ = 0;
     int64_t last_average_step_ = -1;  // local SGD: the global step the ranks last averaged at
+    // A synchronous step has two points where every rank waits for the slowest: the opening collective (after the
+    // last update, the next batch's parse, any logging) and the gradient exchange (after forward and backward).
+    // Each rank's local work in each of the two stretches, per step, for the prediction's straggler share: the
+    // ranks' averages hide the per-step jitter that a lockstep run pays (bench/RESULTS.md, "sparse prediction").
+    telemetry::StepWorkLog work_before_opening_, work_before_exchange_;
+    double stretch_start_ = 0;        // the end of the last exchange (or the epoch's start)
+    double opening_end_ = 0;          // the end of the last opening collective
+    double pending_opening_work_ = 0; // the stretch before the last opening collective, recorded with its step
     nlohmann::json last_eval_;
     telemetry::PhaseTimes phases_;
 };

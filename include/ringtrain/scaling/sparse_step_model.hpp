@@ -54,7 +54,8 @@ Link fit_collectives_link(std::span<const TimedCollectives> samples, int ranks, 
 struct SparseStepInputs {
     // One rank's time per step (seconds).
     double input_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
-    double opening_bytes = 4 * sizeof(double);  // the allreduce that starts each step
+    double opening_bytes = 4 * sizeof(double);  // the allreduce that starts each step (0: none of its own, when
+                                                // it rides in an exchange entry: owner updates)
     std::vector<Collective> exchange;           // the gradient exchange's collectives
     double merge_rows = 0;                      // rows merged per step (over the steps that merge)
     double merge_s_per_row = 0;
