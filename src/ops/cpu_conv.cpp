@@ -81,4 +81,10 @@ std::string cpu_conv_description() {
 #endif
 }
 
+std::string cpu_fusion_description() {
+    return std::string("a relu after a conv2d runs in the convolution's forward (") +
+           (onednn_available() ? "a oneDNN post-op where oneDNN runs it, " : "") +
+           "a pass over its output otherwise) and its backward in the conv2d or maxpool2d after the relu";
+}
+
 }  // namespace ringtrain::ops

@@ -24,5 +24,7 @@ bool conv_uses_onednn(ConvDirection d, const Shape& x);
 // For `ringtrain info`: "oneDNN 2.6.3 (avx2 jit)", "im2col + OpenBLAS 0.3.21 ...", or for Auto which runs where;
 // a build without oneDNN says so.
 std::string cpu_conv_description();
+// For `ringtrain info`: what the CPU fuses around convolutions (the ReLU fusion of nn::Model; equal results).
+std::string cpu_fusion_description();
 
 }  // namespace ringtrain::ops

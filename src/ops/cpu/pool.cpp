@@ -70,7 +70,11 @@ void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
     });
 }
 
-void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+namespace {
+// With `relu` the input x is a ReLU's output and that ReLU's backward is applied too: the gradient reaches a window's
+// first maximum only where x there (the window's max) is > 0, the ReLU's own mask at that position.
+template <bool relu>
+void maxpool_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
     const PoolGeom g{x.dim(2), x.dim(3), y.dim(2), y.dim(3), p};
     const int64_t planes = x.dim(0) * x.dim(1);
     const float* px = x.data();
@@ -103,7 +107,8 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
                     const float m01 = hi01 ? b : a, m23 = hi23 ? d : c;
                     const bool lower = m23 > m01;
                     // Products with 0/1 instead of conditional stores: GCC turned those into branches.
-                    const float gy = dyp[op * g.Q + oq];
+                    float gy = dyp[op * g.Q + oq];
+                    if constexpr (relu) gy = (lower ? m23 : m01) > 0.0f ? gy : 0.0f;
                     const float lo = static_cast<float>(lower), h01 = static_cast<float>(hi01),
                                 h23 = static_cast<float>(hi23);
                     const float up_g = gy * (1.0f - lo), lo_g = gy * lo;
@@ -132,9 +137,18 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
                     float v;
                     at = first_max(xp, g, op, oq, &v);
                 }
-                if (at >= 0) dxp[at] += dyp[op * g.Q + oq];
+                if (at >= 0 && (!relu || xp[at] > 0.0f)) dxp[at] += dyp[op * g.Q + oq];
             }
     });
+}
+}  // namespace
+
+void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+    maxpool_backward<false>(x, y, dy, dx, p);
+}
+
+void maxpool2d_backward_relu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+    maxpool_backward<true>(x, y, dy, dx, p);
 }
 
 }  // namespace ringtrain::ops::cpu
