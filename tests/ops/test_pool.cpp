@@ -45,6 +45,8 @@ TEST_CASE("maxpool2d forward and backward match a naive implementation", "[ops][
     const Case cases[] = {
         {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0}},   // the common 2x2/2 fast path
         {{1, 2, 7, 9}, {2, 2, 2, 2, 0, 0}},   // odd sizes drop the last row/column
+        {{2, 3, 6, 34}, {2, 2, 2, 2, 0, 0}},  // fast path, 17 outputs a row: two vectors of 8 (AVX2) and a tail
+        {{1, 2, 5, 33}, {2, 2, 2, 2, 0, 0}},  // ... with an odd last row and column
         {{2, 2, 9, 7}, {3, 3, 2, 2, 1, 1}},   // overlapping windows with padding
         {{1, 3, 6, 5}, {3, 2, 1, 2, 1, 0}},   // stride != kernel, non-square
         {{3, 1, 5, 5}, {2, 2, 1, 1, 0, 0}},   // overlapping stride 1
@@ -109,6 +111,7 @@ TEST_CASE("maxpool2d backward with the preceding ReLU's backward fused equals th
     const std::pair<Shape, Pool2dParams> cases[] = {
         {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0}},  // the 2x2/2 fast path
         {{1, 2, 7, 9}, {2, 2, 2, 2, 0, 0}},  // fast path, odd edges
+        {{2, 2, 7, 35}, {2, 2, 2, 2, 0, 0}}, // fast path, two vectors of 8 windows a row and a tail
         {{2, 2, 9, 7}, {3, 3, 2, 2, 1, 1}},  // overlapping windows with padding
         {{3, 1, 5, 5}, {2, 2, 1, 1, 0, 0}},  // overlapping stride 1: one position gets several windows' gradient
     };
