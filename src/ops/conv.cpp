@@ -56,7 +56,7 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, co
             "bias must be empty or [K]", {{"w", &w}, {"bias", &bias}});
     const Device dev = detail::device_of("conv2d_forward", {&x, &w, &bias, &y});
 #ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, ConvDirection::Forward, x, {&x, &w, &y}))
+    if (use_onednn(dev, relu ? ConvDirection::ForwardRelu : ConvDirection::Forward, x, {&x, &w, &y}))
         return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws, relu);
 #endif
     if (dev == Device::CPU) cpu::conv2d_forward(x, w, bias, y, p, ws);

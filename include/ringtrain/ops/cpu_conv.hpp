@@ -12,7 +12,8 @@ namespace ringtrain::ops {
 // Auto: per convolution and direction, whichever measured faster on this CPU family (the rule and its measurements:
 // src/ops/cpu_conv.cpp); the other two force one implementation everywhere.
 enum class CpuConv { Auto, OneDnn, Im2col };
-enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+// ForwardRelu: a forward with a ReLU fused into it (ops::conv2d_forward_relu).
+enum class ConvDirection { Forward, ForwardRelu, BackwardData, BackwardFilter };
 
 // InputError when `c` is OneDnn and this build has no oneDNN (libdnnl-dev was not found at configure time).
 void set_cpu_conv(CpuConv c);
