@@ -77,9 +77,9 @@ std::string cpu_conv_description() {
         case CpuConv::Auto: break;
     }
     if (cpu::onednn::has_avx512()) return cpu::onednn::description() + " (auto: AVX-512)";
-    return cpu::onednn::description() + " for forward and data gradients, forwards with a fused ReLU and weight "
-           "gradients up to 16 input channels, " + im2col + " for the other one-channel inputs and weight gradients "
-           "(auto, AVX2)";
+    return cpu::onednn::description() + " for forwards (at one input channel only with a fused ReLU), data "
+           "gradients and weight gradients up to 16 input channels; " + im2col + " for the other one-channel "
+           "convolutions and weight gradients above 16 input channels (auto, AVX2)";
 #else
     return im2col + " (built without oneDNN)";
 #endif
