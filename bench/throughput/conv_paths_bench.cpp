@@ -51,25 +51,27 @@ int main() {
         const Shape ys = ops::conv2d_output_shape(x.shape(), w.shape(), p);
         Tensor y(ys), dy(ys), dx(x.shape()), dw(w.shape()), db = s.bias ? Tensor({s.K}) : Tensor();
         dy.fill(0.1f);
-        double ms[2][3];
+        double ms[2][4];
         for (int path = 0; path < 2; ++path) {
             ops::set_cpu_conv(path == 0 ? ops::CpuConv::Im2col : ops::CpuConv::OneDnn);
             ops::Workspace ws;
-            for (int d = 0; d < 3; ++d) {
+            for (int d = 0; d < 4; ++d) {
                 double best = 1e30;
                 for (int r = 0; r < 6; ++r) {
                     const double t0 = cpu_seconds();
                     if (d == 0) ops::conv2d_forward(x, w, b, y, p, ws);
                     if (d == 1) ops::conv2d_backward_data(dy, w, dx, p, ws);
                     if (d == 2) ops::conv2d_backward_filter(x, dy, dw, db, p, ws);
+                    if (d == 3) ops::conv2d_forward_relu(x, w, b, y, p, ws);  // with a fused ReLU (nn::Model)
                     best = std::min(best, cpu_seconds() - t0);
                 }
                 ms[path][d] = best * 1e3;
             }
         }
-        std::printf("%-16s forward %7.2f / %7.2f (%.2f)   data %7.2f / %7.2f (%.2f)   weights %7.2f / %7.2f (%.2f)\n",
+        std::printf("%-16s forward %7.2f / %7.2f (%.2f)   data %7.2f / %7.2f (%.2f)   weights %7.2f / %7.2f (%.2f)   "
+                    "forward+relu %7.2f / %7.2f (%.2f)\n",
                     s.name, ms[0][0], ms[1][0], ms[0][0] / ms[1][0], ms[0][1], ms[1][1], ms[0][1] / ms[1][1],
-                    ms[0][2], ms[1][2], ms[0][2] / ms[1][2]);
+                    ms[0][2], ms[1][2], ms[0][2] / ms[1][2], ms[0][3], ms[1][3], ms[0][3] / ms[1][3]);
     }
     ops::set_cpu_conv(ops::CpuConv::Auto);
     return 0;

@@ -196,6 +196,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
         }
         std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
         std::printf("cpu conv: %s\n", ops::cpu_conv_description().c_str());
+        std::printf("cpu fusion: %s\n", ops::cpu_fusion_description().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");
             for (const auto& [k, v] : env.variables) std::printf(" %s=%s", k.c_str(), v.c_str());

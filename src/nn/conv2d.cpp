@@ -31,7 +31,9 @@ void Conv2d::build(const Shape& input, Rng& rng) {
 
 void Conv2d::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
     y.resize(ops::conv2d_output_shape(x.shape(), weight_.value.shape(), p_), x.device());
-    ops::conv2d_forward(x, weight_.value, has_bias_ ? bias_.value : Tensor(), y, p_, ws_);
+    const Tensor no_bias;
+    if (relu_out_) ops::conv2d_forward_relu(x, weight_.value, has_bias_ ? bias_.value : no_bias, y, p_, ws_);
+    else ops::conv2d_forward(x, weight_.value, has_bias_ ? bias_.value : no_bias, y, p_, ws_);
 }
 
 void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx, bool accumulate) {
@@ -39,7 +41,8 @@ void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* 
     ops::conv2d_backward_filter(x, dy, weight_.grad, has_bias_ ? bias_.grad : no_bias, p_, ws_, accumulate);
     if (dx) {
         dx->resize(x.shape(), x.device());
-        ops::conv2d_backward_data(dy, weight_.value, *dx, p_, ws_);
+        if (relu_in_) ops::conv2d_backward_data_relu(dy, weight_.value, x, *dx, p_, ws_);
+        else ops::conv2d_backward_data(dy, weight_.value, *dx, p_, ws_);
     }
 }
 

@@ -126,6 +126,36 @@ Model::Model(const json& arch, const Shape& input, Rng& rng, const std::string& 
     grads_.resize(layers_.size() + 1);
     timings_.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) timings_[i].name = layers_[i]->name();
+    plan_relu_fusion(true);
+}
+
+std::pair<int, int> Model::fused_relus() const {
+    int f = 0, b = 0;
+    for (char c : relu_done_forward_) f += c;
+    for (char c : relu_done_backward_) b += c;
+    return {f, b};
+}
+
+void Model::plan_relu_fusion(bool on) {
+    const size_t n = layers_.size();
+    relu_done_forward_.assign(n, 0);
+    relu_done_backward_.assign(n, 0);
+    auto relu = [&](size_t i) {
+        const auto* a = dynamic_cast<const ActivationLayer*>(layers_[i].get());
+        return on && a && a->type() == "relu";
+    };
+    for (size_t i = 0; i < n; ++i) {
+        if (auto* c = dynamic_cast<Conv2d*>(layers_[i].get())) {
+            const bool out = i + 1 < n && relu(i + 1), in = i > 0 && relu(i - 1);
+            c->fuse_relu(out, in);
+            if (out) relu_done_forward_[i + 1] = 1;
+            if (in) relu_done_backward_[i - 1] = 1;
+        } else if (auto* m = dynamic_cast<MaxPool2d*>(layers_[i].get())) {
+            const bool in = i > 0 && relu(i - 1);
+            m->fuse_relu_input(in);
+            if (in) relu_done_backward_[i - 1] = 1;
+        }
+    }
 }
 
 namespace {
@@ -158,6 +188,7 @@ void Model::to(Device device) {
         p->grad = Tensor::zeros(p->value.shape(), device);
     }
     device_ = device;
+    plan_relu_fusion(device == Device::CPU);
 }
 
 int Model::set_batch_stats_reducer(BatchStatsReducer* reducer) {
@@ -216,7 +247,8 @@ const Tensor& Model::forward(const Tensor& x, const ForwardContext& ctx) {
     if (wait) cuda_synchronize();
     for (size_t i = 0; i < layers_.size(); ++i) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        layers_[i]->forward(acts_[i], acts_[i + 1], ctx);
+        if (relu_done_forward_[i]) acts_[i + 1] = acts_[i];  // the conv2d before it applied this relu
+        else layers_[i]->forward(acts_[i], acts_[i + 1], ctx);
         if (wait) cuda_synchronize();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
@@ -235,7 +267,8 @@ void Model::backward(const Tensor& dlogits, const std::function<void(Parameter&)
     for (size_t i = layers_.size(); i-- > 0;) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         // The first layer's input gradient is never needed.
-        layers_[i]->backward(acts_[i], acts_[i + 1], grads_[i + 1], i == 0 ? nullptr : &grads_[i], accumulate);
+        if (relu_done_backward_[i]) grads_[i] = grads_[i + 1];  // the layer after it applied this relu's backward
+        else layers_[i]->backward(acts_[i], acts_[i + 1], grads_[i + 1], i == 0 ? nullptr : &grads_[i], accumulate);
         if (wait) cuda_synchronize();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());

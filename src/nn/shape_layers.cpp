@@ -25,7 +25,8 @@ void MaxPool2d::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
 void MaxPool2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool) {
     if (!dx) return;
     dx->resize(x.shape(), x.device());
-    ops::maxpool2d_backward(x, y, dy, *dx, p_);
+    if (relu_in_) ops::maxpool2d_backward_relu(x, y, dy, *dx, p_);
+    else ops::maxpool2d_backward(x, y, dy, *dx, p_);
 }
 
 std::string ActivationLayer::type() const {

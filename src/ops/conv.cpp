@@ -46,30 +46,58 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
     return {x[0], w[0], (hp - w[2]) / p.stride_h + 1, (wp - w[3]) / p.stride_w + 1};
 }
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
-                    Workspace& ws) {
+namespace {
+// With `relu`: max(conv + bias, 0), fused on oneDNN, a pass over y otherwise (any device).
+void forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p, Workspace& ws,
+             bool relu) {
     const Shape out = conv2d_output_shape(x.shape(), w.shape(), p);
     require_shape(y, out, "conv2d_forward", "y", {{"x", &x}, {"w", &w}, {"y", &y}});
     require(bias.empty() || (bias.ndim() == 1 && bias.dim(0) == w.dim(0)), "conv2d_forward",
             "bias must be empty or [K]", {{"w", &w}, {"bias", &bias}});
     const Device dev = detail::device_of("conv2d_forward", {&x, &w, &bias, &y});
 #ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, ConvDirection::Forward, x, {&x, &w, &y}))
-        return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws);
+    if (use_onednn(dev, relu ? ConvDirection::ForwardRelu : ConvDirection::Forward, x, {&x, &w, &y}))
+        return cpu::onednn::conv2d_forward(x, w, bias, y, p, ws, relu);
 #endif
-    RT_DISPATCH(dev, conv2d_forward, x, w, bias, y, p, ws);
+    if (dev == Device::CPU) cpu::conv2d_forward(x, w, bias, y, p, ws);
+    else RT_CUDA_CALL(conv2d_forward, x, w, bias, y, p, ws);
+    if (relu) activation_forward(Activation::ReLU, y, y);
+}
+
+// With `relu_x` (this convolution's input, a ReLU's output): dx where relu_x > 0, else 0.
+void backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws,
+                   const Tensor* relu_x) {
+    const Shape out = conv2d_output_shape(dx.shape(), w.shape(), p);
+    require_shape(dy, out, "conv2d_backward_data", "dy", {{"dy", &dy}, {"w", &w}, {"dx", &dx}});
+    if (relu_x) require_shape(*relu_x, dx.shape(), "conv2d_backward_data_relu", "x", {{"x", relu_x}, {"dx", &dx}});
+    const Device dev = detail::device_of("conv2d_backward_data", {&dy, &w, &dx, relu_x});
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (use_onednn(dev, ConvDirection::BackwardData, dx, {&dy, &w, &dx}))
+        return cpu::onednn::conv2d_backward_data(dy, w, dx, p, ws, relu_x);
+#endif
+    if (dev == Device::CPU) cpu::conv2d_backward_data(dy, w, dx, p, ws);
+    else RT_CUDA_CALL(conv2d_backward_data, dy, w, dx, p, ws);
+    if (relu_x) activation_backward(Activation::ReLU, *relu_x, dx, dx);
+}
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
+                    Workspace& ws) {
+    forward(x, w, bias, y, p, ws, false);
+}
+
+void conv2d_forward_relu(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
+                         Workspace& ws) {
+    forward(x, w, bias, y, p, ws, true);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws) {
-    const Shape out = conv2d_output_shape(dx.shape(), w.shape(), p);
-    require_shape(dy, out, "conv2d_backward_data", "dy",
-            {{"dy", &dy}, {"w", &w}, {"dx", &dx}});
-    const Device dev = detail::device_of("conv2d_backward_data", {&dy, &w, &dx});
-#ifdef RINGTRAIN_WITH_ONEDNN
-    if (use_onednn(dev, ConvDirection::BackwardData, dx, {&dy, &w, &dx}))
-        return cpu::onednn::conv2d_backward_data(dy, w, dx, p, ws);
-#endif
-    RT_DISPATCH(dev, conv2d_backward_data, dy, w, dx, p, ws);
+    backward_data(dy, w, dx, p, ws, nullptr);
+}
+
+void conv2d_backward_data_relu(const Tensor& dy, const Tensor& w, const Tensor& x, Tensor& dx, const Conv2dParams& p,
+                               Workspace& ws) {
+    backward_data(dy, w, dx, p, ws, &x);
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
@@ -115,6 +143,19 @@ void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tens
             "y and dy must have shape " + shape_string(out) + " and dx the shape of x",
             {{"x", &x}, {"y", &y}, {"dy", &dy}, {"dx", &dx}});
     RT_DISPATCH(detail::device_of("maxpool2d_backward", {&x, &y, &dy, &dx}), maxpool2d_backward, x, y, dy, dx, p);
+}
+
+void maxpool2d_backward_relu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+    if (detail::device_of("maxpool2d_backward", {&x, &y, &dy, &dx}) != Device::CPU) {
+        maxpool2d_backward(x, y, dy, dx, p);
+        activation_backward(Activation::ReLU, x, dx, dx);  // x is the ReLU's output
+        return;
+    }
+    const Shape out = pool2d_output_shape(x.shape(), p);
+    require(y.shape() == out && dy.shape() == out && dx.shape() == x.shape(), "maxpool2d_backward",
+            "y and dy must have shape " + shape_string(out) + " and dx the shape of x",
+            {{"x", &x}, {"y", &y}, {"dy", &dy}, {"dx", &dx}});
+    cpu::maxpool2d_backward_relu(x, y, dy, dx, p);
 }
 
 }  // namespace ringtrain::ops

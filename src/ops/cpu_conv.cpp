@@ -18,7 +18,9 @@ std::atomic<CpuConv> g_choice{CpuConv::Auto};
 // quality CNN on an AMD EPYC (AVX2, no AVX-512) with oneDNN 2.6.3 vs im2col + OpenBLAS 0.3.21 (bench_conv_paths,
 // CPU time; bench/RESULTS.md, "CPU convolutions: oneDNN vs im2col"):
 //  - one input channel (first layers): im2col, whose direct single-channel kernel beat oneDNN up to 1.5x forward and
-//    3-4x in both gradients (oneDNN has no blocked layout to win with at C = 1);
+//    3-4x in both gradients (oneDNN has no blocked layout to win with at C = 1); but a forward with a fused ReLU runs
+//    on oneDNN there too, whose post-op is free where im2col needs a pass over the output (MNIST conv1 1.7x, LeNet-5
+//    conv1 1.0x);
 //  - forward and data gradient otherwise: oneDNN, 1.0-2.0x faster (its AVX2 JIT kernels vs im2col's copies);
 //  - weight gradient with 32 or more input channels: im2col (one K x CRS x N*PQ GEMM is OpenBLAS's best shape;
 //    oneDNN's AVX2 backward-weights kernel plus its two reorders measured 0.65-1.16x); up to 16 channels: oneDNN
@@ -29,6 +31,7 @@ bool auto_uses_onednn(ConvDirection d, const Shape& x) {
 #ifdef RINGTRAIN_WITH_ONEDNN
     if (cpu::onednn::has_avx512()) return true;
     const int64_t channels = x.size() == 4 ? x[1] : 0;
+    if (d == ConvDirection::ForwardRelu) return true;
     if (channels <= 1) return false;
     return d != ConvDirection::BackwardFilter || channels <= 16;
 #else
@@ -74,11 +77,18 @@ std::string cpu_conv_description() {
         case CpuConv::Auto: break;
     }
     if (cpu::onednn::has_avx512()) return cpu::onednn::description() + " (auto: AVX-512)";
-    return cpu::onednn::description() + " for forward and data gradients and weight gradients up to 16 input "
-           "channels, " + im2col + " for one-channel inputs and the other weight gradients (auto, AVX2)";
+    return cpu::onednn::description() + " for forwards (at one input channel only with a fused ReLU), data "
+           "gradients and weight gradients up to 16 input channels; " + im2col + " for the other one-channel "
+           "convolutions and weight gradients above 16 input channels (auto, AVX2)";
 #else
     return im2col + " (built without oneDNN)";
 #endif
+}
+
+std::string cpu_fusion_description() {
+    return std::string("a relu after a conv2d runs in the convolution's forward (") +
+           (onednn_available() ? "a oneDNN post-op where oneDNN runs it, " : "") +
+           "a pass over its output otherwise) and its backward in the conv2d or maxpool2d after the relu";
 }
 
 }  // namespace ringtrain::ops

@@ -190,3 +190,11 @@ TEST_CASE("conv2d reuses its workspace once shapes are stable", "[ops][conv]") {
     }
     REQUIRE(ws.floats(1) == before);
 }
+
+TEST_CASE("conv2d with a fused ReLU equals conv2d then relu (forward and backward data, default path)",
+          "[ops][conv][fusion]") {
+    Rng rng(31);
+    Workspace ws;
+    for (const Case& c : kCases)
+        for (bool bias : {true, false}) conv_test::check_relu_fusion(c, bias, rng, ws);
+}

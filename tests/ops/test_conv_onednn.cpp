@@ -114,6 +114,37 @@ TEST_CASE("oneDNN conv backward matches central finite differences of its forwar
     }
 }
 
+TEST_CASE("ReLU fused into the convolution equals the separate ReLU on both CPU paths", "[ops][conv][onednn][fusion]") {
+    Rng rng(24);
+    // kCases plus channel counts around oneDNN's block of 8 (the masked copy out of nChw8c, padded last block).
+    std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+    cases.push_back({2, 7, 6, 5, 9, 3, 3, 1, 1, 1, 0});
+    cases.push_back({2, 9, 7, 7, 8, 2, 3, 2, 1, 0, 1});
+    cases.push_back({2, 32, 8, 8, 16, 3, 3, 1, 1, 0, 0});
+    for (CpuConv path : {CpuConv::Im2col, CpuConv::OneDnn}) {
+        PathGuard guard(path);
+        Workspace ws;
+        for (const Case& c : cases)
+            for (bool bias : {true, false}) conv_test::check_relu_fusion(c, bias, rng, ws);
+    }
+}
+
+TEST_CASE("oneDNN conv with a fused ReLU: one more primitive, made once", "[ops][conv][onednn][fusion]") {
+    Rng rng(25);
+    Workspace ws;
+    PathGuard path(CpuConv::OneDnn);
+    const Conv2dParams p{1, 1, 0, 0};
+    const Tensor x = conv_test::relu_output({4, 16, 9, 9}, rng), w = random_tensor({8, 16, 3, 3}, rng);
+    Tensor y({4, 8, 7, 7}), dx(x.shape());
+    for (int i = 0; i < 3; ++i) {
+        ops::conv2d_forward_relu(x, w, Tensor(), y, p, ws);
+        ops::conv2d_backward_data_relu(y, w, x, dx, p, ws);
+    }
+    REQUIRE(cpu::onednn::primitives_made(ws) == 2);  // the forward with its post-op, backward data
+    ops::conv2d_forward(x, w, Tensor(), y, p, ws);   // the plain forward is another primitive
+    REQUIRE(cpu::onednn::primitives_made(ws) == 3);
+}
+
 TEST_CASE("oneDNN conv makes its primitives once per shape, not per step", "[ops][conv][onednn]") {
     Rng rng(23);
     Workspace ws;
@@ -141,7 +172,8 @@ TEST_CASE("oneDNN conv makes its primitives once per shape, not per step", "[ops
 
 TEST_CASE("train.cpu_conv: forced paths everywhere, auto per direction and channel count", "[ops][conv][onednn]") {
     const Shape one_channel{8, 1, 28, 28}, few{8, 3, 64, 64}, many{8, 32, 16, 16};
-    const ConvDirection all[] = {ConvDirection::Forward, ConvDirection::BackwardData, ConvDirection::BackwardFilter};
+    const ConvDirection all[] = {ConvDirection::Forward, ConvDirection::ForwardRelu, ConvDirection::BackwardData,
+                                 ConvDirection::BackwardFilter};
     {
         PathGuard path(CpuConv::OneDnn);
         for (ConvDirection d : all)
@@ -159,7 +191,8 @@ TEST_CASE("train.cpu_conv: forced paths everywhere, auto per direction and chann
         for (ConvDirection d : all)
             for (const Shape& s : {one_channel, few, many}) REQUIRE(conv_uses_onednn(d, s));
     } else {
-        for (ConvDirection d : all) REQUIRE_FALSE(conv_uses_onednn(d, one_channel));
+        for (ConvDirection d : all)  // a fused ReLU makes oneDNN's forward the faster one even at one channel
+            REQUIRE(conv_uses_onednn(d, one_channel) == (d == ConvDirection::ForwardRelu));
         for (ConvDirection d : all) REQUIRE(conv_uses_onednn(d, few));
         REQUIRE(conv_uses_onednn(ConvDirection::Forward, many));
         REQUIRE(conv_uses_onednn(ConvDirection::BackwardData, many));

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
 
 #include "ops_test_util.hpp"
@@ -44,6 +45,8 @@ TEST_CASE("maxpool2d forward and backward match a naive implementation", "[ops][
     const Case cases[] = {
         {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0}},   // the common 2x2/2 fast path
         {{1, 2, 7, 9}, {2, 2, 2, 2, 0, 0}},   // odd sizes drop the last row/column
+        {{2, 3, 6, 34}, {2, 2, 2, 2, 0, 0}},  // fast path, 17 outputs a row: two vectors of 8 (AVX2) and a tail
+        {{1, 2, 5, 33}, {2, 2, 2, 2, 0, 0}},  // ... with an odd last row and column
         {{2, 2, 9, 7}, {3, 3, 2, 2, 1, 1}},   // overlapping windows with padding
         {{1, 3, 6, 5}, {3, 2, 1, 2, 1, 0}},   // stride != kernel, non-square
         {{3, 1, 5, 5}, {2, 2, 1, 1, 0, 0}},   // overlapping stride 1
@@ -101,4 +104,36 @@ TEST_CASE("pool2d shape errors", "[ops][pool]") {
     REQUIRE_THROWS_AS(ops::pool2d_output_shape({1, 8, 8}, {}), Error);
     Tensor x({1, 1, 4, 4}), y({1, 1, 3, 3});
     REQUIRE_THROWS_AS(ops::maxpool2d_forward(x, y, {}), Error);
+}
+
+TEST_CASE("maxpool2d backward with the preceding ReLU's backward fused equals the two in sequence", "[ops][pool][fusion]") {
+    Rng rng(22);
+    const std::pair<Shape, Pool2dParams> cases[] = {
+        {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0}},  // the 2x2/2 fast path
+        {{1, 2, 7, 9}, {2, 2, 2, 2, 0, 0}},  // fast path, odd edges
+        {{2, 2, 7, 35}, {2, 2, 2, 2, 0, 0}}, // fast path, two vectors of 8 windows a row and a tail
+        {{2, 2, 9, 7}, {3, 3, 2, 2, 1, 1}},  // overlapping windows with padding
+        {{3, 1, 5, 5}, {2, 2, 1, 1, 0, 0}},  // overlapping stride 1: one position gets several windows' gradient
+    };
+    for (const auto& [shape, p] : cases) {
+        CAPTURE(shape_string(shape), p.kernel_h, p.stride_h, p.pad_h);
+        // A ReLU's output with many ties: quantised, about half exactly 0 (whole windows of zeros too).
+        Tensor x(shape);
+        for (float& v : x.span()) v = std::max(0.0f, static_cast<float>(static_cast<int>(rng.below(5))) - 2.0f);
+        const Shape ys = ops::pool2d_output_shape(x.shape(), p);
+        Tensor y(ys);
+        ops::maxpool2d_forward(x, y, p);
+        const Tensor dy = random_tensor(ys, rng);
+        Tensor ref(x.shape()), got = Tensor::filled(x.shape(), 1e30f);
+        ops::maxpool2d_backward(x, y, dy, ref, p);
+        ops::activation_backward(Activation::ReLU, x, ref, ref);
+        ops::maxpool2d_backward_relu(x, y, dy, got, p);
+        for (int64_t i = 0; i < x.numel(); ++i) REQUIRE(got.data()[i] == ref.data()[i]);
+        // The fusion matters: some windows' maximum is 0, whose gradient the ReLU stops.
+        Tensor plain(x.shape());
+        ops::maxpool2d_backward(x, y, dy, plain, p);
+        bool differs = false;
+        for (int64_t i = 0; i < x.numel(); ++i) differs |= plain.data()[i] != got.data()[i];
+        REQUIRE(differs);
+    }
 }

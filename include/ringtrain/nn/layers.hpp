@@ -45,8 +45,15 @@ public:
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
     std::vector<Parameter*> parameters() override;
+    // ReLU fusion (Model, on the CPU): `output`: forward applies the ReLU that follows (y = max(conv, 0));
+    // `input`: x is a ReLU's output and backward applies that ReLU's backward to dx.
+    void fuse_relu(bool output, bool input) {
+        relu_out_ = output;
+        relu_in_ = input;
+    }
 
 private:
+    bool relu_out_ = false, relu_in_ = false;
     int64_t in_ = 0, out_, kh_, kw_;
     ops::Conv2dParams p_;
     bool has_bias_;
@@ -61,9 +68,12 @@ public:
     Shape output_shape(const Shape& input) const override;
     void forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
     void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, bool accumulate) override;
+    // ReLU fusion (Model, on the CPU): x is a ReLU's output and backward applies that ReLU's backward to dx.
+    void fuse_relu_input(bool on) { relu_in_ = on; }
 
 private:
     ops::Pool2dParams p_;
+    bool relu_in_ = false;
 };
 
 // Average pooling. Padded positions count in the divisor, as PyTorch's default.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -77,6 +78,8 @@ public:
         double forward_s = 0, backward_s = 0;
     };
     const std::vector<LayerTiming>& layer_timings() const { return timings_; }
+    // ReLU layers whose forward / backward a neighbouring conv2d or maxpool2d does (the CPU's ReLU fusion).
+    std::pair<int, int> fused_relus() const;
     void set_profile(bool on) { profile_ = on; }
     // Called after each layer's forward or backward with its start and end (steady-clock seconds), e.g. to
     // draw a timeline. Setting one turns on per-layer timing.
@@ -85,6 +88,9 @@ public:
 
 private:
     struct Blueprint;
+    // ReLU fusion (CPU only; results equal the unfused layers'): a relu after a conv2d is applied by that conv's
+    // forward, its backward by the conv2d or maxpool2d after it; the relu layer then only passes its tensor on.
+    void plan_relu_fusion(bool on);
 
     std::string name_;
     Shape input_, output_;
@@ -96,6 +102,7 @@ private:
     // acts_[0] aliases the input; acts_[i+1] is layer i's output. grads_ likewise for gradients.
     std::vector<Tensor> acts_;
     std::vector<Tensor> grads_;
+    std::vector<char> relu_done_forward_, relu_done_backward_;  // per layer: a neighbour does this relu's work
     std::vector<LayerTiming> timings_;
     bool profile_ = false;
     LayerObserver observer_;

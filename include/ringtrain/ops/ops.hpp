@@ -40,6 +40,15 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
                             Workspace& ws, bool accumulate = false);
 
+// A ReLU fused into the convolution next to it (a model's conv2d -> relu and relu -> conv2d on the CPU), equal to
+// the unfused pair: y = max(conv(x, w) + bias, 0) with the ReLU as oneDNN's post-op (the separate pass otherwise);
+// dx = conv2d_backward_data(dy) where x > 0 and 0 elsewhere, x being this convolution's input and a ReLU's output
+// (so x > 0 is that ReLU's backward mask), applied while oneDNN's result is copied out of its blocked layout.
+void conv2d_forward_relu(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
+                         Workspace& ws);
+void conv2d_backward_data_relu(const Tensor& dy, const Tensor& w, const Tensor& x, Tensor& dx, const Conv2dParams& p,
+                               Workspace& ws);
+
 // ---- pooling ------------------------------------------------------------------------------------
 struct Pool2dParams {
     int64_t kernel_h = 2, kernel_w = 2;
@@ -50,6 +59,9 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
 void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 // Routes dy to the first position (in row-major window order) that holds the max, as cuDNN and PyTorch do.
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+// maxpool2d_backward followed by the backward of the ReLU whose output x is (relu -> maxpool2d): a window's
+// gradient reaches its first maximum only where that maximum, y, is > 0, which is exactly the ReLU's mask there.
+void maxpool2d_backward_relu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
 
 // Average pooling over the same windows as max pooling. Padded positions count as zeros in the divisor
 // (kernel_h * kernel_w, PyTorch's default count_include_pad=True).

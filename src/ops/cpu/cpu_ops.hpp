@@ -39,6 +39,7 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tenso
 
 void maxpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void maxpool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+void maxpool2d_backward_relu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& p);
 
 void avgpool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
 void avgpool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);

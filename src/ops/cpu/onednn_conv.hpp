@@ -10,9 +10,13 @@
 
 namespace ringtrain::ops::cpu::onednn {
 
+// With `relu`, y = max(conv + bias, 0) (a post-op of the same primitive).
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& p,
-                    Workspace& ws);
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws);
+                    Workspace& ws, bool relu = false);
+// With `relu_x` (the convolution's input, a ReLU's output), dx is zeroed where relu_x <= 0: that ReLU's backward,
+// done in the copy out of oneDNN's blocked layout.
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p, Workspace& ws,
+                          const Tensor* relu_x = nullptr);
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& dbias, const Conv2dParams& p,
                             Workspace& ws, bool accumulate);
 
