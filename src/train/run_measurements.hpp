@@ -66,6 +66,9 @@ nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientS
                                  const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                                  const RunTotals& totals);
 
+// summary.json's "phase_s": seconds per phase, by the phases' names (both paths' summaries).
+nlohmann::json phase_seconds_json(const telemetry::PhaseTimes& phases);
+
 // ---- the sparse path ----
 
 struct SparseRunTotals {  // what SparseRun counted, this process's steps

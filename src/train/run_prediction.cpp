@@ -167,8 +167,11 @@ RunPrediction predict_run(const RunMeasurements& m) {
     return r;
 }
 
-json run_prediction_json(const RunPrediction& r) {
-    const scaling::Prediction& p = r.prediction;
+namespace {
+// The fields a dense and a sparse run's prediction share (RunPrediction, SparseRunPrediction).
+template <class R>
+json shared_prediction_fields(const R& r) {
+    const auto& p = r.prediction;
     return {{"step_s", p.step_s},
             {"samples_per_s", p.samples_per_s},
             {"efficiency", p.efficiency},
@@ -181,8 +184,14 @@ json run_prediction_json(const RunPrediction& r) {
             {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
             {"measured_efficiency", r.measured_efficiency},
             {"straggler", r.straggler},
-            {"setting", p.setting.describe()},
             {"terms_s", scaling::terms_json(p.terms)}};
+}
+}  // namespace
+
+json run_prediction_json(const RunPrediction& r) {
+    json j = shared_prediction_fields(r);
+    j["setting"] = r.prediction.setting.describe();
+    return j;
 }
 
 // ---- the sparse path ----
@@ -294,25 +303,14 @@ json sparse_run_prediction_json(const SparseRunPrediction& r, const SparseRunMea
                             {"per_step", c.per_step},
                             {"predicted_s", i < p.exchange.size() ? p.exchange[i].total() : 0.0}});
     }
-    return {{"step_s", p.step_s},
-            {"samples_per_s", p.samples_per_s},
-            {"efficiency", p.efficiency},
-            {"dominant", r.dominant},
-            {"dominant_term", p.dominant},
-            {"link", {{"alpha_s", r.link.alpha_s}, {"beta_s_per_byte", r.link.beta_s_per_byte}, {"source", r.link.source}}},
-            {"error", r.error},
-            {"measured_step_s", r.measured_step_s},
-            {"step_s_fitted_link", r.fitted_link_step_s},
-            {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
-            {"measured_efficiency", r.measured_efficiency},
-            {"straggler", r.straggler},
-            {"setting", "sparse ring formulas, no overlap"},
-            {"exchange", exchange},
-            {"exchange_s", r.exchange_s},
-            {"merge_rows_per_step", m.merge_rows},
-            {"merge_s_per_row", r.merge_s_per_row},
-            {"merge_s_per_row_probe", m.merge_s_per_row},
-            {"terms_s", scaling::terms_json(p.terms)}};
+    json j = shared_prediction_fields(r);
+    j.update({{"setting", "sparse ring formulas, no overlap"},
+              {"exchange", exchange},
+              {"exchange_s", r.exchange_s},
+              {"merge_rows_per_step", m.merge_rows},
+              {"merge_s_per_row", r.merge_s_per_row},
+              {"merge_s_per_row_probe", m.merge_s_per_row}});
+    return j;
 }
 
 std::string describe_run_prediction(const json& summary) {

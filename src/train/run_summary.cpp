@@ -83,12 +83,6 @@ json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world)
             {"buckets", buckets}};
 }
 
-json phase_seconds_json(const telemetry::PhaseTimes& phases) {
-    json j = json::object();
-    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
-        j[telemetry::phase_name(static_cast<Phase>(p))] = phases.get(static_cast<Phase>(p));
-    return j;
-}
 
 // "gpu_utilisation" (NVML samples while training) and "gpu_memory" (the caching allocator), CUDA runs only.
 void add_gpu_sections(json& summary, telemetry::GpuMonitor* monitor, const std::string& monitor_why) {
@@ -201,6 +195,13 @@ json TrainingRun::write_summary() {
     if (!p.timeline->write(&timeline_error))
         progress_.line("ringtrain: rank " + std::to_string(p.rank) + ": warning: timeline not written: " + timeline_error);
     return summary;
+}
+
+json phase_seconds_json(const telemetry::PhaseTimes& phases) {
+    json j = json::object();
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p)
+        j[telemetry::phase_name(static_cast<Phase>(p))] = phases.get(static_cast<Phase>(p));
+    return j;
 }
 
 }  // namespace ringtrain::train::detail

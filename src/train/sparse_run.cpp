@@ -679,13 +679,6 @@ json sync_block(const RunPlan& plan, const sync::SparseSyncStats& st, int64_t lo
             {"bytes_dense_per_rank", dense_bytes}};
 }
 
-json phase_seconds(const telemetry::PhaseTimes& phases) {
-    json out = json::object();
-    for (size_t i = 0; i < static_cast<size_t>(Phase::Count); ++i)
-        out[telemetry::phase_name(static_cast<Phase>(i))] = phases.get(static_cast<Phase>(i));
-    return out;
-}
-
 }  // namespace
 
 json SparseRun::write_summary() {
@@ -713,7 +706,7 @@ json SparseRun::write_summary() {
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
         {"samples_per_s", train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0},
-        {"phase_s", phase_seconds(phases_)},
+        {"phase_s", phase_seconds_json(phases_)},
         {"backend", comm_.backend()},
         {"device", "cpu"},
         {"model", model_file_.model_name},
