@@ -80,7 +80,7 @@ public:
         if (!started_) start_epoch(0);
         out.clear();
         if (opt_.shuffle_buffer == 0) {
-            while (out.rows() < rows && has_row()) {
+            while (out.rows() < rows && (want_rows_ = rows - out.rows(), has_row())) {
                 const int64_t take = std::min(rows - out.rows(), block().rows() - current_row_);
                 append_rows(block(), current_row_, current_row_ + take, out);
                 current_row_ += take;
@@ -88,6 +88,7 @@ public:
             return out.rows() > 0;
         }
         while (out.rows() < rows) {
+            want_rows_ = rows - out.rows();
             while (!shuffle_.full() && has_row()) shuffle_.push(block(), current_row_++);
             peak_shuffle_rows_ = std::max(peak_shuffle_rows_, shuffle_.size());
             if (shuffle_.size() == 0) break;
@@ -198,11 +199,21 @@ private:
         return true;
     }
 
+    // Inline parsing asks for about the rows the batch still needs (at the bytes per row seen so far), not a whole
+    // 2 MiB block: a block every ~70 steps made that step ~70 times longer on one rank, and at 2+ ranks the others
+    // waited for it at the next collective (sync wait 0.16 ms a 0.3 ms step; bench/RESULTS.md, "Sparse weak
+    // scaling: parse per step"). A little over, so that one chunk usually completes the batch.
+    int64_t inline_target_bytes() const {
+        constexpr int64_t kFirstRowBytes = 256, kMinBytes = 1 << 10;
+        const int64_t per_row = stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : kFirstRowBytes;
+        return std::max(kMinBytes, std::max<int64_t>(want_rows_, 1) * per_row * 21 / 20);
+    }
+
     // The next block of the share parsed here, on the calling thread, into current_; false at the end.
     bool parse_block_inline() {
         for (;;) {
             const auto t0 = std::chrono::steady_clock::now();
-            if (finished_ || !source_->next(chunk_)) {
+            if (finished_ || !source_->next(chunk_, inline_target_bytes())) {
                 finished_ = true;
                 return false;
             }
@@ -244,6 +255,7 @@ private:
     SparseShuffleBuffer shuffle_;
     bool started_ = false;
     const bool parse_inline_;
+    int64_t want_rows_ = 0;  // rows the batch being filled still needs (for inline_target_bytes)
     TextChunk chunk_;  // the inline parse's text buffer, reused
 
     // Consumer side (the training thread).

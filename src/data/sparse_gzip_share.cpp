@@ -58,7 +58,7 @@ bool GzipShareSource::fill() {
     return true;
 }
 
-bool GzipShareSource::next(TextChunk& chunk) {
+bool GzipShareSource::next(TextChunk& chunk, int64_t target_bytes) {
     std::string& text = chunk.text;
     text.clear();
     chunk.first_line = -1;
@@ -74,7 +74,8 @@ bool GzipShareSource::next(TextChunk& chunk) {
         const int64_t len = nl ? static_cast<const char*>(nl) - start + 1 : tail_ - head_;  // last line: no '\n'
         if (len == 0) break;
         if (line_ % world_ == rank_) {
-            if (!text.empty() && static_cast<int64_t>(text.size()) + len > chunk_bytes_) break;  // next chunk's
+            const int64_t limit = std::min(chunk_bytes_, target_bytes);
+            if (!text.empty() && static_cast<int64_t>(text.size()) + len > limit) break;  // next chunk's
             if (chunk.first_line < 0) chunk.first_line = line_;
             text.append(start, static_cast<size_t>(len));
         }

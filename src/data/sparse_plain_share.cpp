@@ -1,4 +1,5 @@
 // A plain file's share: the lines whose first byte lies in [size*rank/world, size*(rank+1)/world).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -57,7 +58,9 @@ int64_t PlainShareSource::first_line_start_at_or_after(int64_t offset) {
 void PlainShareSource::rewind() {
     pos_ = begin_;
     carry_.clear();
-    lines_done_ = 0;
+    block_.clear();
+    block_pos_ = 0;
+    lines_done_ = lines_read_ = 0;
     done_ = begin_ >= end_;
     if (!done_ && fseeko(file_, pos_, SEEK_SET) != 0) throw InputError(path_ + ": cannot seek");
 }
@@ -66,19 +69,45 @@ void PlainShareSource::line_too_long(int64_t share_line) {
     throw_line_too_long(path_, file_line(share_line), chunk_bytes_);
 }
 
-bool PlainShareSource::next(TextChunk& chunk) {
-    std::string& text = chunk.text;
+bool PlainShareSource::next(TextChunk& chunk, int64_t target_bytes) {
+    if (block_pos_ >= block_.size()) {
+        block_pos_ = 0;
+        if (!read_block(block_)) return false;
+    }
+    // Whole lines from the block read: up to the first line end at or past target_bytes.
+    const size_t start = block_pos_;
+    size_t end = block_.size();
+    if (target_bytes < static_cast<int64_t>(end - start))
+        if (const size_t nl = block_.find('\n', start + static_cast<size_t>(std::max<int64_t>(target_bytes, 1)) - 1);
+            nl != std::string::npos)
+            end = nl + 1;
+    if (start == 0 && end == block_.size()) {
+        chunk.text.swap(block_);  // the whole block: no copy
+        block_.clear();
+        block_pos_ = 0;
+    } else {
+        chunk.text.assign(block_, start, end - start);
+        block_pos_ = end;
+        if (block_pos_ >= block_.size()) block_.clear(), block_pos_ = 0;
+    }
+    const std::string& text = chunk.text;
+    chunk.first_line = lines_done_;
+    chunk.line_stride = 1;
+    lines_done_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
+    peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(block_.capacity() + text.size()));
+    return true;
+}
+
+bool PlainShareSource::read_block(std::string& text) {
     text.swap(carry_);
     carry_.clear();
     if (done_ && text.empty()) return false;
-    chunk.first_line = lines_done_;
-    chunk.line_stride = 1;
     text.reserve(static_cast<size_t>(chunk_bytes_));
     // Read whole lines while inside the range; past its end, only the rest of the last line started inside it.
     while (!done_) {
         if (pos_ < end_) {
             const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), end_ - pos_);
-            if (want <= 0) line_too_long(lines_done_);
+            if (want <= 0) line_too_long(lines_read_);
             const size_t old = text.size();
             text.resize(old + static_cast<size_t>(want));
             const int64_t got = read_at_most(text.data() + old, want);
@@ -102,7 +131,7 @@ bool PlainShareSource::next(TextChunk& chunk) {
             break;
         }
         const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), 64 << 10);
-        if (want <= 0) line_too_long(lines_done_);
+        if (want <= 0) line_too_long(lines_read_);
         const size_t old = text.size();
         text.resize(old + static_cast<size_t>(want));
         const int64_t got = read_at_most(text.data() + old, want);
@@ -120,7 +149,7 @@ bool PlainShareSource::next(TextChunk& chunk) {
         }
     }
     if (text.empty()) return false;
-    lines_done_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
+    lines_read_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
     return true;
 }
 

@@ -24,7 +24,11 @@ public:
     // Back to the start of the share.
     virtual void rewind() = 0;
     // Replaces chunk with the next lines of the share, at most chunk_bytes of text; false at the end of the share.
-    virtual bool next(TextChunk& chunk) = 0;
+    // With target_bytes, it stops at the first line end past target_bytes instead (at least one whole line): the
+    // reader parsing on the training thread asks for about one batch, so every step parses about the same.
+    virtual bool next(TextChunk& chunk, int64_t target_bytes) = 0;
+    bool next(TextChunk& chunk) { return next(chunk, kWholeChunk); }
+    static constexpr int64_t kWholeChunk = INT64_MAX;
     // The 1-based line number in the file of share line `share_line` (exact; for plain files it counts the
     // newlines before the share once, on the first call: only error messages need it).
     virtual int64_t file_line(int64_t share_line) = 0;

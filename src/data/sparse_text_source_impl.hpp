@@ -20,12 +20,13 @@ public:
     PlainShareSource(std::string path, std::FILE* file, int rank, int world, int64_t chunk_bytes);
     ~PlainShareSource() override;
     void rewind() override;
-    bool next(TextChunk& chunk) override;
+    bool next(TextChunk& chunk, int64_t target_bytes) override;
     int64_t file_line(int64_t share_line) override;
     int64_t peak_raw_bytes() const override { return peak_raw_; }
     std::string describe_share() const override;
 
 private:
+    bool read_block(std::string& text);  // the next lines of the share, at most chunk_bytes_ of text
     int64_t read_at_most(char* dst, int64_t n);
     int64_t first_line_start_at_or_after(int64_t offset);
     [[noreturn]] void line_too_long(int64_t share_line);
@@ -36,7 +37,10 @@ private:
     int64_t size_ = 0, begin_ = 0, end_ = 0;  // share: lines starting in [begin_, end_)
     int64_t pos_ = 0;                         // next byte to read
     std::string carry_;                       // a partial line read past the last '\n'
+    std::string block_;                       // lines read and not yet handed out (from block_pos_)
+    size_t block_pos_ = 0;
     int64_t lines_done_ = 0;                  // share lines handed out so far
+    int64_t lines_read_ = 0;                  // share lines read into blocks so far
     bool done_ = false;
     int64_t lines_before_ = -1;               // newlines before begin_ (counted on demand)
     int64_t peak_raw_ = 0;
@@ -48,7 +52,7 @@ public:
     GzipShareSource(std::string path, int rank, int world, int64_t chunk_bytes);
     ~GzipShareSource() override;
     void rewind() override;
-    bool next(TextChunk& chunk) override;
+    bool next(TextChunk& chunk, int64_t target_bytes) override;
     int64_t file_line(int64_t share_line) override { return share_line + 1; }
     int64_t peak_raw_bytes() const override { return peak_raw_; }
     std::string describe_share() const override;

@@ -311,3 +311,47 @@ TEST_CASE("parsing on the caller's thread (one CPU) gives the parse thread's bat
     auto reader = open_sparse_reader(o);
     CHECK_THROWS_WITH(read_epoch(*reader, 0), Contains(dir.file("bad.svm") + ":4321: feature index 3 does not increase"));
 }
+
+TEST_CASE("parsing on the caller's thread parses about one batch a step (not a block every ~70 steps)") {
+    // At 2+ ranks a step that parses a whole block makes every other rank wait for it at the next collective.
+    using ParseOn = SparseReaderOptions::ParseOn;
+    TempDir dir;
+    int64_t data_rows = 0;
+    std::string text = libsvm_text(6000, data_rows);
+    sparse_test::write_text(dir.file("p.svm"), text);
+    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    for (const std::string name : {"p.svm", "p.svm.gz"})
+        for (const int64_t shuffle : {int64_t{0}, int64_t{300}}) {
+            auto o = libsvm_options(dir.file(name), 7000);
+            o.shuffle_buffer = shuffle;
+            o.parse_on = ParseOn::Caller;
+            auto reader = open_sparse_reader(o);
+            reader->start_epoch(0);
+            constexpr int64_t kBatch = 50;
+            CsrBatch b;
+            int64_t consumed = 0, steps = 0, before = 0, max_step_rows = 0;
+            while (reader->next(b, kBatch)) {
+                consumed += b.rows();
+                const int64_t parsed = reader->stats().rows_parsed;
+                if (++steps > 1) max_step_rows = std::max(max_step_rows, parsed - before);  // the first fills the shuffle
+                before = parsed;
+                CHECK(parsed - consumed <= shuffle + kBatch);  // read ahead by at most about a batch
+            }
+            CHECK(consumed == data_rows);
+            CHECK(steps >= data_rows / kBatch);
+            CHECK(max_step_rows <= 2 * kBatch);
+        }
+    // The line bound still holds for the smaller reads.
+    std::string line = "1";
+    for (int i = 1; i < 2000; ++i) {
+        line += ' ';
+        line += std::to_string(i);
+        line += ":1";
+    }
+    sparse_test::write_text(dir.file("long.svm"), "1 1:1\n" + line + "\n");
+    auto o = libsvm_options(dir.file("long.svm"), 100000);
+    o.buffer_bytes = 16 << 10;
+    o.parse_on = ParseOn::Caller;
+    auto reader = open_sparse_reader(o);
+    CHECK_THROWS_WITH(read_epoch(*reader, 0), Contains("long.svm:2: line longer than the read buffer"));
+}
