@@ -143,6 +143,16 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     }
 }
 
+telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const telemetry::StepWorkLog& log,
+                                             const std::vector<uint64_t>& counts) {
+    const std::vector<float> all = comm.allgather(log.seconds());
+    std::vector<std::vector<float>> work_per_rank;
+    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= all.size(); off += counts[r], ++r)
+        work_per_rank.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(off),
+                                   all.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
+    return telemetry::analyse_stragglers(work_per_rank);
+}
+
 // ---- the sparse path ----
 
 namespace {
@@ -209,15 +219,8 @@ struct SparseRankTotals {  // one rank's, per step
 // What the average rank waited per step at one of the step's waiting points, from every rank's log of its work
 // before that point (collective; the logs are equally long: every rank records the same steps).
 double per_step_wait(comm::Communicator& comm, const telemetry::StepWorkLog& log) {
-    const std::vector<float> all = comm.allgather(log.seconds());
-    const auto world = static_cast<size_t>(comm.size());
-    const size_t steps = log.seconds().size();
-    if (steps == 0 || all.size() != steps * world) return 0.0;
-    std::vector<std::vector<float>> per_rank;
-    for (size_t r = 0; r < world; ++r)
-        per_rank.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * steps),
-                              all.begin() + static_cast<std::ptrdiff_t>((r + 1) * steps));
-    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
+    const std::vector<uint64_t> counts(static_cast<size_t>(comm.size()), log.seconds().size());
+    const telemetry::StragglerReport st = gather_stragglers(comm, log, counts);
     return st.steps > 0 ? st.straggler_s / static_cast<double>(st.steps) : 0.0;
 }
 

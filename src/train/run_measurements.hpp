@@ -66,6 +66,11 @@ nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientS
                                  const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                                  const RunTotals& totals);
 
+// Every rank's per-step work log (rank r logged counts[r] steps) and how long the ranks waited for the slowest one.
+// Collective: every rank joins, whatever its device (an empty log just yields no report).
+telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const telemetry::StepWorkLog& log,
+                                             const std::vector<uint64_t>& counts);
+
 // summary.json's "phase_s": seconds per phase, by the phases' names (both paths' summaries).
 nlohmann::json phase_seconds_json(const telemetry::PhaseTimes& phases);
 

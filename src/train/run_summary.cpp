@@ -32,17 +32,6 @@ std::vector<uint64_t> per_rank(const std::vector<RankTotals>& all, F field) {
     return v;
 }
 
-// Every rank joins both gathers, whatever its device (an empty log just yields no report).
-telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const telemetry::StepWorkLog& log,
-                                             const std::vector<uint64_t>& counts) {
-    const std::vector<float> all = comm.allgather(log.seconds());
-    std::vector<std::vector<float>> work_per_rank;
-    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= all.size(); off += counts[r], ++r)
-        work_per_rank.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(off),
-                                   all.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
-    return telemetry::analyse_stragglers(work_per_rank);
-}
-
 // "stragglers": how much of the run the ranks waited for the slowest one's local work.
 json stragglers_json(const telemetry::StragglerReport& r, double train_s, uint64_t dropped, bool local_sgd,
                      Device device) {
