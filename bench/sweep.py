@@ -254,6 +254,11 @@ def main():
     print(f"wrote {out}/rows.json, {out}/report.md and {len(pngs)} plots")
 
 
+def binds_to_core(spec):
+    f = spec["mpirun_flags"]
+    return spec["placement"] == "local" and any(f[i] == "--bind-to" and f[i + 1] == "core" for i in range(len(f) - 1))
+
+
 def point_sets(spec, sync, b, n):
     per_rank = None if b is None else (b if spec["scaling"] == "weak" else b // n)
     sets = list(spec["set"]) + list(sync["set"])
@@ -284,7 +289,10 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
         procs = []
         for i in range(n):  # N independent single-rank copies at once: no communication at all
             di = f"{d}-alone{i}"
-            ci = ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
+            # Where the ranks are bound one to a core, so is each copy (a copy free to use every core would start
+            # a parse or prefetch thread the bound ranks do not have).
+            pin = ["taskset", "-c", str(i % os.cpu_count())] if binds_to_core(spec) else []
+            ci = pin + ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
                                                             f"output.dir={di}" for x in args]
             procs.append((subprocess.Popen(ci, stdout=subprocess.DEVNULL, stderr=open(di + ".log", "w"),
                                            cwd=ROOT), di))
