@@ -47,6 +47,11 @@ void Communicator::allgatherv_into(std::span<const float> mine, std::span<const 
     std::copy(all.begin(), all.end(), out.begin());
 }
 
+void Communicator::allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts,
+                                         std::span<float> out, const std::function<bool()>& /*idle*/) {
+    allgatherv_into(mine, counts, out);
+}
+
 std::vector<float> Communicator::gather(std::span<const float> mine, int root) {
     std::vector<float> all = allgather(mine);
     if (rank() != root) all.clear();
@@ -55,6 +60,11 @@ std::vector<float> Communicator::gather(std::span<const float> mine, int root) {
 
 void MpiCommunicatorBase::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
                                           std::span<float> out) {
+    allgatherv_into_while(mine, counts, out, {});
+}
+
+void MpiCommunicatorBase::allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts,
+                                                std::span<float> out, const std::function<bool()>& idle) {
     const size_t total = checked_allgatherv_total(*this, mine, counts, out);
     if (total > static_cast<size_t>(INT_MAX))
         throw Error("allgatherv_into: total of " + std::to_string(total) + " floats exceeds 2^31-1");
@@ -65,10 +75,26 @@ void MpiCommunicatorBase::allgatherv_into(std::span<const float> mine, std::span
         displs[r] = at;
         at += n[r];
     }
-    if (total > 0)
+    if (total > 0 && !idle) {
         check_mpi(MPI_Allgatherv(mine.data(), n[static_cast<size_t>(rank_)], MPI_FLOAT, out.data(), n.data(),
                                  displs.data(), MPI_FLOAT, comm_),
                   "MPI_Allgatherv");
+    } else if (total > 0) {
+        MPI_Request request = MPI_REQUEST_NULL;
+        check_mpi(MPI_Iallgatherv(mine.data(), n[static_cast<size_t>(rank_)], MPI_FLOAT, out.data(), n.data(),
+                                  displs.data(), MPI_FLOAT, comm_, &request),
+                  "MPI_Iallgatherv");
+        // MPI_Test also drives the collective's progress (Open MPI progresses non-blocking collectives inside MPI
+        // calls), so idle's pieces of work stay short.
+        for (int done = 0;;) {
+            check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+            if (done) break;
+            if (!idle()) {
+                check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+                break;
+            }
+        }
+    }
     if (size_ > 1) {
         const size_t right = counts[static_cast<size_t>((rank_ + 1) % size_)];
         count_bytes((total - right) * sizeof(float), (total - mine.size()) * sizeof(float));

@@ -58,6 +58,8 @@ public:
 
     void start_epoch(int64_t epoch) override {
         stop_thread();
+        queue_.clear();  // rows parsed ahead on this thread (the parse thread's were dropped by stop_thread)
+        queued_rows_ = queued_bytes_ = 0;
         started_ = true;
         current_.clear();
         current_row_ = 0;
@@ -99,6 +101,24 @@ public:
             }
         }
         return out.rows() > 0;
+    }
+
+    bool parse_ahead(int64_t limit_rows) override {
+        if (!parse_inline_ || !started_ || cache_complete_ || finished_ || queued_rows_ >= limit_rows) return false;
+        CsrBatch block;
+        if (!spare_.empty()) {
+            block = std::move(spare_.back());
+            spare_.pop_back();
+        }
+        constexpr int64_t kPieceRows = 32;  // ~10-20 us of parsing between two looks at the collective
+        if (!parse_chunk_inline(block, kPieceRows)) return false;
+        queued_rows_ += block.rows();
+        queued_bytes_ += csr_bytes(block);
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, queued_rows_);
+        stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, queued_bytes_);
+        queue_.push_back(std::move(block));
+        return true;
     }
 
     int64_t num_features() const override { return parser_->num_features(); }
@@ -203,31 +223,44 @@ private:
     // 2 MiB block: a block every ~70 steps made that step ~70 times longer on one rank, and at 2+ ranks the others
     // waited for it at the next collective (sync wait 0.16 ms a 0.3 ms step; bench/RESULTS.md, "Sparse weak
     // scaling: parse per step"). A little over, so that one chunk usually completes the batch.
-    int64_t inline_target_bytes() const {
+    int64_t inline_target_bytes(int64_t rows) const {
         constexpr int64_t kFirstRowBytes = 256, kMinBytes = 1 << 10;
         const int64_t per_row = stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : kFirstRowBytes;
-        return std::max(kMinBytes, std::max<int64_t>(want_rows_, 1) * per_row * 21 / 20);
+        return std::max(kMinBytes, std::max<int64_t>(rows, 1) * per_row * 21 / 20);
     }
 
-    // The next block of the share parsed here, on the calling thread, into current_; false at the end.
-    bool parse_block_inline() {
+    // The next lines of the share (about `rows` of them) parsed here, on the calling thread, into `into`; false at
+    // the end of the share.
+    bool parse_chunk_inline(CsrBatch& into, int64_t rows) {
         for (;;) {
             const auto t0 = std::chrono::steady_clock::now();
-            if (finished_ || !source_->next(chunk_, inline_target_bytes())) {
+            if (finished_ || !source_->next(chunk_, inline_target_bytes(rows))) {
                 finished_ = true;
                 return false;
             }
-            const int64_t rows = parse_chunk(chunk_, *parser_, *source_, opt_.file, current_);
+            into.clear();
+            const int64_t got = parse_chunk(chunk_, *parser_, *source_, opt_.file, into);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::lock_guard<std::mutex> lock(mu_);
             stats_.parse_seconds += secs;
-            stats_.rows_parsed += rows;
+            stats_.rows_parsed += got;
             stats_.bytes_parsed += static_cast<int64_t>(chunk_.text.size());
             stats_.peak_raw_bytes = source_->peak_raw_bytes();
-            stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, rows);
-            stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, csr_bytes(current_));
-            if (rows > 0) return true;
+            stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, got);
+            stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, csr_bytes(into));
+            if (got > 0) return true;
         }
+    }
+
+    // The next block on the calling thread: what parse_ahead queued first, else parsed now.
+    bool parse_block_inline() {
+        if (queue_.empty()) return parse_chunk_inline(current_, want_rows_);
+        if (current_.rows() == 0 && spare_.size() < kSpareBlocks) spare_.push_back(std::move(current_));
+        current_ = std::move(queue_.front());
+        queue_.pop_front();
+        queued_rows_ -= current_.rows();
+        queued_bytes_ -= csr_bytes(current_);
+        return true;
     }
 
     // The next queued block into current_; false at the end of the share (rethrows the parse thread's error).
@@ -256,6 +289,8 @@ private:
     bool started_ = false;
     const bool parse_inline_;
     int64_t want_rows_ = 0;  // rows the batch being filled still needs (for inline_target_bytes)
+    static constexpr size_t kSpareBlocks = 8;
+    std::vector<CsrBatch> spare_;  // emptied blocks parse_ahead refills (no allocation per piece)
     TextChunk chunk_;  // the inline parse's text buffer, reused
 
     // Consumer side (the training thread).

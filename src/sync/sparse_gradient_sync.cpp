@@ -105,6 +105,7 @@ struct SparseGradientSync::State {
     SparseSyncStats stats;
     bool owned_only = false;  // the last average() left only this rank's owned rows
     std::unique_ptr<UpdatedRowShare> share;  // owner updates at N > 1
+    std::function<bool()> idle;              // set_idle_work
     // Owner updates: this rank's rows grouped by owner (what its slot carries), each row's owner, group starts.
     SparseRows grouped;
     std::vector<uint32_t> row_owner, group_start;
@@ -191,6 +192,11 @@ void SparseGradientSync::allocate_dense_buffer(size_t dense_size) {
 
 const SparseSyncStats& SparseGradientSync::stats() const { return state_->stats; }
 
+void SparseGradientSync::set_idle_work(std::function<bool()> idle) {
+    state_->idle = std::move(idle);
+    if (state_->share) state_->share->set_idle_work(state_->idle);
+}
+
 SparseGradientSync::Choice SparseGradientSync::choose(SparseSyncMethod method, std::span<const int64_t> rows_per_rank,
                                                       int64_t num_rows, int64_t width) {
     const auto world = static_cast<int64_t>(rows_per_rank.size());
@@ -263,7 +269,7 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
     std::copy_n(out.values.data(), fit * w, ids + room);
     slot_counts.assign(static_cast<size_t>(world), slot);
     all.resize(slot * static_cast<size_t>(world));
-    comm.allgatherv_into(send, slot_counts, all);  // every rank passes the same slot size (same capacity and nd)
+    comm.allgatherv_into_while(send, slot_counts, all, idle);  // every rank passes the same slot size
 
     counts.resize(static_cast<size_t>(world));
     int64_t largest = 0;
@@ -304,7 +310,7 @@ void SparseGradientSync::State::gathered(SparseRows& grad, std::span<float> dens
         for (size_t i = 0; i < rest; ++i) tail_send[i] = id_as_float(out.rows[fit + i]);
         std::copy_n(out.values.data() + fit * w, rest * w, tail_send.data() + rest);
         tail_all.resize(total);
-        comm.allgatherv_into(tail_send, tail_counts, tail_all);
+        comm.allgatherv_into_while(tail_send, tail_counts, tail_all, idle);
     }
     merge_gathered(grad, dense_part, head, room);
 }

@@ -28,7 +28,7 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows, std::span<double>
     std::copy_n(rows.values.data(), fit * w, ids + room);
     slot_counts_.assign(static_cast<size_t>(world), slot);
     all_.resize(slot * static_cast<size_t>(world));
-    comm_.allgatherv_into(send_, slot_counts_, all_);
+    comm_.allgatherv_into_while(send_, slot_counts_, all_, idle_);
 
     counts_.resize(static_cast<size_t>(world));
     std::vector<size_t>& counts = counts_;
@@ -62,7 +62,7 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows, std::span<double>
         for (size_t i = 0; i < rest; ++i) tail_send_[i] = std::bit_cast<float>(rows.rows[fit + i]);
         std::copy_n(rows.values.data() + fit * w, rest * w, tail_send_.data() + rest);
         tail_all_.resize(tail_total);
-        comm_.allgatherv_into(tail_send_, tail_counts_, tail_all_);
+        comm_.allgatherv_into_while(tail_send_, tail_counts_, tail_all_, idle_);
     }
 
     const Sent sent{static_cast<uint64_t>(world - 1) * mine * (1 + w) * sizeof(float), second};

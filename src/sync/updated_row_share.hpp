@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -27,11 +28,14 @@ public:
     // rows: in = this rank's, out = every other rank's (same width). sums (the same count on every rank) ride in the
     // same collective and come back summed over the ranks in rank order. Collective.
     Sent share(SparseRows& rows, std::span<double> sums);
+    // Work for the wait in the share's gathers (SparseGradientSync::set_idle_work).
+    void set_idle_work(std::function<bool()> idle) { idle_ = std::move(idle); }
 
 private:
     comm::Communicator& comm_;
     size_t max_rows_;
     size_t room_ = 0;
+    std::function<bool()> idle_;
     std::vector<float> send_, all_, tail_send_, tail_all_;
     std::vector<size_t> slot_counts_, tail_counts_, counts_;
 };

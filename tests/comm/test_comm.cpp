@@ -572,6 +572,42 @@ TEST_CASE("allgatherv_into: counts known on every rank, a rank with none, into t
     }
 }
 
+TEST_CASE("allgatherv_into_while: the same result, and the early ranks work while a late one has not arrived",
+          "[comm][allgather]") {
+    const int n = world_size(), me = world_rank();
+    for (const char* backend : {"ring", "mpi"}) {
+        INFO(backend);
+        auto comm = ringtrain::comm::make_communicator(backend);
+        std::vector<size_t> counts;
+        size_t total = 0;
+        for (int r = 0; r < n; ++r) {
+            counts.push_back(r == 1 ? 0 : static_cast<size_t>(5000 + 3 * r));  // past the eager limit; rank 1 none
+            total += counts.back();
+        }
+        std::vector<float> mine(counts[static_cast<size_t>(me)]);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(7 * me) + static_cast<float>(i % 1000);
+        for (const int pieces : {0, 3, 1 << 30}) {  // idle work runs out at once, after 3 pieces, never
+            std::vector<float> out(total, -1.0f);
+            int calls = 0;
+            // The last rank arrives 30 ms late: the others' idle work runs meanwhile (while it has any).
+            if (me == n - 1 && n > 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            comm->allgatherv_into_while(mine, counts, out, [&] { return ++calls <= pieces; });
+            size_t at = 0;
+            for (int r = 0; r < n; ++r)
+                for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
+                    REQUIRE(out[at++] == static_cast<float>(7 * r) + static_cast<float>(i % 1000));
+            if (n > 1 && me != n - 1) {
+                CHECK(calls >= std::min(pieces, 3) + 1);  // called until it said no (or the collective completed)
+                if (pieces == 0) CHECK(calls == 1);       // then it blocked, not polled
+            }
+        }
+        // Without idle work it is the blocking collective.
+        std::vector<float> out(total);
+        comm->allgatherv_into_while(mine, counts, out, {});
+        CHECK(comm->allgather(std::span<const float>(mine)) == out);
+    }
+}
+
 TEST_CASE("gather: every rank's part on the root only, counts differing, root first or last", "[comm][gather]") {
     const int n = world_size(), me = world_rank();
     auto count_of = [](int k) { return k % 3 == 1 ? size_t{0} : size_t(k * 100 + 5); };  // rank 1 sends nothing

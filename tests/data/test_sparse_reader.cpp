@@ -355,3 +355,56 @@ TEST_CASE("parsing on the caller's thread parses about one batch a step (not a b
     auto reader = open_sparse_reader(o);
     CHECK_THROWS_WITH(read_epoch(*reader, 0), Contains("long.svm:2: line longer than the read buffer"));
 }
+
+TEST_CASE("parse_ahead: the same batches, at most the limit parsed ahead, nothing to do with a parse thread") {
+    using ParseOn = SparseReaderOptions::ParseOn;
+    TempDir dir;
+    int64_t data_rows = 0;
+    std::string text = libsvm_text(5000, data_rows);
+    sparse_test::write_text(dir.file("p.svm"), text);
+    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    for (const std::string name : {"p.svm", "p.svm.gz"})
+        for (const int64_t shuffle : {int64_t{0}, int64_t{300}})
+            for (const bool cache : {false, true}) {
+                INFO(name << " shuffle " << shuffle << " cache " << cache);
+                auto o = libsvm_options(dir.file(name), 7000);
+                o.shuffle_buffer = shuffle;
+                o.cache = cache;
+                o.parse_on = ParseOn::Caller;
+                auto plain = open_sparse_reader(o);
+                auto ahead = open_sparse_reader(o);
+                constexpr int64_t kBatch = 64, kLimit = 2 * kBatch;
+                for (int64_t epoch = 0; epoch < 2; ++epoch) {
+                    plain->start_epoch(epoch);
+                    ahead->start_epoch(epoch);
+                    CsrBatch a, b;
+                    int64_t step = 0, pieces = 0;
+                    for (;;) {
+                        // A varying amount of work ahead before each batch, as the waits in collectives vary.
+                        for (int64_t k = 0; k < step % 7; ++k) pieces += ahead->parse_ahead(kLimit) ? 1 : 0;
+                        const bool more = plain->next(a, kBatch);
+                        REQUIRE(ahead->next(b, kBatch) == more);
+                        if (!more) break;
+                        REQUIRE(b.labels == a.labels);
+                        REQUIRE(b.offsets == a.offsets);
+                        REQUIRE(b.indices == a.indices);
+                        REQUIRE(b.values == a.values);
+                        ++step;
+                    }
+                    // The first epoch parses (ahead too); a cached epoch replays and has nothing to parse.
+                    if (epoch == 0 || !cache) CHECK(pieces > 0);
+                    if (epoch == 1 && cache) CHECK(pieces == 0);
+                    CHECK(!ahead->parse_ahead(kLimit));  // the share is used up
+                }
+                const SparseReaderStats s = ahead->stats();
+                CHECK(s.rows_parsed == plain->stats().rows_parsed);
+                CHECK(s.peak_queued_rows <= kLimit + 64);  // the limit, plus one piece
+            }
+    auto o = libsvm_options(dir.file("p.svm"), 7000);
+    o.parse_on = ParseOn::Thread;
+    auto threaded = open_sparse_reader(o);
+    threaded->start_epoch(0);
+    CHECK(!threaded->parse_ahead(1000));  // its thread parses ahead already
+    CsrBatch b;
+    CHECK(threaded->next(b, 10));
+}

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "sparse_files.hpp"
 #include "support/run_command.hpp"
@@ -173,6 +174,40 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
     // Bit for bit: the same batches in the same order, the same sums.
     CHECK(checkpoint_parameters(ckpt(whole, 30), 2) == checkpoint_parameters(ckpt(parts, 30), 2));
     CHECK(read_json(whole + "/summary.json")["test_logloss"] == s["test_logloss"]);
+}
+
+TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the same bits", "[train][sparse][mpi]") {
+    // Bound one to a core, a rank parses on its training thread, and while it waits for the other rank in a
+    // gather it parses its next rows (SparseRun::parse_ahead_while_waiting). The batches, so the bits, must not
+    // change. A busy loop on rank 0's core makes rank 1 wait at every step.
+    if (std::thread::hardware_concurrency() < 2) {
+        WARN("skipped: needs 2 CPUs, one per rank");
+        return;
+    }
+    const std::string dir = temp_dir("sparse-ahead");
+    write_svm(dir + "/train.svm", svm_rows(800, 60, 31));
+    write_svm(dir + "/test.svm", svm_rows(80, 60, 32));
+    const std::string common = R"(, "optimizer": {"name": "adagrad", "lr": 0.1}, "checkpoint": {"every_epochs": 1})";
+    const std::string threads = dir + "/threads", bound = dir + "/bound";
+    write_file(dir + "/t.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", threads, common));
+    write_file(dir + "/b.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", bound, common));
+    const std::string args = " train --set train.batch_size=8 --set train.epochs=1 --config ";
+    auto r = run_command(mpirun(2) + binary() + args + dir + "/t.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command("(taskset -c 0 sh -c 'while :; do :; done' & hog=$!; "
+                    "mpirun --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader,tcp -np 2 " +
+                    binary() + args + dir + "/b.json; rc=$?; kill $hog; exit $rc)");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json st = read_json(threads + "/summary.json"), sb = read_json(bound + "/summary.json");
+    CHECK(sb["steps"] == 50);
+    CHECK(checkpoint_parameters(ckpt(threads, 50), 2) == checkpoint_parameters(ckpt(bound, 50), 2));
+    CHECK(st["test_logloss"] == sb["test_logloss"]);
+    double bound_waits = 0;
+    for (const json& v : sb["sync"]["parse_in_waits_s_per_rank"]) bound_waits += v.get<double>();
+    CHECK(bound_waits > 0);  // rows were parsed inside the waits
+    for (const json& v : st["sync"]["parse_in_waits_s_per_rank"]) CHECK(v.get<double>() == 0);  // a parse thread
 }
 
 TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "[train][sparse][mpi]") {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -46,6 +47,12 @@ public:
     // out holds their sum): one collective, no count exchange and no fresh vector, for per-step use (the sparse
     // gradient sync). The default calls allgather() and copies; the MPI backends override it.
     virtual void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out);
+    // allgatherv_into that lends its wait to other work: until the collective completes, `idle` is called again and
+    // again (it does a small piece of work, microseconds, and returns true; false when it has none left, and the
+    // call then blocks). A rank that would otherwise spin waiting for a slower one works ahead instead (the sparse
+    // path parses its next rows). The default runs the blocking collective and never calls idle.
+    virtual void allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts,
+                                       std::span<float> out, const std::function<bool()>& idle);
     // Every rank's `mine` concatenated in rank order on `root` only (the others get an empty vector); counts may
     // differ between ranks. For a result one rank computes from everything (then broadcasts): the other ranks
     // receive nothing, where allgather() would send every rank everything. The default calls allgather(); the MPI

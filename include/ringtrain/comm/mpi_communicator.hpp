@@ -46,6 +46,9 @@ public:
     std::vector<float> allgather(std::span<const float> mine) override;
     std::vector<uint64_t> allgather(uint64_t mine) override;
     void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) override;
+    // MPI_Iallgatherv, MPI_Test between calls of idle.
+    void allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out,
+                               const std::function<bool()>& idle) override;
     std::vector<float> gather(std::span<const float> mine, int root) override;
     std::vector<std::byte> allgather_bytes(std::span<const std::byte> mine) override;
     void barrier() override;

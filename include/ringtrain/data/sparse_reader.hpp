@@ -67,6 +67,12 @@ public:
     virtual int64_t num_features() const = 0;
     virtual std::string description() const = 0;
     virtual SparseReaderStats stats() const = 0;
+    // Parses a few more rows of the share ahead of next() (tens of rows, microseconds) where this reader parses on
+    // the calling thread, while at most `limit_rows` rows are parsed ahead; false when there is nothing to do (a
+    // parse thread does it, a replayed cache, the limit reached, the share used up). For the time a rank would
+    // spin in a collective waiting for a slower one (Communicator::allgatherv_into_while). next() returns the same
+    // batches whether or not this ran.
+    virtual bool parse_ahead(int64_t limit_rows) = 0;
 };
 
 // Opens rank options.rank's share of options.file. Shares: a plain file is split into `world` byte ranges and a

@@ -43,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -114,6 +115,10 @@ public:
                          int64_t width);
 
     const SparseSyncStats& stats() const;
+
+    // Work for the time this rank waits in the step's gathers (Communicator::allgatherv_into_while): the sparse
+    // trainer parses its next rows there instead of spinning until a slower rank arrives. Empty = just wait.
+    void set_idle_work(std::function<bool()> idle);
 
 private:
     struct State;
