@@ -56,7 +56,8 @@ TEST_CASE("gpu sync.batchnorm: 2 ranks x B on one GPU reach the parameters of 1 
     const std::string two_ranks = mpirun(2) + "-x RINGTRAIN_CUDNN_TF32 ";
     auto run = [&](const std::string& name, const std::string& launcher, const std::string& sets) {
         write_file(dir + "/" + name + ".json", tiny_config(dir + "/bn.json", dir + "/" + name, common));
-        auto r = run_command(env + launcher + binary() + " train --config " + dir + "/" + name + ".json" + steps + sets);
+        auto r =
+            run_command(env + launcher + binary() + " train --config " + dir + "/" + name + ".json" + steps + sets);
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
         return checkpoint_parameters(dir + "/" + name + "/checkpoints/ckpt-0000000" + std::to_string(kSteps) + ".bin",

@@ -14,7 +14,8 @@ TEST_CASE("batchnorm with across: two threads' halves equal the whole batch (CPU
     bn_halves::check_halves_equal_whole({3, 2, 5}, 1, Device::CPU, 1e-5);  // batchnorm1d on [N, C, L], 1 row | 2
 }
 
-TEST_CASE("batchnorm with across: one row per thread is enough when the rows together are two", "[ops][batchnorm][syncbn]") {
+TEST_CASE("batchnorm with across: one row per thread is enough when the rows together are two",
+          "[ops][batchnorm][syncbn]") {
     // Alone, a [1, C] half would be refused (one value per channel); synchronised, the count is the global one.
     bn_halves::check_halves_equal_whole({2, 3}, 1, Device::CPU, 1e-5);
 }

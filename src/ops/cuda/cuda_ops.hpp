@@ -3,8 +3,9 @@
 // GEMM: cuBLAS (full FP32). Convolution, max pooling and BatchNorm: cuDNN (convolution algorithms chosen once per shape with
 // cudnnFind*, or cuDNN's heuristic ranking with RINGTRAIN_CUDNN_ALGO=heuristic; cached; TF32 tensor cores allowed
 // as in PyTorch's default; workspace from the caching allocator).
-// Everything else: own kernels in kernels.cu. Everything runs on the legacy default stream; the ops that return a
-// value to the host (losses, all_finite, sum_squares) wait for it.
+// Everything else: own kernels in kernels.cu and image_kernels.cu. Everything runs on the legacy default stream; the
+// ops that return a value to the host (losses, all_finite, sum_squares, synchronised BatchNorm's staged sums) wait
+// for it.
 #pragma once
 
 #include <cstdint>
