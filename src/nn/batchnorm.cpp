@@ -47,10 +47,6 @@ ops::CrossRankSum BatchNorm::across() const {
 }
 
 void BatchNorm::forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) {
-    if (reducer_ && ctx.training && x.device() != Device::CPU)
-        throw InputError("layer " + name() + " (" + type() +
-                         "): synchronised BatchNorm has no CUDA implementation yet; set sync.batchnorm to false or "
-                         "device to cpu");
     y.resize(x.shape(), x.device());
     last_training_ = ctx.training;
     ops::BatchNormParams p = p_;

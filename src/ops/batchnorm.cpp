@@ -1,5 +1,5 @@
-// Shape checks and device dispatch for batch normalisation. The synchronised form (a CrossRankSum given) runs on the
-// CPU only so far: its statistics travel through the host communicator.
+// Shape checks and device dispatch for batch normalisation. The synchronised form (a CrossRankSum given) has its own
+// op on each device: cpu::batchnorm_*_across, and on CUDA own kernels instead of cuDNN (cuda/batchnorm_across.cpp).
 #include "dispatch.hpp"
 #include "ringtrain/ops/ops.hpp"
 
@@ -28,14 +28,12 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
         throw InputError("batchnorm: training needs more than one value per channel (batch " +
                          std::to_string(x.dim(0)) + ", x=" + shape_string(x.shape()) +
                          "); use a larger batch per rank");
-    if (synchronised) {
-        detail::require_cpu_only("batchnorm_forward (synchronised, sync.batchnorm)",
-                                 {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
-        cpu::batchnorm_forward_across(x, gamma, beta, y, mean, inv_std, running_mean, running_var, p, across);
-        return;
-    }
     const Device dev = detail::device_of("batchnorm_forward",
                                          {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
+    if (synchronised) {
+        RT_DISPATCH(dev, batchnorm_forward_across, x, gamma, beta, y, mean, inv_std, running_mean, running_var, p,
+                    across);
+    }
     RT_DISPATCH(dev, batchnorm_forward, x, gamma, beta, y, mean, inv_std, running_mean, running_var, p);
 }
 
@@ -50,14 +48,12 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                 is_channel_vector(dgamma, c) && is_channel_vector(dbeta, c),
             "batchnorm_backward", "gamma, mean, inv_std, dgamma and dbeta must be [C]",
             {{"x", &x}, {"gamma", &gamma}, {"dgamma", &dgamma}, {"dbeta", &dbeta}});
-    if (batch_stats && across) {
-        detail::require_cpu_only("batchnorm_backward (synchronised, sync.batchnorm)",
-                                 {&x, &dy, &gamma, &mean, &inv_std, &dx, &dgamma, &dbeta});
-        cpu::batchnorm_backward_across(x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, accumulate, across);
-        return;
-    }
     const Device dev =
         detail::device_of("batchnorm_backward", {&x, &dy, &gamma, &mean, &inv_std, &dx, &dgamma, &dbeta});
+    if (batch_stats && across) {
+        RT_DISPATCH(dev, batchnorm_backward_across, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, accumulate,
+                    across);
+    }
     RT_DISPATCH(dev, batchnorm_backward, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta, batch_stats, accumulate);
 }
 

@@ -86,9 +86,6 @@ void TrainerParts::use_synchronised_batchnorm() {
         throw InputError("sync.batchnorm: true needs sync.mode allreduce; with local_sgd each rank steps on its own "
                          "between averages, and synchronised statistics would put collectives back into every "
                          "forward and backward pass; set sync.batchnorm to false or sync.mode to allreduce");
-    if (device == Device::CUDA)
-        throw InputError("sync.batchnorm: synchronised BatchNorm runs on the CPU only so far (its statistics travel "
-                         "through the host communicator); set sync.batchnorm to false or device to cpu");
     if (world == 1) return;  // one rank's batch is the whole batch: plain BatchNorm computes the same
     batch_stats = std::make_unique<sync::CommBatchStatsReducer>(comm);
     model->set_batch_stats_reducer(batch_stats.get());

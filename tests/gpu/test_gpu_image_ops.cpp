@@ -1,7 +1,8 @@
 // The image layers' CUDA ops against the CPU ops: average pooling and global average pooling (own kernels, the same
 // sums in another order: 1e-5), BatchNorm through cuDNN in training (forward, running stats, backward with and
 // without dx, accumulation) and evaluation (cuDNN inference forward, own backward), for batchnorm2d [N,C,H,W] and
-// batchnorm1d [N,C] / [N,C,L] shapes. Reductions in another order: 1e-4 + 1e-4. The synchronised form is CPU only.
+// batchnorm1d [N,C] / [N,C,L] shapes. Reductions in another order: 1e-4 + 1e-4. The synchronised form (own kernels):
+// test_gpu_batchnorm_sync.cpp.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -125,14 +126,4 @@ TEST_CASE("gpu batchnorm (cuDNN) matches the CPU: training and evaluation, forwa
             }
         }
     }
-}
-
-TEST_CASE("gpu batchnorm: the synchronised form is refused on a GPU", "[gpu][batchnorm]") {
-    Rng rng(3);
-    BnState gpu(3, rng, Device::CUDA);
-    Tensor gx = to_gpu(random_tensor({4, 3, 5}, rng)), gy({4, 3, 5}, Device::CUDA);
-    const ops::CrossRankSum across = [](std::span<double>) {};
-    REQUIRE_THROWS_AS(ops::batchnorm_forward(gx, gpu.gamma, gpu.beta, gy, gpu.mean, gpu.inv_std, gpu.running_mean,
-                                             gpu.running_var, ops::BatchNormParams{}, across),
-                      InputError);
 }

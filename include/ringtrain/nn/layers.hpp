@@ -101,7 +101,7 @@ public:
 // Batch normalisation as torch.nn.BatchNorm1d/2d: training normalises with this rank's batch statistics (as DDP
 // without SyncBatchNorm) and updates the running mean/var; evaluation uses the running stats. With a
 // BatchStatsReducer set (sync.batchnorm), training uses the statistics of every rank's batch together, as
-// torch.nn.SyncBatchNorm (CPU only so far). batchnorm1d takes [C] or [C, L] samples, batchnorm2d [C, H, W].
+// torch.nn.SyncBatchNorm (CPU and CUDA). batchnorm1d takes [C] or [C, L] samples, batchnorm2d [C, H, W].
 // gamma/beta are parameters ("<name>.weight", "<name>.bias"); running_mean/running_var are buffers().
 class BatchNorm : public Layer {
 public:

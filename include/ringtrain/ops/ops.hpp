@@ -83,9 +83,10 @@ using CrossRankSum = std::function<void(std::span<double>)>;
 // y = gamma * (x - mean) * inv_std + beta. Training: mean and inv_std = 1/sqrt(var + eps) from the batch (biased
 // variance), written to `mean`/`inv_std` [C] for backward, and running = (1 - momentum) * running + momentum * stat
 // with the unbiased variance (PyTorch); needs M >= 2. Evaluation: mean/inv_std are set from the running stats.
-// With `across` (training only; CPU only so far, a CUDA tensor is an InputError) the batch is every rank's batch
-// together, M included: two passes, each summed across ranks in double (the per-channel sums and the count, then
-// the squares about that global mean), so the variance never comes from a difference of large sums.
+// With `across` (training only; on CUDA own kernels replace cuDNN, the [C]-sized sums staged through the host) the
+// batch is every rank's batch together, M included: two passes, each summed across ranks in double (the per-channel
+// sums and the count, then the squares about that global mean), so the variance never comes from a difference of
+// large sums.
 void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
                        Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
                        const CrossRankSum& across = {});

@@ -3,8 +3,9 @@
 // GEMM: cuBLAS (full FP32). Convolution, max pooling and BatchNorm: cuDNN (convolution algorithms chosen once per shape with
 // cudnnFind*, or cuDNN's heuristic ranking with RINGTRAIN_CUDNN_ALGO=heuristic; cached; TF32 tensor cores allowed
 // as in PyTorch's default; workspace from the caching allocator).
-// Everything else: own kernels in kernels.cu. Everything runs on the legacy default stream; the ops that return a
-// value to the host (losses, all_finite, sum_squares) wait for it.
+// Everything else: own kernels in kernels.cu and image_kernels.cu. Everything runs on the legacy default stream; the
+// ops that return a value to the host (losses, all_finite, sum_squares, synchronised BatchNorm's staged sums) wait
+// for it.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +35,20 @@ void global_avgpool_forward(const Tensor& x, Tensor& y);
 void global_avgpool_backward(const Tensor& dy, Tensor& dx);
 // BatchNorm (batchnorm.cpp): training forward and backward through cuDNN (spatial mode on x as [N, C, S, 1]),
 // evaluation forward through cuDNN's inference call, evaluation backward on own kernels (cuDNN's backward assumes
-// batch statistics). Per-rank statistics only: the synchronised form stays on the CPU.
+// batch statistics).
 void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
                        Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p);
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                         const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool batch_stats,
                         bool accumulate);
+// Synchronised BatchNorm (batchnorm_across.cpp, sync.batchnorm; training only): the CPU op's math on own kernels,
+// the [C]-sized sums staged through the host for `across`.
+void batchnorm_forward_across(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                              Tensor& inv_std, Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                              const CrossRankSum& across);
+void batchnorm_backward_across(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                               const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate,
+                               const CrossRankSum& across);
 
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -1,5 +1,6 @@
 // Kernels of the image layers: average pooling (forward per output, backward per input element: deterministic, the
-// CPU op's definition exactly), global average pooling and evaluation-mode BatchNorm backward.
+// CPU op's definition exactly), global average pooling, evaluation-mode BatchNorm backward and synchronised
+// BatchNorm's per-channel sums, statistics, normalisation and input gradient.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -139,6 +140,126 @@ __global__ void bn_eval_data_grad_kernel(const float* __restrict__ dy, const flo
     }
 }
 
+
+// ---- synchronised BatchNorm ----
+// What one (channel, slice) block sums over its share of the channel's N*S values.
+enum class BnSum { X, CentredSquares, Gradients };
+
+struct BnSlicing {
+    int64_t slices, per_slice;
+};
+// At least kThreads * 8 values per block, at most 256 slices per channel: enough blocks to fill a GPU for the usual
+// channel counts, few partials per channel. A function of the shape alone (deterministic sums).
+BnSlicing bn_slicing(int64_t N, int64_t S) {
+    const int64_t m = N * S, min_per_block = int64_t{kThreads} * 8;
+    int64_t slices = (m + min_per_block - 1) / min_per_block;
+    if (slices < 1) slices = 1;
+    if (slices > 256) slices = 256;
+    return {slices, (m + slices - 1) / slices};
+}
+
+// Block b: channel b / slices, slice b % slices. partial[(r * C + c) * slices + slice] for the r-th sum (r = 0, and
+// 1 for Gradients: sum dy * xhat). The terms are formed in double in the CPU op's order.
+template <BnSum kWhat>
+__global__ void bn_partial_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                  const double* __restrict__ mu, const float* __restrict__ mean,
+                                  const float* __restrict__ inv, double* __restrict__ partial, int64_t N, int64_t C,
+                                  int64_t S, int64_t slices, int64_t per_slice) {
+    const int64_t c = blockIdx.x / slices, slice = blockIdx.x % slices;
+    const int64_t begin = slice * per_slice, end = begin + per_slice < N * S ? begin + per_slice : N * S;
+    double centre = 0.0, scale = 0.0;
+    if (kWhat == BnSum::CentredSquares) centre = mu[c];
+    if (kWhat == BnSum::Gradients) {
+        centre = mean[c];
+        scale = inv[c];
+    }
+    double a = 0.0, b = 0.0;
+    for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+        const int64_t n = k / S, at = (n * C + c) * S + (k - n * S);
+        if (kWhat == BnSum::X) {
+            a += x[at];
+        } else if (kWhat == BnSum::CentredSquares) {
+            const double d = x[at] - centre;
+            a += d * d;
+        } else {
+            a += dy[at];
+            b += dy[at] * (x[at] - centre) * scale;
+        }
+    }
+    a = block_sum(a);
+    if (kWhat == BnSum::Gradients) b = block_sum(b);
+    if (threadIdx.x == 0) {
+        partial[c * slices + slice] = a;
+        if (kWhat == BnSum::Gradients) partial[(C + c) * slices + slice] = b;
+    }
+}
+
+// out[r] = partial[r * slices ...] added in slice order, for `rows` rows. With dgamma/dbeta (rows = 2C): dbeta[c]
+// (+)= out[c], dgamma[c] (+)= out[C + c].
+__global__ void bn_finish_kernel(const double* __restrict__ partial, double* __restrict__ out, int64_t rows,
+                                 int64_t slices, int64_t C, float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                 bool accumulate) {
+    RT_GRID_LOOP64(r, rows) {
+        double s = 0.0;
+        for (int64_t k = 0; k < slices; ++k) s += partial[r * slices + k];
+        out[r] = s;
+        if (dgamma) {
+            float& g = r < C ? dbeta[r] : dgamma[r - C];
+            g = static_cast<float>(s + (accumulate ? g : 0.0));
+        }
+    }
+}
+
+__global__ void bn_global_stats_kernel(const double* __restrict__ mu, const double* __restrict__ ss, double m,
+                                       double eps, double momentum, const float* __restrict__ gamma,
+                                       const float* __restrict__ beta, float* __restrict__ mean,
+                                       float* __restrict__ inv_std, float* __restrict__ running_mean,
+                                       float* __restrict__ running_var, float* __restrict__ scale,
+                                       float* __restrict__ shift, int64_t C) {
+    RT_GRID_LOOP64(c, C) {
+        const double u = mu[c], inv = 1.0 / sqrt(ss[c] / m + eps);
+        running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * u);
+        running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * (ss[c] / (m - 1.0)));
+        mean[c] = static_cast<float>(u);
+        inv_std[c] = static_cast<float>(inv);
+        scale[c] = static_cast<float>(gamma[c] * inv);
+        shift[c] = static_cast<float>(beta[c] - gamma[c] * inv * u);
+    }
+}
+
+__global__ void bn_scale_shift_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                      const float* __restrict__ scale, const float* __restrict__ shift, int64_t C,
+                                      int64_t S, int64_t total) {
+    RT_GRID_LOOP64(i, total) {
+        const int64_t c = (i / S) % C;
+        y[i] = x[i] * scale[c] + shift[c];
+    }
+}
+
+__global__ void bn_input_grad_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                     const float* __restrict__ gamma, const float* __restrict__ mean,
+                                     const float* __restrict__ inv_std, const double* __restrict__ means,
+                                     float* __restrict__ dx, int64_t C, int64_t S, int64_t total) {
+    RT_GRID_LOOP64(i, total) {
+        const int64_t c = (i / S) % C;
+        const double mu = mean[c], inv = inv_std[c], gi = gamma[c] * inv;
+        dx[i] = static_cast<float>(gi * (dy[i] - means[c] - (x[i] - mu) * inv * means[C + c]));
+    }
+}
+
+template <BnSum kWhat>
+int bn_reduce(const float* x, const float* dy, const double* mu, const float* mean, const float* inv, double* out,
+              int64_t N, int64_t C, int64_t S, double* scratch, float* dgamma, float* dbeta, bool accumulate) {
+    if (C == 0) return 0;
+    const BnSlicing sl = bn_slicing(N, S);
+    bn_partial_kernel<kWhat><<<static_cast<unsigned>(C * sl.slices), kThreads>>>(x, dy, mu, mean, inv, scratch, N, C,
+                                                                                 S, sl.slices, sl.per_slice);
+    if (const int e = last_error(); e != 0) return e;
+    const int64_t rows = kWhat == BnSum::Gradients ? 2 * C : C;
+    bn_finish_kernel<<<blocks_for(rows), kThreads>>>(scratch, out, rows, sl.slices, C, dgamma, dbeta, accumulate);
+    return last_error();
+}
+
 }  // namespace
 
 int avgpool2d_forward(const float* x, float* y, const PoolGeometry& g) {
@@ -183,6 +304,53 @@ int batchnorm_eval_backward(const float* x, const float* dy, const float* gamma,
     if (const int e = last_error(); e != 0) return e;
     if (dx && N * C * S > 0)
         bn_eval_data_grad_kernel<<<blocks_for(N * C * S), kThreads>>>(dy, gamma, inv_std, dx, C, S, N * C * S);
+    return last_error();
+}
+
+size_t bn_reduce_scratch_doubles(int64_t N, int64_t C, int64_t S) {
+    return static_cast<size_t>(2 * C * bn_slicing(N, S).slices);
+}
+
+int bn_channel_sums(const float* x, double* sums, int64_t N, int64_t C, int64_t S, double* scratch) {
+    return bn_reduce<BnSum::X>(x, nullptr, nullptr, nullptr, nullptr, sums, N, C, S, scratch, nullptr, nullptr,
+                               false);
+}
+
+int bn_channel_centred_squares(const float* x, const double* mu, double* squares, int64_t N, int64_t C, int64_t S,
+                               double* scratch) {
+    return bn_reduce<BnSum::CentredSquares>(x, nullptr, mu, nullptr, nullptr, squares, N, C, S, scratch, nullptr,
+                                            nullptr, false);
+}
+
+int bn_apply_global_stats(const double* mu, const double* ss, double m, float eps, float momentum, const float* gamma,
+                          const float* beta, float* mean, float* inv_std, float* running_mean, float* running_var,
+                          float* scale, float* shift, int64_t C) {
+    if (C == 0) return 0;
+    bn_global_stats_kernel<<<blocks_for(C), kThreads>>>(mu, ss, m, static_cast<double>(eps),
+                                                        static_cast<double>(momentum), gamma, beta, mean, inv_std,
+                                                        running_mean, running_var, scale, shift, C);
+    return last_error();
+}
+
+int bn_scale_shift(const float* x, float* y, const float* scale, const float* shift, int64_t N, int64_t C,
+                   int64_t S) {
+    const int64_t total = N * C * S;
+    if (total == 0) return 0;
+    bn_scale_shift_kernel<<<blocks_for(total), kThreads>>>(x, y, scale, shift, C, S, total);
+    return last_error();
+}
+
+int bn_gradient_sums(const float* x, const float* dy, const float* mean, const float* inv_std, double* sums,
+                     float* dgamma, float* dbeta, int64_t N, int64_t C, int64_t S, bool accumulate, double* scratch) {
+    return bn_reduce<BnSum::Gradients>(x, dy, nullptr, mean, inv_std, sums, N, C, S, scratch, dgamma, dbeta,
+                                       accumulate);
+}
+
+int bn_input_gradient(const float* x, const float* dy, const float* gamma, const float* mean, const float* inv_std,
+                      const double* means, float* dx, int64_t N, int64_t C, int64_t S) {
+    const int64_t total = N * C * S;
+    if (total == 0) return 0;
+    bn_input_grad_kernel<<<blocks_for(total), kThreads>>>(x, dy, gamma, mean, inv_std, means, dx, C, S, total);
     return last_error();
 }
 
