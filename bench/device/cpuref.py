@@ -9,8 +9,8 @@ runs on.
 
 Usage: bench/device/cpuref.py --bench build/bench/throughput/bench_throughput --out DIR [--python PY]
          [--rounds 2] [--models "lenet5 mnist_cnn quality_cnn"] [--steps-scale F] [--deadline EPOCH_S]
---python: the interpreter that imports torch (default: $TORCH_PYTHON, /usr/bin/python3, then python3 on PATH,
-the first that imports it). Rows: DIR/rows.jsonl (one per model and round) and DIR/env.json. Exit 77 (nothing run)
+--python: the interpreter that imports torch (default: $TORCH_PYTHON; where neither names one, /usr/bin/python3
+or else python3 on PATH, the first that imports it). Rows: DIR/rows.jsonl (one per model and round) and DIR/env.json. Exit 77 (nothing run)
 when no interpreter imports torch, 1 when a run fails."""
 import argparse
 import json
@@ -37,7 +37,8 @@ MODELS = {
 
 def torch_python(explicit):
     tried = []
-    for py in [explicit, os.environ.get("TORCH_PYTHON"), "/usr/bin/python3", shutil.which("python3")]:
+    chosen = explicit or os.environ.get("TORCH_PYTHON")  # named: that one only
+    for py in [chosen] if chosen else ["/usr/bin/python3", shutil.which("python3")]:
         if not py or py in tried:
             continue
         tried.append(py)
@@ -103,9 +104,10 @@ def main():
     rows_path = os.path.join(a.out, "rows.jsonl")
     open(rows_path, "w").close()
     failed, env_row, last = 0, None, 0.0
+    took = {}  # model: seconds its last round took (a later round's estimate)
     for rnd in range(a.rounds):
         for m in models:
-            if a.deadline and time.time() + last > a.deadline:
+            if a.deadline and time.time() + took.get(m, last) > a.deadline:
                 why = f"{m} round {rnd + 1}: skipped, the stage's time is up"
                 print(f"cpuref.py: {why}", file=sys.stderr)
                 with open(rows_path, "a") as f:
@@ -131,7 +133,7 @@ def main():
                     rcs.append(subprocess.run(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env).returncode)
             for f in logs:
                 f.close()
-            last = time.time() - t0
+            last = took[m] = time.time() - t0
             if env_row is None and os.path.getsize(err_path):
                 shutil.copy(err_path, os.path.join(a.out, "torch_config.txt"))
             torch_row = last_json(open(logs[1].name).read(), "pytorch-cpu")

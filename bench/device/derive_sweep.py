@@ -4,7 +4,8 @@ the shipped sweep in a stated way (fewer ranks on a smaller machine, shorter run
 this machine has it). The copy goes next to the sweep's results, so the report says exactly what ran.
 
 Usage: bench/device/derive_sweep.py SWEEP.json --out FILE [--ranks "1 2 4"] [--repeats K] [--no-ceiling]
-                                    [--steps-scale F] [--set key=value ...] [--name NAME]
+                                    [--steps-scale F] [--set key=value ...] [--name NAME] [--configs "A B"]
+                                    [--rates "10gbit ..."]
 --set replaces the sweep's own override of the same key (or adds it); --steps-scale multiplies train.max_steps
 (at least 2 steps are kept)."""
 import argparse
@@ -36,6 +37,8 @@ def main():
     ap.add_argument("--steps-scale", type=float)
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--name")
+    ap.add_argument("--configs", help="keep only these of the sweep's configs (space separated)")
+    ap.add_argument("--rates", help="placement netns: these tc rates instead (space separated)")
     a = ap.parse_args()
     try:
         with open(a.sweep) as f:
@@ -60,6 +63,18 @@ def main():
     if a.no_ceiling:
         spec["ceiling"] = False
         changes.append("no ceiling")
+    if a.configs:
+        keep = a.configs.split()
+        missing = [c for c in keep if c not in spec.get("configs", [])]
+        if missing:
+            fail(f"--configs: {missing[0]!r} is not one of {a.sweep}'s configs")
+        spec["configs"] = keep
+        changes.append(f"configs {' '.join(keep)}")
+    if a.rates:
+        if spec.get("placement") != "netns":
+            fail(f"--rates: {a.sweep} is not placement netns")
+        spec["rates"] = a.rates.split()
+        changes.append(f"rates {' '.join(spec['rates'])}")
     sets = list(spec.get("set", []))
     if a.steps_scale is not None:
         steps = [s for s in sets if s.startswith("train.max_steps=")]

@@ -6,7 +6,7 @@ training loop waited for its batch (phase_s.data), and the GPU's utilisation sam
 (summary.json gpu_utilisation, src/telemetry/gpu_monitor.cpp).
 
 Usage: bench/device/workers.py --bin build/ringtrain --out DIR --work DIR [--workers "1 2 4 8"] [--device cuda]
-         [--steps 40] [--batch 128] [--classes 6] [--per-class 100] [--size 320x320] [--deadline EPOCH_S]
+         [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320] [--deadline EPOCH_S]
 The folder (DIR/images under --work) is reused when it is there. The model is models/alexnet.json with its last
 layer sized to --classes (written under --work). Rows: DIR/rows.jsonl, one per data.workers; a point that would
 start past --deadline is skipped (said on stderr and in the rows). Exit 1 when a run fails, else 0."""
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--classes", type=int, default=6)
-    ap.add_argument("--per-class", type=int, default=100)
+    ap.add_argument("--per-class", type=int, default=300)
     ap.add_argument("--size", default="320x320")
     ap.add_argument("--jobs", type=int, default=max(1, min(8, os.cpu_count() or 1)))
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: no point starts after it")
