@@ -24,9 +24,12 @@
 #                 the later stages need (20-60 s each)
 #   BUILD_DIR     build directory (default build-gpu with a GPU, else build-cpu); SKIP_BUILD=1 uses it as it is
 #   WORK_DIR      scratch for generated data (default /tmp/ringtrain-device-check)
-#   DATA_DIR      Fashion-MNIST IDX files for the GPU benchmark (default /usr/share/datasets/fashion-mnist;
-#                 synthetic data of the same shape where there are none)
-#   BENCH=0       gpu stage without the benchmark;  Catch2_DIR=...  a Catch2 v2 CMake package (system has only v3)
+#   DATA_DIR      Fashion-MNIST IDX files for the GPU benchmark (default /usr/share/datasets/fashion-mnist, else
+#                 build-deps/fashion-mnist, else data/fashion-mnist; synthetic data of the same shape where none is)
+#   BENCH=0       gpu stage without the benchmark
+#   Catch2_DIR    a Catch2 v2 CMake package where the system has only v3 (default: build-deps/catch2-v2 when there)
+# Before lending the machine the tree: scripts/device-deps.sh packs Catch2 v2 and Fashion-MNIST into build-deps/
+# (git-ignored: carry it).
 #   stage options: see scripts/device-stages.sh (CPU16_RANKS, CPU16_REPEATS, CPU16_STEPS_SCALE, WORKERS_LIST, ...)
 # Expected on a 16-core H100/H200 machine (the H200 built the trainer and the gpu tests in 70 s and ran ctest + the
 # benchmark in 45 s): build ~80 s, gpu ~50 s, cpu16 ~150 s (3 repeats), extrapolate ~20 s, workers ~45 s,
@@ -89,6 +92,8 @@ configure_and_build() {
   local dir="$1" cuda="$2" limit="$3"
   shift 3
   local catch=() targets=(ringtrain) t
+  local packed="$root/build-deps/catch2-v2/lib/cmake/Catch2"  # scripts/device-deps.sh
+  [ -z "${Catch2_DIR:-}" ] && [ -f "$packed/Catch2Config.cmake" ] && Catch2_DIR="$packed"
   [ -n "${Catch2_DIR:-}" ] && catch=("-DCatch2_DIR=$Catch2_DIR")
   local bench=OFF
   has cpuref && bench=ON
@@ -216,7 +221,7 @@ for s in $stages; do
   secs=$(( $(date +%s) - t0 ))
   grep -vE '^\s*$' "$logs/$s.log" | tail -25
   case $rc in
-    0) record "$s" ok "$secs" "" ;;
+    0) record "$s" ok "$secs" "$(cat "$logs/$s/note" 2>/dev/null)" ;;  # what it could not do, if anything
     77) record "$s" skipped "$secs" "$(grep -E '^skipped: ' "$logs/$s.log" | tail -1 | sed 's/^skipped: //')" ;;
     124|137) record "$s" failed "$secs" "ran past its $limit s and was stopped"; status=1 ;;
     *) record "$s" failed "$secs" "exit $rc; see $s.log"; status=1 ;;

@@ -11,7 +11,8 @@
 #   cpu16        CPU16_RANKS ("1 2 4 8")  CPU16_REPEATS (3, fewer when the time is short)  CPU16_STEPS_SCALE (1)  CPU16_SET ("key=value ...")
 #                CPU16_WORKLOADS ("logreg lenet5 mnist_cnn sparse")  CLICKLOG_ROWS (400000)
 #   extrapolate  EXTRAPOLATE_WORKLOADS (as cpu16)  EXTRAPOLATE_LINK (measure | RATE,LATENCY)
-#                EXTRAPOLATE_NETNS=1: also predicted vs measured on emulated hosts (root and `ip netns` only)
+#                EXTRAPOLATE_NETNS=1: also LeNet-5 predicted vs measured on emulated hosts at 10 Gbit/s (root and
+#                `ip netns` only; ~60 s more: raise EXTRAPOLATE_BUDGET_S)
 #   workers      WORKERS_LIST ("1 2 4 8")  WORKERS_DEVICE (cuda)  WORKERS_STEPS (40)  WORKERS_BATCH (128)
 #                WORKERS_PER_CLASS (300, 6 classes)  WORKERS_SIZE (320x320)
 #   cpuref       CPUREF_ROUNDS (2)  CPUREF_MODELS ("lenet5 mnist_cnn quality_cnn")  CPUREF_STEPS_SCALE (1)
@@ -91,12 +92,16 @@ stage_gpu() {
     (cd "$RT_BUILD" && ctest -L gpu --output-on-failure --timeout 150) > "$out/ctest.log" 2>&1 || rc=1
     grep -E "Test +#|tests passed|FAILED|failed" "$out/ctest.log" | head -40
   else
-    echo "ctest -L gpu: not built (Catch2 v2 not found at configure time: pass Catch2_DIR)"
+    echo "ctest -L gpu: not built (Catch2 v2 not found at configure time: scripts/device-deps.sh, or Catch2_DIR)" \
+      | tee "$out/note"
   fi
   if [ "${BENCH:-1}" != 0 ]; then
     local data="${DATA_DIR:-/usr/share/datasets/fashion-mnist}"
-    [ -n "${DATA_DIR:-}" ] || [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ] \
-      || data="$root/data/fashion-mnist"
+    local d
+    for d in "$root/build-deps/fashion-mnist" "$root/data/fashion-mnist"; do  # scripts/device-deps.sh packs the first
+      [ -n "${DATA_DIR:-}" ] || [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ] \
+        || data="$d"
+    done
     echo "== benchmark (bench/gpu/gpu_bench.sh $data)"
     BUILD="$RT_BUILD" bench/gpu/gpu_bench.sh "$data" > "$out/gpu_bench.jsonl" 2> "$out/gpu_bench.err"
     tail -5 "$out/gpu_bench.err"
@@ -184,13 +189,13 @@ stage_extrapolate() {
     esac
   done
   if why="$(netns_works)"; then
-    if [ "${EXTRAPOLATE_NETNS:-0}" = 1 ] && [ "$(left)" -gt 60 ]; then
+    if [ "${EXTRAPOLATE_NETNS:-0}" = 1 ] && [ "$(left)" -gt 30 ]; then
       echo "== extrapolate on emulated hosts (netns, 10 Gbit/s, LeNet-5)"
       "$RT_PY" bench/device/derive_sweep.py bench/sweeps/validation_extrapolate.json --out "$out/netns.sweep.json" \
         --ranks "$(ranks_that_fit)" --rates 10gbit --configs configs/lenet5_fashion.json --repeats 1 \
         --set device=cpu && sweep "$out/netns.sweep.json" "$out/netns" || { echo "extrapolate netns: failed"; rc=1; }
     else
-      echo "emulated hosts: possible here (root, ip netns) but not run: EXTRAPOLATE_NETNS=1 adds them (~60 s)"
+      echo "emulated hosts: possible here (root, ip netns) but not run: EXTRAPOLATE_NETNS=1 (and EXTRAPOLATE_BUDGET_S=110) adds them (~60 s)"
     fi
   else
     echo "emulated hosts: skipped: $why (the local shared-memory link is used)"

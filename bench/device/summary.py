@@ -130,6 +130,14 @@ def extrapolate_section(logs, res):
             out.append([w, r["kind"], r["ranks"], ms(r["predicted_step_s"]), ms(r["measured_step_s"]),
                         pct(r["error"], True), pct(r.get("calibrated_error"), True),
                         "yes" if r["within_goal"] else "**no**"])
+    netns = load_json(os.path.join(logs, "extrapolate/netns/rows.json"), {})
+    for p in netns.get("points", []):  # EXTRAPOLATE_NETNS=1: emulated hosts, one rank each
+        if p["ranks"] > 1 and "prediction_error" in p:
+            res["extrapolate"].setdefault("netns", []).append(p)
+            out.append([os.path.basename(p["config"]).replace(".json", ""), f"predict, netns {p.get('rate')}",
+                        p["ranks"], ms(p["predicted_step_s"]), ms(p["step_s"]), pct(p["prediction_error"], True),
+                        pct(p.get("prediction_calibrated_error"), True),
+                        "yes" if abs(p["prediction_error"]) <= PREDICT_GOAL else "**no**"])
     if out:
         lines += [""] + table(["workload", "prediction", "N", "predicted ms", "measured ms", "error", "calibrated",
                                "within 15 %"], out)
