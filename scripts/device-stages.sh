@@ -37,11 +37,12 @@ declare -A EST_PER_REPEAT=([logreg]=8 [lenet5]=16 [mnist_cnn]=28 [sparse]=10)
 workloads_default="logreg lenet5 mnist_cnn sparse"
 
 # The ranks this machine can give one core each (mpirun --bind-to core refuses more).
-ranks_that_fit() {
+ranks_that_fit() {  # [say]: also print which are left out
   local n kept=() c
   c="$(cores)"
   for n in ${CPU16_RANKS:-1 2 4 8}; do
-    if [ "$n" -le "$c" ]; then kept+=("$n"); else echo "cpu16: N=$n left out: this machine has $c cores" >&2; fi
+    if [ "$n" -le "$c" ]; then kept+=("$n")
+    elif [ "${1:-}" = say ]; then echo "N=$n left out: this machine has $c cores" >&2; fi
   done
   echo "${kept[*]}"
 }
@@ -112,7 +113,7 @@ stage_gpu() {
 
 stage_cpu16() {
   local ranks w rc=0 reps="${CPU16_REPEATS:-3}" ran=0 scale="${CPU16_STEPS_SCALE:-1}" todo r per rest
-  ranks="$(ranks_that_fit)"
+  ranks="$(ranks_that_fit say)"
   [ "$ranks" != "1" ] && [ -n "$ranks" ] || skip "this machine has $(cores) core(s): no N > 1 with a core per rank"
   echo "cores: $(cores); ranks: $ranks; up to $reps repeats; steps x$scale"
   lscpu > "$out/lscpu.txt" 2>&1
