@@ -47,6 +47,25 @@ ranks_that_fit() {  # [say]: also print which are left out
   echo "${kept[*]}"
 }
 
+# The sweeps' mpirun_flags ("--bind-to core --map-by core": rank i on core i, where the ceiling's copy i is pinned)
+# as this Open MPI takes them after bench/sweep.py's own "--oversubscribe"; some versions refuse --map-by next to
+# --oversubscribe, and then the default mapping has to do. Probed once, kept in the work folder.
+mpirun_flags() {
+  local f="$RT_WORK/mpirun_flags" flags
+  if [ ! -f "$f" ]; then
+    for flags in "--bind-to core --map-by core" "--bind-to core"; do
+      # shellcheck disable=SC2086
+      if timeout 60 mpirun --oversubscribe $flags -np 2 true > "$RT_WORK/mpirun_probe.log" 2>&1; then
+        echo "$flags" > "$f"
+        break
+      fi
+    done
+    [ -f "$f" ] || { echo "mpirun cannot bind ranks to cores here: $(tail -3 "$RT_WORK/mpirun_probe.log")" >&2; return 1; }
+    [ "$(cat "$f")" = "--bind-to core --map-by core" ] || echo "mpirun refuses --map-by core here: $(cat "$f") only" >&2
+  fi
+  cat "$f"
+}
+
 # make-clicklog rows for the sparse sweep (once per work folder).
 clicklog() {
   local d="$RT_WORK/clicklog" rows="${CLICKLOG_ROWS:-400000}"
@@ -72,8 +91,11 @@ derive() {
     extra+=(--set "data.train_file=$d/train.svm" --set "data.test_file=$d/test.svm")
   fi
   for item in ${CPU16_SET:-}; do extra+=(--set "$item"); done
+  command -v taskset >/dev/null || extra+=(--no-ceiling)  # sweep.py pins the ceiling's copies with taskset
+  local flags
+  flags="$(mpirun_flags)" || return 1
   "$RT_PY" bench/device/derive_sweep.py "bench/sweeps/cpu16_weak_$w.json" --out "$dest" --ranks "$(ranks_that_fit)" \
-    --steps-scale "${CPU16_STEPS_SCALE:-1}" "${extra[@]}" "$@"
+    --steps-scale "${CPU16_STEPS_SCALE:-1}" --mpirun-flags "$flags" "${extra[@]}" "$@"
 }
 
 sweep() {  # sweep SPEC OUTDIR: bench/sweep.py with its console lines in OUTDIR.log
@@ -118,6 +140,8 @@ stage_cpu16() {
   echo "cores: $(cores); ranks: $ranks; up to $reps repeats; steps x$scale"
   lscpu > "$out/lscpu.txt" 2>&1
   lscpu -e > "$out/lscpu-e.txt" 2>&1
+  mpirun --version 2>&1 | head -1
+  command -v taskset >/dev/null || echo "no taskset here: the sweeps run without the ceiling" | tee "$out/note"
   todo=(${CPU16_WORKLOADS:-$workloads_default})
   while [ ${#todo[@]} -gt 0 ]; do
     w="${todo[0]}"

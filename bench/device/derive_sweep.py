@@ -5,7 +5,7 @@ this machine has it). The copy goes next to the sweep's results, so the report s
 
 Usage: bench/device/derive_sweep.py SWEEP.json --out FILE [--ranks "1 2 4"] [--repeats K] [--no-ceiling]
                                     [--steps-scale F] [--set key=value ...] [--name NAME] [--configs "A B"]
-                                    [--rates "10gbit ..."]
+                                    [--rates "10gbit ..."] [--mpirun-flags "--bind-to core ..."]
 --set replaces the sweep's own override of the same key (or adds it); --steps-scale multiplies train.max_steps
 (at least 2 steps are kept)."""
 import argparse
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--name")
     ap.add_argument("--configs", help="keep only these of the sweep's configs (space separated)")
     ap.add_argument("--rates", help="placement netns: these tc rates instead (space separated)")
+    ap.add_argument("--mpirun-flags", help="the sweep's mpirun_flags instead (space separated; '' for none)")
     a = ap.parse_args()
     try:
         with open(a.sweep) as f:
@@ -75,6 +76,9 @@ def main():
             fail(f"--rates: {a.sweep} is not placement netns")
         spec["rates"] = a.rates.split()
         changes.append(f"rates {' '.join(spec['rates'])}")
+    if a.mpirun_flags is not None:
+        spec["mpirun_flags"] = a.mpirun_flags.split()
+        changes.append(f"mpirun_flags {a.mpirun_flags or '(none)'}")
     sets = list(spec.get("set", []))
     if a.steps_scale is not None:
         steps = [s for s in sets if s.startswith("train.max_steps=")]
