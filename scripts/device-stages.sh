@@ -8,7 +8,8 @@
 # Usage: scripts/device-stages.sh gpu|cpu16|extrapolate|workers|cpuref
 # Exit 0: done; 77: skipped (the last line says why); anything else: failed. Results under $RT_LOGS/<stage>/.
 # Stage options (environment; defaults are sized for a 16-core machine inside one ~9-minute command):
-#   cpu16        CPU16_RANKS ("1 2 4 8")  CPU16_REPEATS (3, fewer when the time is short)  CPU16_STEPS_SCALE (1)  CPU16_SET ("key=value ...")
+#   cpu16        CPU16_RANKS ("1 2 4 8"; those above the core count are left out)  CPU16_REPEATS (3, fewer when
+#                the time is short)  CPU16_STEPS_SCALE (1)  CPU16_SET ("key=value ...", extra overrides)
 #                CPU16_WORKLOADS ("logreg lenet5 mnist_cnn sparse")  CLICKLOG_ROWS (400000)
 #   extrapolate  EXTRAPOLATE_WORKLOADS (as cpu16)  EXTRAPOLATE_LINK (measure | RATE,LATENCY)
 #                EXTRAPOLATE_NETNS=1: also LeNet-5 predicted vs measured on emulated hosts at 10 Gbit/s (root and
