@@ -98,7 +98,9 @@ def load_spec(path):
 def launcher(spec, n):
     if spec["placement"] == "netns":  # one rank per emulated host
         return [os.path.join(CLUSTER, "mpirun-netns.sh"), "-np", str(n)] + spec["mpirun_flags"] + ["--"]
-    return ["mpirun"] + LOCAL_FLAGS + spec["mpirun_flags"] + ["-np", str(n)]
+    # The sweep's own --bind-to replaces the default one (one of each: some Open MPI versions refuse a repeat).
+    local = LOCAL_FLAGS if "--bind-to" not in spec["mpirun_flags"] else ["--oversubscribe"]
+    return ["mpirun"] + local + spec["mpirun_flags"] + ["-np", str(n)]
 
 
 class EmulatedHosts:

@@ -8,12 +8,18 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${BUILD:-$root/build-gpu}"
 data="${1:-/usr/share/datasets/fashion-mnist}"
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+data_sets=(--set data.dir="$data")
+if [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
+  # A machine without the data set (a device machine has no network): synthetic data of the same shape.
+  echo "gpu_bench.sh: no Fashion-MNIST IDX files in $data: synthetic 1x28x28 data, 60000 + 10000 samples" >&2
+  data_sets=(--set data.format=synthetic --set data.synthetic_train_size=60000 --set data.synthetic_test_size=10000)
+fi
 for cfg in lenet5_fashion mnist_cnn_fashion; do
   for batch in 128 1024; do
     out="/tmp/ringtrain-gpu-$cfg-$batch"
     rm -rf "$out"  # a benchmark run, not a run to continue: a fresh run refuses an earlier run's folder
     steps=$(( batch == 128 ? 2000 : 400 ))
-    "$build/ringtrain" train --config "$root/configs/$cfg.json" --set device=cuda --set data.dir="$data" \
+    "$build/ringtrain" train --config "$root/configs/$cfg.json" --set device=cuda "${data_sets[@]}" \
       --set train.batch_size=$batch --set train.max_steps=$steps --set train.epochs=100 --set train.log_every_steps=20 \
       --set checkpoint.every_epochs=0 --set output.progress=none --set output.dir="$out" > "$out.log" 2>&1 \
       || { echo "ringtrain $cfg batch $batch failed:"; tail -5 "$out.log"; continue; }

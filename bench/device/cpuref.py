@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""The CPU models against PyTorch on this machine's CPU (issue 17): LeNet-5, the MNIST CNN and the quality CNN,
+`bench_throughput` (the trainer's own step, one thread) against bench/throughput/pytorch_cpu_reference.py (the same
+model, optimizer and batch, one intra-op thread), with the protocol of bench/RESULTS.md: 3 timed runs each after a
+warm-up, medians, samples per wall second and per CPU second, OPENBLAS_NUM_THREADS=1. Per round and model the two
+run at the same time, each pinned to its own physical core (same conditions for both, half the wall time); the
+reference's first run prints torch.__config__.show() (kept as torch_config.txt) and the CPU, oneDNN and OpenBLAS it
+runs on.
+
+Usage: bench/device/cpuref.py --bench build/bench/throughput/bench_throughput --out DIR [--python PY]
+         [--rounds 2] [--models "lenet5 mnist_cnn quality_cnn"] [--steps-scale F] [--deadline EPOCH_S]
+--python: the interpreter that imports torch (default: $TORCH_PYTHON; where neither names one, /usr/bin/python3
+or else python3 on PATH, the first that imports it). Rows: DIR/rows.jsonl (one per model and round) and DIR/env.json. Exit 77 (nothing run)
+when no interpreter imports torch, 1 when a run fails."""
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REFERENCE = os.path.join(ROOT, "bench/throughput/pytorch_cpu_reference.py")
+# name: (bench_throughput arguments, timed steps) — bench/RESULTS.md's commands (the pytorch reference takes
+# --steps; its warm-up and batch are its own table's, the same values).
+MODELS = {
+    "lenet5": (["--model", "models/lenet5.json", "--batch", "64", "--optimizer", "adam"], 150, []),
+    "mnist_cnn": (["--model", "models/mnist_cnn.json", "--batch", "128", "--optimizer", "adadelta"], 10,
+                  ["--warmup", "2"]),
+    "quality_cnn": (["--model", "models/quality_cnn.json", "--batch", "256", "--optimizer", "sgd", "--momentum", "0.9"],
+                    3, ["--warmup", "1"]),
+}
+
+
+def torch_python(explicit):
+    tried = []
+    chosen = explicit or os.environ.get("TORCH_PYTHON")  # named: that one only
+    for py in [chosen] if chosen else ["/usr/bin/python3", shutil.which("python3")]:
+        if not py or py in tried:
+            continue
+        tried.append(py)
+        try:
+            p = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
+                               timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode == 0:
+            return py, p.stdout.strip(), tried
+    return None, None, tried
+
+
+def physical_cores():
+    """One logical CPU per physical core among those this process may use, CPU 0 last (the system's interrupts)."""
+    seen, cpus = set(), []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                core = f.read().strip()
+        except OSError:
+            core = str(cpu)
+        if core not in seen:
+            seen.add(core)
+            cpus.append(cpu)
+    return sorted(cpus, key=lambda c: (c == 0, c))
+
+
+def last_json(text, impl):
+    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    rows = [r for r in rows if r.get("impl", impl) == impl]
+    return rows[-1] if rows else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--python")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--models", default="lenet5 mnist_cnn quality_cnn")
+    ap.add_argument("--steps-scale", type=float, default=1.0)
+    ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: no round starts after it")
+    a = ap.parse_args()
+    models = a.models.replace(",", " ").split()
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        sys.exit(f"cpuref.py: unknown model {unknown[0]!r}; known: {', '.join(MODELS)}")
+    os.makedirs(a.out, exist_ok=True)
+    py, version, tried = torch_python(a.python)
+    if not py:
+        print(f"cpuref.py: skipped: no Python here imports torch (tried {', '.join(tried)}; Debian: apt-get install "
+              "python3-torch, or set TORCH_PYTHON)", file=sys.stderr)
+        sys.exit(77)
+    if not os.access(a.bench, os.X_OK):
+        sys.exit(f"cpuref.py: {a.bench}: no bench_throughput (configure with -DRINGTRAIN_BENCH=ON and build it)")
+    cores = physical_cores()
+    pinned = len(cores) >= 2 and shutil.which("taskset") is not None
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    print(f"cpuref.py: torch {version} from {py}; " +
+          (f"ringtrain on CPU {cores[0]}, PyTorch on CPU {cores[1]}, at the same time" if pinned else
+           "one core: one after the other, unpinned"), file=sys.stderr)
+    rows_path = os.path.join(a.out, "rows.jsonl")
+    open(rows_path, "w").close()
+    failed, env_row, last = 0, None, 0.0
+    took = {}  # model: seconds its last round took (a later round's estimate)
+    for rnd in range(a.rounds):
+        for m in models:
+            if a.deadline and time.time() + took.get(m, last) > a.deadline:
+                why = f"{m} round {rnd + 1}: skipped, the stage's time is up"
+                print(f"cpuref.py: {why}", file=sys.stderr)
+                with open(rows_path, "a") as f:
+                    f.write(json.dumps({"model": m, "round": rnd + 1, "skipped": why}) + "\n")
+                continue
+            args, steps, extra = MODELS[m]
+            steps = max(1, math.ceil(steps * a.steps_scale))
+            js = os.path.join(a.out, f"{m}-r{rnd + 1}-ringtrain.json")
+            ours = [a.bench] + args + ["--steps", str(steps), "--runs", "3", "--threads", "1", "--json", js] + extra
+            ref = [py, REFERENCE, "--only", m, "--steps", str(steps), "--runs", "3"]
+            if pinned:
+                ours = ["taskset", "-c", str(cores[0])] + ours
+                ref = ["taskset", "-c", str(cores[1])] + ref
+            t0 = time.time()
+            logs = [open(os.path.join(a.out, f"{m}-r{rnd + 1}-{n}.log"), "w") for n in ("ringtrain", "pytorch")]
+            err_path = os.path.join(a.out, f"{m}-r{rnd + 1}-pytorch.err")
+            with open(err_path, "w") as err:
+                procs = [subprocess.Popen(ours, stdout=logs[0], stderr=subprocess.STDOUT, cwd=ROOT, env=env)]
+                if pinned:
+                    procs.append(subprocess.Popen(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env, text=True))
+                rcs = [p.wait() for p in procs]
+                if not pinned:
+                    rcs.append(subprocess.run(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env).returncode)
+            for f in logs:
+                f.close()
+            last = took[m] = time.time() - t0
+            if env_row is None and os.path.getsize(err_path):
+                shutil.copy(err_path, os.path.join(a.out, "torch_config.txt"))
+            torch_row = last_json(open(logs[1].name).read(), "pytorch-cpu")
+            env_row = env_row or last_json(open(logs[1].name).read(), "pytorch-cpu-env")
+            ours_row = json.load(open(js))[0] if rcs[0] == 0 and os.path.exists(js) else None
+            if rcs[0] != 0 or rcs[1] != 0 or not ours_row or not torch_row:
+                failed += 1
+                why = f"ringtrain exit {rcs[0]}, pytorch exit {rcs[1]}"
+                print(f"cpuref.py: {m} round {rnd + 1} failed ({why}); logs in {a.out}", file=sys.stderr)
+                with open(rows_path, "a") as f:
+                    f.write(json.dumps({"model": m, "round": rnd + 1, "failed": why}) + "\n")
+                continue
+            row = {"model": m, "round": rnd + 1, "steps": steps, "batch": ours_row["batch"],
+                   "ringtrain_samples_per_s": ours_row["samples_per_s"],
+                   "ringtrain_samples_per_cpu_s": ours_row["samples_per_cpu_s"], "cpu_conv": ours_row.get("cpu_conv"),
+                   "pytorch_samples_per_s": torch_row["samples_per_s"],
+                   "pytorch_samples_per_cpu_s": torch_row["samples_per_cpu_s"],
+                   "ratio_wall": ours_row["samples_per_s"] / torch_row["samples_per_s"],
+                   "ratio_cpu_s": ours_row["samples_per_cpu_s"] / torch_row["samples_per_cpu_s"],
+                   "cpu_model": torch_row.get("cpu_model"), "torch": torch_row.get("torch"),
+                   "pinned": [cores[0], cores[1]] if pinned else None, "wall_s": last}
+            with open(rows_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"[{last:5.1f}s] {m} round {rnd + 1}: ringtrain {row['ringtrain_samples_per_s']:.0f}, PyTorch "
+                  f"{row['pytorch_samples_per_s']:.0f} samples/s: {row['ratio_wall']:.2f}x wall, "
+                  f"{row['ratio_cpu_s']:.2f}x per CPU second", flush=True)
+    with open(os.path.join(a.out, "env.json"), "w") as f:
+        json.dump({"python": py, "torch": version, "reference_env": env_row, "cores": cores[:2] if pinned else None,
+                   "concurrent": pinned, "rounds": a.rounds, "steps_scale": a.steps_scale}, f, indent=2)
+    summary = {}
+    for line in open(rows_path):
+        r = json.loads(line)
+        if "ratio_wall" in r:
+            summary.setdefault(r["model"], []).append(r)
+    for m, rs in summary.items():
+        print(f"{m}: median {statistics.median(r['ratio_wall'] for r in rs):.2f}x wall, "
+              f"{statistics.median(r['ratio_cpu_s'] for r in rs):.2f}x per CPU second over {len(rs)} round(s)")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
