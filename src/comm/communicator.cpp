@@ -52,6 +52,10 @@ void Communicator::allgatherv_into_while(std::span<const float> mine, std::span<
     allgatherv_into(mine, counts, out);
 }
 
+void Communicator::allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& /*idle*/) {
+    allreduce(data, op);
+}
+
 std::vector<float> Communicator::gather(std::span<const float> mine, int root) {
     std::vector<float> all = allgather(mine);
     if (rank() != root) all.clear();

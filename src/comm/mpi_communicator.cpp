@@ -85,6 +85,28 @@ void MpiCommunicatorBase::allreduce(std::span<double> data, ReduceOp op) {
     count_ring_allreduce(data.size(), sizeof(double));
 }
 
+void MpiCommunicatorBase::allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle) {
+    if (!idle || size_ == 1 || data.size() > kMaxMpiCount) {
+        allreduce(data, op);
+        return;
+    }
+    if (data.empty()) return;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, mpi_op(op), comm_,
+                             &request),
+              "MPI_Iallreduce");
+    for (int done = 0;;) {  // MPI_Test also progresses the collective (see allgatherv_into_while)
+        check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) break;
+        if (!idle()) {
+            check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+            break;
+        }
+    }
+    if (op == ReduceOp::Average) scale(data, 1.0 / size_);
+    count_ring_allreduce(data.size(), sizeof(double));
+}
+
 void MpiCommunicatorBase::broadcast(std::span<float> data, int root) {
     broadcast_bytes(std::as_writable_bytes(data), root);
 }

@@ -178,7 +178,8 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     // While it waits in the step's gathers for a slower rank, a rank parses its next rows instead of spinning, so
     // the per-step jitter of parsing and compute costs the lockstep less (with a parse thread, the reader has
     // nothing to do there and the wait is a plain one).
-    gsync_->set_idle_work([this] { return parse_ahead_while_waiting(); });
+    idle_ = [this] { return parse_ahead_while_waiting(); };
+    gsync_->set_idle_work(idle_);
     deadline.disarm();
 }
 
@@ -349,10 +350,10 @@ bool SparseRun::parse_ahead_while_waiting() {
 }
 
 // The rows parsed inside a wait are input time, not waiting (phase_s and the prediction's terms).
-void SparseRun::book_parse_ahead() {
+void SparseRun::book_parse_ahead(bool inside_sync_wait) {
     parse_in_waits_s_ += parsed_while_waiting_s_;
     phases_.add(Phase::Data, parsed_while_waiting_s_);
-    phases_.add(Phase::SyncWait, -parsed_while_waiting_s_);
+    if (inside_sync_wait) phases_.add(Phase::SyncWait, -parsed_while_waiting_s_);
     parsed_while_waiting_s_ = 0;
 }
 
@@ -361,10 +362,13 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, 
     const bool stop_vote = stop_ != nullptr && stop_->requested();
     double v[4] = {have_batch ? 1.0 : 0.0, pending_loss_, pending_rows_, stop_vote ? 1.0 : 0.0};
     // With owner updates pending (identically on every rank) the sums ride in the share of the updated rows.
-    if (rows_pending_)
+    if (rows_pending_) {
         share_updated_rows(std::span<double>(v, 4));
-    else
-        comm_.allreduce(std::span<double>(v, 4), comm::ReduceOp::Sum);
+    } else {
+        // Not timed as a phase (the prediction counts its wait with the step's stretches); its parsing is input.
+        comm_.allreduce_while(std::span<double>(v, 4), comm::ReduceOp::Sum, idle_);
+        book_parse_ahead(/*inside_sync_wait=*/false);
+    }
     pending_loss_ = pending_rows_ = 0;
     if (!std::isfinite(v[1]))
         throw CollectiveError("training loss is not finite at global step " + std::to_string(pos_.global_step) +
@@ -442,7 +446,7 @@ float SparseRun::run_step() {
         gsync_->average(grad_, bias_grad_);
         stretch_start_ = telemetry::now_seconds();
     }
-    book_parse_ahead();
+    book_parse_ahead(/*inside_sync_wait=*/true);
     {
         ScopedPhase t(phases_, Phase::Optimizer);
         opt_->apply(grad_, bias_grad_, lr);
@@ -473,7 +477,7 @@ void SparseRun::share_updated_rows(std::span<double> sums) {
         ScopedPhase t(phases_, Phase::SyncWait);
         gsync_->share_updated_rows(updated_rows_, sums);
     }
-    book_parse_ahead();
+    book_parse_ahead(/*inside_sync_wait=*/true);
     rows_pending_ = false;
     ScopedPhase t(phases_, Phase::Optimizer);
     opt_->import_rows(updated_rows_);

@@ -94,7 +94,7 @@ private:
     // (and theirs written in), with the opening allreduce's `sums` in the same collective.
     void share_updated_rows(std::span<double> sums);
     bool parse_ahead_while_waiting();  // the sync's idle work: a few rows parsed ahead
-    void book_parse_ahead();
+    void book_parse_ahead(bool inside_sync_wait);
     void broadcast_from_root();
     // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
     void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping = nullptr);
@@ -156,6 +156,7 @@ private:
     // Each rank's local work in each of the two stretches, per step, for the prediction's straggler share: the
     // ranks' averages hide the per-step jitter that a lockstep run pays (bench/RESULTS.md, "sparse prediction").
     telemetry::StepWorkLog work_before_opening_, work_before_exchange_;
+    std::function<bool()> idle_;         // parse_ahead_while_waiting, for the collectives' waits
     double parsed_while_waiting_s_ = 0;  // parse_ahead_while_waiting's time since book_parse_ahead
     double parse_in_waits_s_ = 0;        // all of it, this run (summary: sync.parse_in_waits_s_per_rank)
     double stretch_start_ = 0;        // the end of the last exchange (or the epoch's start)

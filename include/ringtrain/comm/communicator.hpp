@@ -38,6 +38,9 @@ public:
     virtual void allreduce(std::span<float> data, ReduceOp op, WireFormat wire);
     // Small reductions of metrics (counts, loss sums) in double precision.
     virtual void allreduce(std::span<double> data, ReduceOp op = ReduceOp::Sum) = 0;
+    // The double allreduce lending its wait to `idle`, as allgatherv_into_while (for a few numbers a step: the
+    // sparse trainer's loss and stop vote). The default is the blocking allreduce.
+    virtual void allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle);
     virtual void broadcast(std::span<float> data, int root) = 0;
     virtual void broadcast_bytes(std::span<std::byte> data, int root) = 0;
     // Concatenation of every rank's `mine` in rank order; counts may differ between ranks.

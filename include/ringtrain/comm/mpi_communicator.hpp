@@ -40,6 +40,7 @@ public:
 
     // Metrics reductions in double via MPI_Allreduce (Average = sum then scale by 1/size).
     void allreduce(std::span<double> data, ReduceOp op = ReduceOp::Sum) override;
+    void allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle) override;
     using Communicator::allreduce;
     void broadcast(std::span<float> data, int root) override;
     void broadcast_bytes(std::span<std::byte> data, int root) override;
