@@ -121,6 +121,8 @@ public:
         return true;
     }
 
+    bool parses_on_caller() const override { return parse_inline_; }
+
     int64_t num_features() const override { return parser_->num_features(); }
 
     std::string description() const override {

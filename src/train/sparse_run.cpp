@@ -175,11 +175,14 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
                                                         sync_method(plan_.sync.sparse),
                                                         sparse_update(plan_.sync.sparse_update));
     gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
-    // While it waits in the step's gathers for a slower rank, a rank parses its next rows instead of spinning, so
-    // the per-step jitter of parsing and compute costs the lockstep less (with a parse thread, the reader has
-    // nothing to do there and the wait is a plain one).
-    idle_ = [this] { return parse_ahead_while_waiting(); };
-    gsync_->set_idle_work(idle_);
+    // While it waits in the step's gathers for a slower rank, a rank that parses on its training thread parses its
+    // next rows instead of spinning, so the per-step jitter of parsing and compute costs the lockstep less.
+    // Only then: a non-blocking collective costs more than a blocking one where both ranks arrive together (Open
+    // MPI's libnbc), which with nothing to do in the wait is all cost.
+    if (train_reader_->parses_on_caller()) {
+        idle_ = [this] { return parse_ahead_while_waiting(); };
+        gsync_->set_idle_work(idle_);
+    }
     deadline.disarm();
 }
 

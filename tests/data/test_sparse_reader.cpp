@@ -373,6 +373,7 @@ TEST_CASE("parse_ahead: the same batches, at most the limit parsed ahead, nothin
                 o.parse_on = ParseOn::Caller;
                 auto plain = open_sparse_reader(o);
                 auto ahead = open_sparse_reader(o);
+                CHECK(ahead->parses_on_caller());
                 constexpr int64_t kBatch = 64, kLimit = 2 * kBatch;
                 for (int64_t epoch = 0; epoch < 2; ++epoch) {
                     plain->start_epoch(epoch);
@@ -405,6 +406,7 @@ TEST_CASE("parse_ahead: the same batches, at most the limit parsed ahead, nothin
     auto threaded = open_sparse_reader(o);
     threaded->start_epoch(0);
     CHECK(!threaded->parse_ahead(1000));  // its thread parses ahead already
+    CHECK(!threaded->parses_on_caller());
     CsrBatch b;
     CHECK(threaded->next(b, 10));
 }

@@ -73,6 +73,9 @@ public:
     // spin in a collective waiting for a slower one (Communicator::allgatherv_into_while). next() returns the same
     // batches whether or not this ran.
     virtual bool parse_ahead(int64_t limit_rows) = 0;
+    // Whether next() parses on the calling thread (one usable CPU, or ParseOn::Caller): only then has parse_ahead
+    // anything to do.
+    virtual bool parses_on_caller() const = 0;
 };
 
 // Opens rank options.rank's share of options.file. Shares: a plain file is split into `world` byte ranges and a
