@@ -90,6 +90,10 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     scaling::Link link;
     const train::Config config = train::Config::load(a.config, a.overrides);
     const train::RunPlan& plan = config.plan();
+    if (plan.data.is_sparse())
+        throw InputError(a.config + ": data.format " + train::to_string(plan.data.format) +
+                         ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
+                         "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
     if (a.measure) {
         if (world_size < 2)
             throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
