@@ -265,9 +265,9 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
         bytes_dense += r.bytes_dense;
         bytes_state += r.bytes_state;
     }
-    // The timed sync holds the exchange's wait, and with owner updates the opening collective's too (the share of
-    // the updated rows is timed with the sync).
-    m.slowest_before_sync_s = m.mean_before_sync_s + wait_exchange + (owner ? wait_opening : 0.0);
+    // The timed sync holds both waits: the exchange's and the opening collective's (the opening allreduce, or with
+    // owner updates the share of the updated rows).
+    m.slowest_before_sync_s = m.mean_before_sync_s + wait_exchange + wait_opening;
     m.slowest_work_s = m.rank0_work_s + wait_opening + wait_exchange;
     // The exchange per step, from the sync's byte counts (its header: allgather sends (N−1)·(rows·(1 + w) + the
     // dense part) floats per rank; dense sends the ring's 2(N−1)/N of the buffer; the owners' updated rows are
@@ -292,6 +292,12 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
         const double per_rank = static_cast<double>(bytes_state) / (n * (n - 1) * static_cast<double>(t.sync.owner_steps));
         m.exchange.push_back({"updated rows allgather (opening)", scaling::CollectiveKind::Allgather, per_rank,
                               static_cast<double>(t.sync.owner_steps) / static_cast<double>(sync_steps)});
+        m.opening_in_exchange = true;
+    }
+    if (!owner && sync_steps > 0) {
+        // The opening allreduce (loss sums, batch and stop votes) is timed with the sync as well: an entry of the
+        // exchange, so the link fitted to the sync's time does not count it twice.
+        m.exchange.push_back({"opening allreduce", scaling::CollectiveKind::Allreduce, 4.0 * sizeof(double), 1.0});
         m.opening_in_exchange = true;
     }
     if (t.sync.dense_steps > 0 && sync_steps > 0) {

@@ -353,10 +353,10 @@ bool SparseRun::parse_ahead_while_waiting() {
 }
 
 // The rows parsed inside a wait are input time, not waiting (phase_s and the prediction's terms).
-void SparseRun::book_parse_ahead(bool inside_sync_wait) {
+void SparseRun::book_parse_ahead() {
     parse_in_waits_s_ += parsed_while_waiting_s_;
     phases_.add(Phase::Data, parsed_while_waiting_s_);
-    if (inside_sync_wait) phases_.add(Phase::SyncWait, -parsed_while_waiting_s_);
+    phases_.add(Phase::SyncWait, -parsed_while_waiting_s_);
     parsed_while_waiting_s_ = 0;
 }
 
@@ -368,9 +368,11 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, 
     if (rows_pending_) {
         share_updated_rows(std::span<double>(v, 4));
     } else {
-        // Not timed as a phase (the prediction counts its wait with the step's stretches); its parsing is input.
-        comm_.allreduce_while(std::span<double>(v, 4), comm::ReduceOp::Sum, idle_);
-        book_parse_ahead(/*inside_sync_wait=*/false);
+        {
+            ScopedPhase t(phases_, Phase::SyncWait);  // the wait for the slowest rank's update and parse, as the share's
+            comm_.allreduce_while(std::span<double>(v, 4), comm::ReduceOp::Sum, idle_);
+        }
+        book_parse_ahead();
     }
     pending_loss_ = pending_rows_ = 0;
     if (!std::isfinite(v[1]))
@@ -449,7 +451,7 @@ float SparseRun::run_step() {
         gsync_->average(grad_, bias_grad_);
         stretch_start_ = telemetry::now_seconds();
     }
-    book_parse_ahead(/*inside_sync_wait=*/true);
+    book_parse_ahead();
     {
         ScopedPhase t(phases_, Phase::Optimizer);
         opt_->apply(grad_, bias_grad_, lr);
@@ -480,7 +482,7 @@ void SparseRun::share_updated_rows(std::span<double> sums) {
         ScopedPhase t(phases_, Phase::SyncWait);
         gsync_->share_updated_rows(updated_rows_, sums);
     }
-    book_parse_ahead(/*inside_sync_wait=*/true);
+    book_parse_ahead();
     rows_pending_ = false;
     ScopedPhase t(phases_, Phase::Optimizer);
     opt_->import_rows(updated_rows_);

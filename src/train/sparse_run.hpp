@@ -94,7 +94,7 @@ private:
     // (and theirs written in), with the opening allreduce's `sums` in the same collective.
     void share_updated_rows(std::span<double> sums);
     bool parse_ahead_while_waiting();  // the sync's idle work: a few rows parsed ahead
-    void book_parse_ahead(bool inside_sync_wait);
+    void book_parse_ahead();
     void broadcast_from_root();
     // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
     void reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, int64_t* ranks_stopping = nullptr);

@@ -96,7 +96,8 @@ struct SparseRunMeasurements {
     // sync, which follows them), and every phase but the sync: the slowest's (per stretch between the step's two
     // waits for every rank, summed) and rank 0's (their ratio is the straggler share).
     double slowest_before_sync_s = 0, mean_before_sync_s = 0;
-    // Owner updates: the opening collective is the exchange's "updated rows" entry, not an allreduce of its own.
+    // The opening collective is timed with the sync, so it is an entry of the exchange ("opening allreduce", or with
+    // owner updates "updated rows allgather (opening)"), not a term of its own.
     bool opening_in_exchange = false;
     double slowest_work_s = 0, rank0_work_s = 0;
     std::vector<scaling::Collective> exchange;  // the sync's collectives per step, with their shares of steps
