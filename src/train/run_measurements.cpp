@@ -294,17 +294,19 @@ json sparse_predicted_section(comm::Communicator& comm, const RunPlan& plan, con
                               static_cast<double>(t.sync.owner_steps) / static_cast<double>(sync_steps)});
         m.opening_in_exchange = true;
     }
-    if (!owner && sync_steps > 0) {
-        // The opening allreduce (loss sums, batch and stop votes) is timed with the sync as well: an entry of the
-        // exchange, so the link fitted to the sync's time does not count it twice.
-        m.exchange.push_back({"opening allreduce", scaling::CollectiveKind::Allreduce, 4.0 * sizeof(double), 1.0});
-        m.opening_in_exchange = true;
-    }
     if (t.sync.dense_steps > 0 && sync_steps > 0) {
         const double buffer = static_cast<double>(bytes_dense) / (n * static_cast<double>(t.sync.dense_steps)) * n /
                               (2 * (n - 1));
         m.exchange.push_back({"dense allreduce", scaling::CollectiveKind::Allreduce, buffer,
                               static_cast<double>(t.sync.dense_steps) / static_cast<double>(sync_steps)});
+    }
+    if (sync_steps > t.sync.owner_steps) {
+        // After the other steps the opening allreduce (loss sums, batch and stop votes) opens the next one; timed
+        // with the sync as well, it is an entry of the exchange, so the link fitted to the sync's time does not
+        // count it twice.
+        m.exchange.push_back({"opening allreduce", scaling::CollectiveKind::Allreduce, 4.0 * sizeof(double),
+                              static_cast<double>(sync_steps - t.sync.owner_steps) / static_cast<double>(sync_steps)});
+        m.opening_in_exchange = true;
     }
     // Every rank computed the same probe_rows (from gathered bytes), so all or none probe.
     if (probe_rows > 0) {

@@ -285,15 +285,16 @@ TEST_CASE("sparse: a 2-rank run predicts its own step (summary.json predicted, t
             CHECK_THAT(p["link"]["source"].get<std::string>(), Catch::Contains("sparse gradient exchange"));
             for (const char* key : {"input", "compute", "optimizer", "straggler", "communication", "latency", "merge"})
                 CHECK(p["terms_s"].contains(key));
-            // The step's exchange: the collective this sync way ran, on every step, with its bytes; on allgather steps
-            // the owners' updated rows follow in the next opening collective (owner updates are the default).
-            REQUIRE(p["exchange"].size() == (how == "allgather" ? 2u : 1u));
+            // The step's exchange: the collective this sync way ran, on every step, with its bytes, then the opening
+            // collective: on allgather steps the owners' updated rows (owner updates are the default), on dense steps
+            // the opening allreduce.
+            REQUIRE(p["exchange"].size() == 2u);
             CHECK(p["exchange"][0]["name"] == (how == "allgather" ? "slot allgather" : "dense allreduce"));
             for (const json& c : p["exchange"]) {
                 CHECK(c["per_step"].get<double>() == 1.0);
                 CHECK(c["bytes"].get<double>() > 0);
             }
-            if (how == "allgather") CHECK(p["exchange"][1]["name"] == "updated rows allgather (opening)");
+            CHECK(p["exchange"][1]["name"] == (how == "allgather" ? "updated rows allgather (opening)" : "opening allreduce"));
             // The merge is measured on allgather steps only; the dense way has none.
             if (how == "allgather") CHECK(p["merge_rows_per_step"].get<double>() > 0);
             else CHECK(p["merge_rows_per_step"].get<double>() == 0);
