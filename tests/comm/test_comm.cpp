@@ -543,26 +543,50 @@ TEST_CASE("concurrent allreduces on two communicators do not mix", "[comm][threa
     run_pair(sa, sb, "shared memory, ");
 }
 
-TEST_CASE("allgatherv_into: counts known on every rank, a rank with none, into the caller's buffer", "[comm][allgather]") {
+namespace {
+
+// An allgatherv case: rank r sends count_of(r) floats (rank 1 none), value(r, i) at position i.
+struct GathervCase {
+    std::vector<size_t> counts;
+    size_t total = 0;
+    std::vector<float> mine;
+    float (*value)(int, size_t);
+    // out holds every rank's part, in rank order.
+    void require_gathered(const std::vector<float>& out) const {
+        size_t at = 0;
+        for (size_t r = 0; r < counts.size(); ++r)
+            for (size_t i = 0; i < counts[r]; ++i) REQUIRE(out[at++] == value(static_cast<int>(r), i));
+    }
+};
+
+GathervCase gatherv_case(size_t (*count_of)(int), float (*value)(int, size_t)) {
     const int n = world_size(), me = world_rank();
+    GathervCase c;
+    c.value = value;
+    for (int r = 0; r < n; ++r) {
+        c.counts.push_back(r == 1 ? 0 : count_of(r));  // rank 1 sends nothing
+        c.total += c.counts.back();
+    }
+    c.mine.resize(c.counts[static_cast<size_t>(me)]);
+    for (size_t i = 0; i < c.mine.size(); ++i) c.mine[i] = value(me, i);
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("allgatherv_into: counts known on every rank, a rank with none, into the caller's buffer", "[comm][allgather]") {
     for (const char* backend : {"ring", "mpi"}) {
         INFO(backend);
         auto comm = ringtrain::comm::make_communicator(backend);
-        std::vector<size_t> counts;
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-            counts.push_back(r == 1 ? 0 : static_cast<size_t>(3 + 2 * r));  // rank 1 sends nothing
-            total += counts.back();
-        }
-        std::vector<float> mine(counts[static_cast<size_t>(me)]);
-        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(100 * me) + static_cast<float>(i);
+        const GathervCase c = gatherv_case([](int r) { return static_cast<size_t>(3 + 2 * r); },
+                                           [](int r, size_t i) { return static_cast<float>(100 * r + i); });
+        const std::vector<size_t>& counts = c.counts;
+        const std::vector<float>& mine = c.mine;
+        const size_t total = c.total;
         std::vector<float> out(total, -1.0f);
         for (int repeat = 0; repeat < 2; ++repeat) {  // the same buffer again: nothing left over
             comm->allgatherv_into(mine, counts, out);
-            size_t at = 0;
-            for (int r = 0; r < n; ++r)
-                for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
-                    REQUIRE(out[at++] == static_cast<float>(100 * r) + static_cast<float>(i));
+            c.require_gathered(out);
             // The same as allgather.
             CHECK(comm->allgather(std::span<const float>(mine)) == out);
         }
@@ -578,24 +602,18 @@ TEST_CASE("allgatherv_into_while: the same result, and the early ranks work whil
     for (const char* backend : {"ring", "mpi"}) {
         INFO(backend);
         auto comm = ringtrain::comm::make_communicator(backend);
-        std::vector<size_t> counts;
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-            counts.push_back(r == 1 ? 0 : static_cast<size_t>(5000 + 3 * r));  // past the eager limit; rank 1 none
-            total += counts.back();
-        }
-        std::vector<float> mine(counts[static_cast<size_t>(me)]);
-        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(7 * me) + static_cast<float>(i % 1000);
+        const GathervCase c = gatherv_case([](int r) { return static_cast<size_t>(5000 + 3 * r); },  // past eager
+                                           [](int r, size_t i) { return static_cast<float>(7 * r + i % 1000); });
+        const std::vector<size_t>& counts = c.counts;
+        const std::vector<float>& mine = c.mine;
+        const size_t total = c.total;
         for (const int pieces : {0, 3, 1 << 30}) {  // idle work runs out at once, after 3 pieces, never
             std::vector<float> out(total, -1.0f);
             int calls = 0;
             // The last rank arrives 30 ms late: the others' idle work runs meanwhile (while it has any).
             if (me == n - 1 && n > 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
             comm->allgatherv_into_while(mine, counts, out, [&] { return ++calls <= pieces; });
-            size_t at = 0;
-            for (int r = 0; r < n; ++r)
-                for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
-                    REQUIRE(out[at++] == static_cast<float>(7 * r) + static_cast<float>(i % 1000));
+            c.require_gathered(out);
             if (n > 1 && me != n - 1) {
                 CHECK(calls >= std::min(pieces, 3) + 1);  // called until it said no (or the collective completed)
                 if (pieces == 0) CHECK(calls == 1);       // then it blocked, not polled

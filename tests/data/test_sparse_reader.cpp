@@ -45,6 +45,14 @@ std::string libsvm_text(int rows, int64_t& data_rows, bool trailing_newline = tr
     return s;
 }
 
+// The same `rows` libsvm lines as p.svm and p.svm.gz in `dir` (plain and gzip shares); returns the text.
+std::string write_plain_and_gz(const TempDir& dir, int rows, int64_t& data_rows) {
+    std::string text = libsvm_text(rows, data_rows);
+    sparse_test::write_text(dir.file("p.svm"), text);
+    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    return text;
+}
+
 SparseReaderOptions libsvm_options(const std::string& path, int64_t num_features) {
     SparseReaderOptions o;
     o.format = SparseFormat::Libsvm;
@@ -277,9 +285,7 @@ TEST_CASE("parsing on the caller's thread (one CPU) gives the parse thread's bat
     using ParseOn = SparseReaderOptions::ParseOn;
     TempDir dir;
     int64_t data_rows = 0;
-    std::string text = libsvm_text(6000, data_rows);
-    sparse_test::write_text(dir.file("p.svm"), text);
-    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    std::string text = write_plain_and_gz(dir, 6000, data_rows);
     for (const std::string name : {"p.svm", "p.svm.gz"})
         for (const int64_t shuffle : {int64_t{0}, int64_t{300}})
             for (const int rank : {0, 1}) {
@@ -317,9 +323,7 @@ TEST_CASE("parsing on the caller's thread parses about one batch a step (not a b
     using ParseOn = SparseReaderOptions::ParseOn;
     TempDir dir;
     int64_t data_rows = 0;
-    std::string text = libsvm_text(6000, data_rows);
-    sparse_test::write_text(dir.file("p.svm"), text);
-    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    write_plain_and_gz(dir, 6000, data_rows);
     for (const std::string name : {"p.svm", "p.svm.gz"})
         for (const int64_t shuffle : {int64_t{0}, int64_t{300}}) {
             auto o = libsvm_options(dir.file(name), 7000);
@@ -360,9 +364,7 @@ TEST_CASE("parse_ahead: the same batches, at most the limit parsed ahead, nothin
     using ParseOn = SparseReaderOptions::ParseOn;
     TempDir dir;
     int64_t data_rows = 0;
-    std::string text = libsvm_text(5000, data_rows);
-    sparse_test::write_text(dir.file("p.svm"), text);
-    sparse_test::write_gz(dir.file("p.svm.gz"), text);
+    write_plain_and_gz(dir, 5000, data_rows);
     for (const std::string name : {"p.svm", "p.svm.gz"})
         for (const int64_t shuffle : {int64_t{0}, int64_t{300}})
             for (const bool cache : {false, true}) {

@@ -16,38 +16,12 @@ using namespace rt_test;
 namespace {
 
 constexpr int kSteps = 10;
-// conv -> bn2d -> relu -> avgpool -> flatten -> linear -> bn1d -> relu -> linear on 1x8x8 (the CPU test's model).
-const char* kBnModel = R"({
-  "name": "sync_bn_gpu",
-  "layers": [
-    {"type": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "bias": false},
-    {"type": "batchnorm2d"}, {"type": "relu"},
-    {"type": "avgpool2d", "kernel": 2},
-    {"type": "flatten"},
-    {"type": "linear", "out_features": 8, "bias": false},
-    {"type": "batchnorm1d", "momentum": 0.3}, {"type": "relu"},
-    {"type": "linear", "out_features": 4}
-  ]
-})";
-constexpr size_t kTensors = 8 + 4;  // parameters, then the two layers' running mean/var
-
-// |a - b| / |a| over all values.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    REQUIRE(!a.empty());
-    double d2 = 0, n2 = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        n2 += double(a[i]) * a[i];
-    }
-    return std::sqrt(d2 / n2);
-}
 
 }  // namespace
 
 TEST_CASE("gpu sync.batchnorm: 2 ranks x B on one GPU reach the parameters of 1 rank x 2B", "[gpu][mpi][syncbn]") {
     const std::string dir = temp_dir("gpu_sync_bn_run");
-    write_file(dir + "/bn.json", kBnModel);
+    write_file(dir + "/bn.json", kSyncBnModel);
     const std::string common = R"(, "device": "cuda", "sync": {"backend": "ring"},
                                    "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "lr_scaling": "none"},
                                    "checkpoint": {"every_epochs": 0, "every_steps": )" + std::to_string(kSteps) + "}";
@@ -61,7 +35,7 @@ TEST_CASE("gpu sync.batchnorm: 2 ranks x B on one GPU reach the parameters of 1 
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
         return checkpoint_parameters(dir + "/" + name + "/checkpoints/ckpt-0000000" + std::to_string(kSteps) + ".bin",
-                                     kTensors);
+                                     kSyncBnTensors);
     };
     const auto single = run("single", "", " --set train.batch_size=16");
     const auto synced = run("synced", two_ranks, " --set train.batch_size=8 --set sync.batchnorm=true");

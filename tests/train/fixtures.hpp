@@ -1,7 +1,11 @@
 // Small models and configs on synthetic data, so trainer tests run in seconds.
 #pragma once
 
+#include <cmath>
 #include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "support/run_command.hpp"
 
@@ -46,6 +50,35 @@ inline std::string tiny_config(const std::string& model_path, const std::string&
            "synthetic_train_size": 480, "synthetic_test_size": 96},
   "train": {"batch_size": 8, "epochs": 2, "seed": 7, "log_every_steps": 1},
   "output": {"dir": ")" + out_dir + R"(", "progress": "none"})" + extra + "}";
+}
+
+// conv -> bn2d -> relu -> avgpool -> flatten -> linear -> bn1d -> relu -> linear on 1x8x8, for synchronised BatchNorm
+// through the binary (CPU and GPU); no bias before a batchnorm (its gradient is zero there). Parameters: conv.w, bn1
+// w/b, fc1.w, bn2 w/b, fc2 w/b (8 tensors); then the two layers' running mean/var (4 buffers).
+inline const char* const kSyncBnModel = R"({
+  "name": "sync_bn",
+  "layers": [
+    {"type": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "bias": false},
+    {"type": "batchnorm2d"}, {"type": "relu"},
+    {"type": "avgpool2d", "kernel": 2},
+    {"type": "flatten"},
+    {"type": "linear", "out_features": 8, "bias": false},
+    {"type": "batchnorm1d", "momentum": 0.3}, {"type": "relu"},
+    {"type": "linear", "out_features": 4}
+  ]
+})";
+inline constexpr size_t kSyncBnTensors = 8 + 4;
+
+// |a - b| / |a| over all values (2-norms).
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    REQUIRE(!a.empty());
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        n2 += double(a[i]) * a[i];
+    }
+    return std::sqrt(d2 / n2);
 }
 
 }  // namespace rt_test

@@ -12,43 +12,16 @@ using namespace rt_test;
 namespace {
 
 constexpr int kSteps = 10;
-// conv -> bn2d -> relu -> avgpool -> flatten -> linear -> bn1d -> relu -> linear on 1x8x8; no bias before a
-// batchnorm (its gradient is zero there). Parameters: conv.w, bn1 w/b, fc1.w, bn2 w/b, fc2 w/b; then 4 buffers.
-const char* kBnModel = R"({
-  "name": "sync_bn",
-  "layers": [
-    {"type": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "bias": false},
-    {"type": "batchnorm2d"}, {"type": "relu"},
-    {"type": "avgpool2d", "kernel": 2},
-    {"type": "flatten"},
-    {"type": "linear", "out_features": 8, "bias": false},
-    {"type": "batchnorm1d", "momentum": 0.3}, {"type": "relu"},
-    {"type": "linear", "out_features": 4}
-  ]
-})";
-constexpr size_t kTensors = 8 + 4;
 
 std::vector<float> final_tensors(const std::string& out) {
-    return checkpoint_parameters(out + "/checkpoints/ckpt-0000000" + std::to_string(kSteps) + ".bin", kTensors);
-}
-
-// |a - b| / |a| over all values.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    REQUIRE(!a.empty());
-    double d2 = 0, n2 = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        n2 += double(a[i]) * a[i];
-    }
-    return std::sqrt(d2 / n2);
+    return checkpoint_parameters(out + "/checkpoints/ckpt-0000000" + std::to_string(kSteps) + ".bin", kSyncBnTensors);
 }
 
 }  // namespace
 
 TEST_CASE("sync.batchnorm: 2 ranks x B reach the parameters of 1 rank x 2B", "[train][mpi][syncbn]") {
     const std::string dir = temp_dir("sync_bn_run");
-    write_file(dir + "/bn.json", kBnModel);
+    write_file(dir + "/bn.json", kSyncBnModel);
     const std::string common = R"(, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "lr_scaling": "none"},
                                    "checkpoint": {"every_epochs": 0, "every_steps": )" + std::to_string(kSteps) + "}";
     const std::string steps = " --set train.max_steps=" + std::to_string(kSteps);
@@ -72,7 +45,7 @@ TEST_CASE("sync.batchnorm: 2 ranks x B reach the parameters of 1 rank x 2B", "[t
 
 TEST_CASE("sync.batchnorm: refused with local_sgd; nothing to do for a model without batchnorm", "[train][syncbn]") {
     const std::string dir = temp_dir("sync_bn_refuse");
-    write_file(dir + "/bn.json", kBnModel);
+    write_file(dir + "/bn.json", kSyncBnModel);
     write_file(dir + "/plain.json", kTinyCnnNoDropout);
     write_file(dir + "/bn_cfg.json", tiny_config(dir + "/bn.json", dir + "/out_bn"));
     write_file(dir + "/plain_cfg.json", tiny_config(dir + "/plain.json", dir + "/out_plain"));

@@ -20,17 +20,6 @@ std::vector<float> final_parameters(const std::string& out, int steps) {
     return checkpoint_parameters(out + "/checkpoints/ckpt-" + std::string(9 - n.size(), '0') + n + ".bin", kParamTensors);
 }
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    REQUIRE(!a.empty());
-    double d2 = 0, n2 = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        n2 += double(a[i]) * a[i];
-    }
-    return std::sqrt(d2 / n2);
-}
-
 struct Run {
     std::string dir;
     nlohmann::json summary;
