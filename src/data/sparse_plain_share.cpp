@@ -60,7 +60,7 @@ void PlainShareSource::rewind() {
     carry_.clear();
     block_.clear();
     block_pos_ = 0;
-    lines_done_ = lines_read_ = 0;
+    lines_done_ = 0;
     done_ = begin_ >= end_;
     if (!done_ && fseeko(file_, pos_, SEEK_SET) != 0) throw InputError(path_ + ": cannot seek");
 }
@@ -98,6 +98,8 @@ bool PlainShareSource::next(TextChunk& chunk, int64_t target_bytes) {
     return true;
 }
 
+// Called only once the last block is all handed out, so lines_done_ is also the share line being read (for
+// line_too_long's message), with no count of its own.
 bool PlainShareSource::read_block(std::string& text) {
     text.swap(carry_);
     carry_.clear();
@@ -107,7 +109,7 @@ bool PlainShareSource::read_block(std::string& text) {
     while (!done_) {
         if (pos_ < end_) {
             const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), end_ - pos_);
-            if (want <= 0) line_too_long(lines_read_);
+            if (want <= 0) line_too_long(lines_done_);
             const size_t old = text.size();
             text.resize(old + static_cast<size_t>(want));
             const int64_t got = read_at_most(text.data() + old, want);
@@ -131,7 +133,7 @@ bool PlainShareSource::read_block(std::string& text) {
             break;
         }
         const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), 64 << 10);
-        if (want <= 0) line_too_long(lines_read_);
+        if (want <= 0) line_too_long(lines_done_);
         const size_t old = text.size();
         text.resize(old + static_cast<size_t>(want));
         const int64_t got = read_at_most(text.data() + old, want);
@@ -148,9 +150,7 @@ bool PlainShareSource::read_block(std::string& text) {
             break;
         }
     }
-    if (text.empty()) return false;
-    lines_read_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
-    return true;
+    return !text.empty();
 }
 
 int64_t PlainShareSource::file_line(int64_t share_line) {

@@ -40,7 +40,6 @@ private:
     std::string block_;                       // lines read and not yet handed out (from block_pos_)
     size_t block_pos_ = 0;
     int64_t lines_done_ = 0;                  // share lines handed out so far
-    int64_t lines_read_ = 0;                  // share lines read into blocks so far
     bool done_ = false;
     int64_t lines_before_ = -1;               // newlines before begin_ (counted on demand)
     int64_t peak_raw_ = 0;
