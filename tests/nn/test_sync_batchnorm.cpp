@@ -4,96 +4,42 @@
 // the loss summed over two ranks, how many sums each pass issues, and the global-count rule for batch 1 per rank.
 #include <catch2/catch.hpp>
 
-#include <condition_variable>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <functional>
-#include <mutex>
-#include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "gradient_check.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/batch_stats_reducer.hpp"
 #include "ringtrain/nn/layers.hpp"
+#include "support/thread_group.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::nn;
 
 namespace {
 
-// An allreduce(Sum) among `n` threads: each member's sum() blocks until all n have contributed, then every member
-// gets the total, added in rank order (so every member sees the same bits, as the real communicators give).
+// The in-process allreduce (support/thread_group.hpp) as each rank's BatchStatsReducer.
 class InProcessGroup {
 public:
-    explicit InProcessGroup(int n) : n_(n), parts_(static_cast<size_t>(n)) {
-        for (int r = 0; r < n; ++r) members_.emplace_back(Member(this, r));
+    explicit InProcessGroup(int n) : sum_(n) {
+        for (int r = 0; r < n; ++r) members_.emplace_back(Member(&sum_, r));
     }
     BatchStatsReducer& member(int rank) { return members_[static_cast<size_t>(rank)]; }
-    int64_t rounds() const { return rounds_; }
+    int64_t rounds() const { return sum_.rounds(); }
 
 private:
     struct Member : BatchStatsReducer {
-        Member(InProcessGroup* g, int r) : group(g), rank(r) {}
+        Member(rt_test::ThreadSum* s, int r) : group(s), rank(r) {}
         void sum(std::span<double> values) override { group->sum(rank, values); }
-        InProcessGroup* group;
+        rt_test::ThreadSum* group;
         int rank;
     };
-
-    void sum(int rank, std::span<double> v) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return !draining_; });  // the previous round must be handed out first
-        const int64_t round = rounds_;
-        parts_[static_cast<size_t>(rank)] = v;
-        if (++arrived_ == n_) {
-            total_.assign(v.size(), 0.0);
-            for (const auto& p : parts_) {
-                if (p.size() != v.size()) throw std::logic_error("ranks passed different lengths");  // not REQUIRE: a worker thread
-                for (size_t i = 0; i < p.size(); ++i) total_[i] += p[i];
-            }
-            draining_ = true;
-            cv_.notify_all();
-        } else {
-            cv_.wait(lock, [&] { return draining_ && rounds_ == round; });
-        }
-        std::copy(total_.begin(), total_.end(), v.begin());
-        if (++left_ == n_) {
-            arrived_ = left_ = 0;
-            draining_ = false;
-            ++rounds_;
-            cv_.notify_all();
-        }
-    }
-
-    const int n_;
+    rt_test::ThreadSum sum_;
     std::vector<Member> members_;
-    std::vector<std::span<double>> parts_;
-    std::vector<double> total_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    int arrived_ = 0, left_ = 0;
-    bool draining_ = false;
-    int64_t rounds_ = 0;
 };
 
-// Runs f(rank) on n threads at once and rethrows the first exception.
-void on_ranks(int n, const std::function<void(int)>& f) {
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                f(r);
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-}
 
 // `n` BatchNorm layers built alike (same name, momentum, gamma/beta), one per rank.
 std::vector<std::unique_ptr<BatchNorm>> layers_alike(int n, int dims, const Shape& sample, InProcessGroup* group) {
@@ -133,7 +79,7 @@ void check_equals_one_batch(int dims, const Shape& sample, const std::vector<int
             xs[r] = x.slice_rows(begin[r], begin[r + 1]).clone();
             dys[r] = dy.slice_rows(begin[r], begin[r + 1]).clone();
         }
-        on_ranks(n, [&](int r) {
+        rt_test::on_threads(n, [&](int r) {
             Rng ctx(1);
             ranks[r]->forward(xs[r], ys[r], ForwardContext{true, &ctx});
             ranks[r]->backward(xs[r], ys[r], dys[r], &dxs[r], false);
@@ -175,14 +121,14 @@ TEST_CASE("synchronised batchnorm gradients over two ranks (finite differences)"
     std::vector<Tensor> ys(2), dxs(2);
     // L = sum over ranks of sum(y_r * dy_r): what the ranks' losses add up to.
     auto loss = [&] {
-        on_ranks(2, [&](int r) {
+        rt_test::on_threads(2, [&](int r) {
             Rng ctx(1);
             ranks[r]->forward(xs[r], ys[r], ForwardContext{true, &ctx});
         });
         return gradcheck::dot(ys[0], dys[0]) + gradcheck::dot(ys[1], dys[1]);
     };
     loss();
-    on_ranks(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], dys[r], &dxs[r], false); });
+    rt_test::on_threads(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], dys[r], &dxs[r], false); });
     std::vector<Tensor> analytic_dx = {dxs[0].clone(), dxs[1].clone()};
     std::vector<Tensor> analytic_param;  // summed over ranks
     for (size_t p = 0; p < 2; ++p) {
@@ -226,7 +172,7 @@ TEST_CASE("synchronised batchnorm: sums per pass, evaluation alone, and the glob
     // One sample per rank: plain BatchNorm refuses it (one value per channel), synchronised it sees two.
     std::vector<Tensor> xs = {gradcheck::random_tensor({1, 3}, rng), gradcheck::random_tensor({1, 3}, rng)};
     std::vector<Tensor> ys(2), dxs(2);
-    on_ranks(2, [&](int r) {
+    rt_test::on_threads(2, [&](int r) {
         Rng ctx(1);
         ranks[r]->forward(xs[r], ys[r], ForwardContext{true, &ctx});
     });
@@ -237,10 +183,10 @@ TEST_CASE("synchronised batchnorm: sums per pass, evaluation alone, and the glob
         CHECK((ys[0].data()[c] - b) / g == Approx(-(ys[1].data()[c] - b) / g).margin(1e-4));
         CHECK(std::fabs((ys[0].data()[c] - b) / g) == Approx(1.0).epsilon(1e-3));
     }
-    on_ranks(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], ys[r], &dxs[r], false); });
+    rt_test::on_threads(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], ys[r], &dxs[r], false); });
     CHECK(group.rounds() == 3);  // one sum of (sum dy, sum dy*xhat, count)
     // A layer whose input needs no gradient issues no sum in backward (on every rank alike).
-    on_ranks(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], ys[r], nullptr, false); });
+    rt_test::on_threads(2, [&](int r) { ranks[r]->backward(xs[r], ys[r], ys[r], nullptr, false); });
     CHECK(group.rounds() == 3);
     // Evaluation uses the running stats: no sums, and one rank may evaluate alone.
     ranks[0]->forward(xs[0], ys[0], ForwardContext{false, nullptr});

@@ -1,6 +1,6 @@
 // Synchronised BatchNorm at the op level, two "ranks" as two threads: a batch is split into two uneven halves, each
 // thread runs ops::batchnorm_forward/backward on its half (on the device under test) with a CrossRankSum that adds
-// the two threads' vectors through a std::barrier, and the results must equal the CPU op on the whole batch without
+// the two threads' vectors (support/thread_group.hpp), and the results must equal the CPU op on the whole batch without
 // `across` — the SyncBN definition: y, mean, inv_std and running stats as one batch's, dx its rows, and the two
 // halves' dgamma/dbeta adding up to the whole batch's. Used by test_batchnorm_across.cpp (CPU: checks the harness
 // itself) and tests/gpu/test_gpu_batchnorm_sync.cpp (the CUDA op).
@@ -10,53 +10,20 @@
 
 #include <algorithm>
 #include <array>
-#include <barrier>
 #include <cstdint>
-#include <exception>
 #include <span>
-#include <stdexcept>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ops/ops_test_util.hpp"
 #include "ringtrain/ops/ops.hpp"
+#include "support/thread_group.hpp"
 
 namespace bn_halves {
 
 using ringtrain::Device;
 using ringtrain::Shape;
 using ringtrain::Tensor;
-
-// A CrossRankSum between two threads: both post their vector, wait for each other, add the two in rank order (so
-// both get the same bits, as a real allreduce gives every rank), and wait again before writing the total back, so
-// neither thread overwrites its vector while the other still reads it.
-class TwoThreadSum {
-public:
-    ringtrain::ops::CrossRankSum member(int rank) {
-        return [this, rank](std::span<double> v) { sum(rank, v); };
-    }
-    // Calls so far (each thread's; the two must match).
-    int calls(int rank) const { return calls_[static_cast<size_t>(rank)]; }
-
-private:
-    void sum(int rank, std::span<double> v) {
-        parts_[static_cast<size_t>(rank)] = v;
-        ++calls_[static_cast<size_t>(rank)];
-        sync_.arrive_and_wait();
-        const bool same_length = parts_[0].size() == parts_[1].size();
-        std::vector<double> total(v.size());
-        if (same_length)
-            for (size_t i = 0; i < v.size(); ++i) total[i] = parts_[0][i] + parts_[1][i];
-        sync_.arrive_and_wait();
-        if (!same_length) throw std::logic_error("the two ranks passed different lengths");  // both threads throw
-        std::copy(total.begin(), total.end(), v.begin());
-    }
-
-    std::array<std::span<double>, 2> parts_;
-    std::array<int, 2> calls_{0, 0};
-    std::barrier<> sync_{2};
-};
 
 // A deep copy on `d` (Tensor::to shares the tensor when it is already there).
 inline Tensor copy_on(const Tensor& t, Device d) {
@@ -89,24 +56,6 @@ inline BnTensors random_bn(int64_t c, ringtrain::Rng& rng) {
     return t;
 }
 
-// Runs f(0) and f(1) on two threads at once and rethrows the first exception.
-template <class F>
-void on_two_threads(F&& f) {
-    std::array<std::exception_ptr, 2> errors;
-    std::array<std::thread, 2> threads;
-    for (int r = 0; r < 2; ++r)
-        threads[static_cast<size_t>(r)] = std::thread([&, r] {
-            try {
-                f(r);
-            } catch (...) {
-                errors[static_cast<size_t>(r)] = std::current_exception();
-            }
-        });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-}
-
 // Tensor `a` (any device) within abs_tol + rel_tol * |b| of the CPU tensor `b`.
 #define REQUIRE_BN_CLOSE(a, b, tol) REQUIRE_CLOSE((a).to(Device::CPU), ops_test::to_double(b), (tol), (tol))
 
@@ -132,7 +81,7 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
         }
         ringtrain::ops::BatchNormParams p;
         p.momentum = 0.2f;
-        TwoThreadSum group;
+        rt_test::ThreadSum group(2);
         for (int step = 0; step < 2; ++step) {
             // Shifted well away from zero in the second step: the variance must not come from E[x^2] - E[x]^2.
             Tensor x = ops_test::random_tensor(xs, rng, -1.0f + 20.0f * step, 2.0f + 20.0f * step);
@@ -150,7 +99,7 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
                 hy[r] = Tensor(hx[r].shape(), device);
                 hdx[r] = Tensor(hx[r].shape(), device);
             }
-            on_two_threads([&](int rank) {
+            rt_test::on_threads(2, [&](int rank) {
                 const size_t r = static_cast<size_t>(rank);
                 BnTensors& h = half[r];
                 const auto across = group.member(rank);
@@ -196,7 +145,7 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
             hdy[r] = dy.slice_rows(rows[r].first, rows[r].second).to(device);
             hy[r] = Tensor(hx[r].shape(), device);
         }
-        on_two_threads([&](int rank) {
+        rt_test::on_threads(2, [&](int rank) {
             const size_t r = static_cast<size_t>(rank);
             BnTensors& h = half[r];
             const auto across = group.member(rank);
