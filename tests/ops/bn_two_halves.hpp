@@ -82,6 +82,27 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
         ringtrain::ops::BatchNormParams p;
         p.momentum = 0.2f;
         rt_test::ThreadSum group(2);
+        // Each half's rows of x and dy on the device, forward then backward on two threads (dx left empty, so
+        // skipped, unless with_dx).
+        auto run_halves = [&](const Tensor& x, const Tensor& dy, std::array<Tensor, 2>& hy, std::array<Tensor, 2>& hdx,
+                              bool with_dx, bool accumulate_grads) {
+            std::array<Tensor, 2> hx, hdy;
+            for (size_t r = 0; r < 2; ++r) {
+                hx[r] = x.slice_rows(rows[r].first, rows[r].second).to(device);
+                hdy[r] = dy.slice_rows(rows[r].first, rows[r].second).to(device);
+                hy[r] = Tensor(hx[r].shape(), device);
+                if (with_dx) hdx[r] = Tensor(hx[r].shape(), device);
+            }
+            rt_test::on_threads(2, [&](int rank) {
+                const size_t r = static_cast<size_t>(rank);
+                BnTensors& h = half[r];
+                const auto across = group.member(rank);
+                ringtrain::ops::batchnorm_forward(hx[r], h.gamma, h.beta, hy[r], h.mean, h.inv_std, h.running_mean,
+                                                  h.running_var, p, across);
+                ringtrain::ops::batchnorm_backward(hx[r], hdy[r], h.gamma, h.mean, h.inv_std, hdx[r], h.dgamma,
+                                                   h.dbeta, true, accumulate_grads, across);
+            });
+        };
         for (int step = 0; step < 2; ++step) {
             // Shifted well away from zero in the second step: the variance must not come from E[x^2] - E[x]^2.
             Tensor x = ops_test::random_tensor(xs, rng, -1.0f + 20.0f * step, 2.0f + 20.0f * step);
@@ -92,22 +113,8 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
             ringtrain::ops::batchnorm_backward(x, dy, whole.gamma, whole.mean, whole.inv_std, dx, whole.dgamma,
                                                whole.dbeta, true, accumulate);
 
-            std::array<Tensor, 2> hx, hdy, hy, hdx;
-            for (size_t r = 0; r < 2; ++r) {
-                hx[r] = x.slice_rows(rows[r].first, rows[r].second).to(device);
-                hdy[r] = dy.slice_rows(rows[r].first, rows[r].second).to(device);
-                hy[r] = Tensor(hx[r].shape(), device);
-                hdx[r] = Tensor(hx[r].shape(), device);
-            }
-            rt_test::on_threads(2, [&](int rank) {
-                const size_t r = static_cast<size_t>(rank);
-                BnTensors& h = half[r];
-                const auto across = group.member(rank);
-                ringtrain::ops::batchnorm_forward(hx[r], h.gamma, h.beta, hy[r], h.mean, h.inv_std, h.running_mean,
-                                                  h.running_var, p, across);
-                ringtrain::ops::batchnorm_backward(hx[r], hdy[r], h.gamma, h.mean, h.inv_std, hdx[r], h.dgamma,
-                                                   h.dbeta, true, accumulate, across);
-            });
+            std::array<Tensor, 2> hy, hdx;
+            run_halves(x, dy, hy, hdx, /*with_dx=*/true, accumulate);
             for (size_t r = 0; r < 2; ++r) {
                 INFO("step " << step << ", half " << r);
                 REQUIRE_BN_CLOSE(hy[r], y.slice_rows(rows[r].first, rows[r].second).clone(), tol);
@@ -139,21 +146,8 @@ inline void check_halves_equal_whole(const Shape& xs, int64_t split, Device devi
                                           whole.running_var, p);
         ringtrain::ops::batchnorm_backward(x, dy, whole.gamma, whole.mean, whole.inv_std, none, whole.dgamma,
                                            whole.dbeta, true, false);
-        std::array<Tensor, 2> hx, hdy, hy, hnone;
-        for (size_t r = 0; r < 2; ++r) {
-            hx[r] = x.slice_rows(rows[r].first, rows[r].second).to(device);
-            hdy[r] = dy.slice_rows(rows[r].first, rows[r].second).to(device);
-            hy[r] = Tensor(hx[r].shape(), device);
-        }
-        rt_test::on_threads(2, [&](int rank) {
-            const size_t r = static_cast<size_t>(rank);
-            BnTensors& h = half[r];
-            const auto across = group.member(rank);
-            ringtrain::ops::batchnorm_forward(hx[r], h.gamma, h.beta, hy[r], h.mean, h.inv_std, h.running_mean,
-                                              h.running_var, p, across);
-            ringtrain::ops::batchnorm_backward(hx[r], hdy[r], h.gamma, h.mean, h.inv_std, hnone[r], h.dgamma, h.dbeta,
-                                               true, false, across);
-        });
+        std::array<Tensor, 2> hy, hnone;
+        run_halves(x, dy, hy, hnone, /*with_dx=*/false, false);
         REQUIRE(group.calls(0) == 8);
         REQUIRE(group.calls(1) == 8);
         const Tensor dgamma0 = half[0].dgamma.to(Device::CPU), dgamma1 = half[1].dgamma.to(Device::CPU);
