@@ -101,6 +101,12 @@ void ShardedLoader::start_epoch(int64_t epoch, int64_t first_step) {
         error_step_ = -1;
     }
     // The worker is idle with nothing requested, so it does not read order_ while it changes.
+    // A split set for later steps holds from the new epoch's first step (the latest one decided).
+    if (!splits_.empty()) {
+        auto latest = std::move(splits_.back().second);
+        splits_.clear();
+        splits_.emplace_back(0, std::move(latest));
+    }
     const bool same_order = started_ && epoch == epoch_;
     epoch_ = epoch;
     step_ = first_step;
@@ -114,6 +120,42 @@ std::string ShardedLoader::prefetch_note() const {
     return prefetch_active_ ? "on" : prefetch_note_;
 }
 
+void ShardedLoader::set_split(int64_t first_step, std::vector<int64_t> counts) {
+    check(opt_.mode == LoaderMode::Train, "ShardedLoader::set_split: only a training loader is split");
+    check(counts.size() == static_cast<size_t>(opt_.world), "ShardedLoader::set_split: " +
+                                                                std::to_string(counts.size()) + " counts for " +
+                                                                std::to_string(opt_.world) + " ranks");
+    int64_t sum = 0;
+    for (int64_t c : counts) {
+        check(c >= 1, "ShardedLoader::set_split: every rank reads at least one sample");
+        sum += c;
+    }
+    check(sum == opt_.batch_size * opt_.world, "ShardedLoader::set_split: the counts sum to " + std::to_string(sum) +
+                                                   ", the global batch is " +
+                                                   std::to_string(opt_.batch_size * opt_.world));
+    check(first_step > step_, "ShardedLoader::set_split: step " + std::to_string(first_step) +
+                                  " may already be read; split from step() + 1 on");
+    std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+    if (opt_.prefetch) lk.lock();
+    // Splits that start at or after this one are replaced; the ones before stay for steps still being read.
+    while (!splits_.empty() && splits_.back().first >= first_step) splits_.pop_back();
+    // Keep the one in force at step_ (and any later): earlier ones can no longer be asked for.
+    while (splits_.size() >= 2 && splits_[1].first <= step_) splits_.erase(splits_.begin());
+    splits_.emplace_back(first_step, std::move(counts));
+}
+
+ShardedLoader::Share ShardedLoader::share_of(int64_t step) const {
+    const int64_t B = opt_.batch_size;
+    const int64_t window = step * opt_.world * B;
+    const std::vector<int64_t>* counts = nullptr;
+    for (const auto& [from, c] : splits_)
+        if (from <= step) counts = &c;
+    if (!counts) return {window + opt_.rank * B, B};
+    int64_t before = 0;
+    for (int r = 0; r < opt_.rank; ++r) before += (*counts)[static_cast<size_t>(r)];
+    return {window + before, (*counts)[static_cast<size_t>(opt_.rank)]};
+}
+
 void ShardedLoader::request(int64_t step) {
     want_step_ = step;
     cv_.notify_all();
@@ -125,7 +167,7 @@ bool ShardedLoader::next(Batch& out) {
     const auto t0 = Clock::now();
     if (!prefetching()) {
         try {
-            fill(step_, out);
+            fill(step_, opt_.mode == LoaderMode::Train ? share_of(step_) : Share{}, out);
         } catch (...) {
             wait_seconds_ += seconds_since(t0);
             throw;
@@ -176,13 +218,14 @@ bool ShardedLoader::next(Batch& out) {
     return true;
 }
 
-void ShardedLoader::fill(int64_t step, Batch& b) const {
+void ShardedLoader::fill(int64_t step, const Share& split, Batch& b) const {
     const int64_t B = opt_.batch_size;
     int64_t n = B;
     const int64_t* idx = nullptr;
     int64_t first = 0;
     if (opt_.mode == LoaderMode::Train) {
-        idx = order_.data() + (step * opt_.world + opt_.rank) * B;
+        idx = order_.data() + split.first;
+        n = split.count;
     } else {
         first = eval_begin(opt_.rank) + step * B;
         n = std::min(B, eval_begin(opt_.rank + 1) - first);
@@ -234,12 +277,13 @@ void ShardedLoader::worker() {
         cv_.wait(lk, [this] { return quit_ || want_step_ >= 0; });
         if (quit_) return;
         const int64_t s = std::exchange(want_step_, -1);
+        const Share share = opt_.mode == LoaderMode::Train ? share_of(s) : Share{};
         busy_ = true;
         lk.unlock();
         std::exception_ptr err;
         const auto t0 = Clock::now();
         try {
-            fill(s, ready_);
+            fill(s, share, ready_);
         } catch (...) {
             err = std::current_exception();
         }

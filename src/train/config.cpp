@@ -181,6 +181,9 @@ void check_combinations(const std::string& src, const RunPlan& p) {
         if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
             throw InputError(src + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
                              "criteo); with data.format '" + format + "' use sgd, adam or adadelta");
+        if (p.sync.balance != Balance::Off && p.sync.mode == SyncMode::LocalSgd)
+            throw InputError(src + ": sync.balance: '" + to_string(p.sync.balance) + "' needs sync.mode allreduce; "
+                             "with local_sgd the ranks do not wait for each other every step; set it to off");
         return;
     }
     if (p.data.train_file.empty())
@@ -202,6 +205,8 @@ void check_combinations(const std::string& src, const RunPlan& p) {
     refuse(p.sync.backward_passes_per_step != 1, "sync.backward_passes_per_step",
            "raise train.batch_size instead; set it to 1");
     refuse(p.sync.backend == Backend::Nccl, "sync.backend", "the sparse path runs on the CPU; use ring or mpi");
+    refuse(p.sync.balance != Balance::Off, "sync.balance",
+           "each rank reads its own share of the file, so a step's rows cannot move between ranks; set it to off");
     refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
     // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
     // gradients underflow to n = 0 divides by zero.

@@ -188,6 +188,10 @@ KeyRows sync_keys() {
         {"sync.batchnorm", {.kind = Kind::Bool, .fallback = false,
           .doc = "synchronised BatchNorm: batch statistics over every rank's batch (two allreduces per batchnorm "
                   "layer in forward, one in backward), as torch.nn.SyncBatchNorm; CPU only, sync.mode allreduce"}},
+        {"sync.balance", {.kind = Kind::String, .fallback = "off", .choices = spellings<Balance>(),
+          .doc = "speed: split each step's global batch among the ranks in proportion to their measured speed, so "
+                  "nobody waits for a slower core (same samples, same mean gradient); dense models on CPU ranks, "
+                  "sync.mode allreduce"}},
         {"sync.sparse", {.kind = Kind::String, .fallback = "auto", .choices = spellings<SparseSync>(),
           .doc = "libsvm/criteo: combine gradient rows by allgather, by a dense allreduce, or per step by "
                   "whichever moves fewer bytes (auto)"}},

@@ -95,6 +95,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("sync.sparse", p.sync.sparse);
     visit("sync.sparse_update", p.sync.sparse_update);
     visit("sync.batchnorm", p.sync.batchnorm);
+    visit("sync.balance", p.sync.balance);
 
     visit("checkpoint.every_epochs", p.checkpoint.every_epochs);
     visit("checkpoint.every_steps", p.checkpoint.every_steps);

@@ -51,7 +51,20 @@ json stragglers_json(const telemetry::StragglerReport& r, double train_s, uint64
 }
 
 // "sync": the plan's synchronisation settings and what GradientSync measured.
-json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world) {
+// "balance": sync.balance and, when it ran, what the exchanges saw and decided (every rank's, from rank 0).
+json balance_json(const SyncPlan& plan, const sync::BatchBalancer* balancer) {
+    json j = {{"mode", to_string(plan.balance)}};
+    if (!balancer) return j;
+    const sync::BalanceStats& s = balancer->stats();
+    j["exchanges"] = s.exchanges;
+    j["samples_per_rank"] = s.samples;
+    j["batch_min_per_rank"] = s.batch_min;
+    j["batch_max_per_rank"] = s.batch_max;
+    j["batch_last_per_rank"] = balancer->counts();
+    return j;
+}
+
+json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world, const sync::BatchBalancer* balancer) {
     const auto stats = gsync.stats();
     json buckets = json::array();
     for (const auto& b : stats.buckets)
@@ -65,6 +78,7 @@ json sync_json(const SyncPlan& plan, const sync::GradientSync& gsync, int world)
             {"compression", to_string(plan.compression)},
             {"backward_passes_per_step", plan.backward_passes_per_step},
             {"batchnorm", plan.batchnorm},
+            {"balance", balance_json(plan, balancer)},
             {"blocked_s", stats.blocked_s},
             {"gradient_bytes_sent", gsync.communicator().bytes_sent()},
             {"gradient_bytes_received", gsync.communicator().bytes_received()},
@@ -144,7 +158,7 @@ json TrainingRun::write_summary() {
         {"parameter_hash_per_rank", hashes},
         {"parameters_identical", std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == hashes[0]; })},
         {"backend", p.comm.backend()},
-        {"sync", sync_json(plan_.sync, *p.gsync, p.world)},
+        {"sync", sync_json(plan_.sync, *p.gsync, p.world, balancer_.get())},
         {"stragglers", stragglers_json(stragglers, train_seconds_, work_log_.dropped(), local_sgd_, p.device)},
         {"device", to_string(p.device)},
         {"device_name", p.device_name},

@@ -49,6 +49,11 @@ void TrainerParts::build_locally() {
         throw InputError(std::string("sync.compression: ") + to_string(plan.sync.compression) +
                          " with sync.backend nccl needs the model on a GPU (device: cuda); use none, or the ring or "
                          "mpi backend");
+    // On a GPU the host only queues the step's work, so it cannot time a rank's share of it.
+    if (plan.sync.balance != Balance::Off && device == Device::CUDA)
+        throw InputError(std::string("sync.balance: ") + to_string(plan.sync.balance) +
+                         " times each rank's work on the host, which only queues a GPU's; set it to off, or run on "
+                         "the CPU (device: cpu)");
     check_image_input(plan, config.model_path());
     data = make_datasets(plan, rank, world);
     train_loader = loader_options(plan, data::LoaderMode::Train, rank, world, device);

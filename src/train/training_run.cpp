@@ -54,6 +54,8 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       step_clock_(parts.model->parameters()),
       train_loss_(std::nan("")) {
     parts_.gsync->set_vote(&stop_.flag());
+    if (plan_.sync.balance == Balance::Speed && parts_.world > 1 && !local_sgd_)
+        balancer_ = std::make_unique<sync::BatchBalancer>(parts_.comm, plan_.train.batch_size);
     if (steps_per_epoch_ == 0)
         throw InputError("train.batch_size: " + std::to_string(plan_.train.batch_size) + " per rank x " +
                          std::to_string(parts_.world) + " ranks is more than the " +
@@ -179,8 +181,9 @@ float TrainingRun::run_step() {
     const double work_t0 = telemetry::now_seconds();
     double step_samples = 0.0;
     for (int64_t pass = 0; pass < passes_; ++pass) step_samples += forward_backward(pass);
+    const double work_s = telemetry::now_seconds() - work_t0;
     if (!local_sgd_) {
-        if (p.device == Device::CPU) work_log_.record(telemetry::now_seconds() - work_t0);
+        if (p.device == Device::CPU) work_log_.record(work_s);
         PhaseScope ph(phases_, Phase::SyncWait, p.timeline.get());
         p.gsync->synchronize();
     }
@@ -197,9 +200,19 @@ float TrainingRun::run_step() {
     ++steps_this_run_;
     ++window_.steps;
     if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
+    if (balancer_) balance_batches(work_s, step_samples);
     agree_on_stop();
     step_clock_.step_ended();
     return lr;
+}
+
+void TrainingRun::balance_batches(double work_s, double samples) {
+    balancer_->record(work_s, static_cast<int64_t>(samples));
+    if (!balancer_->due()) return;
+    // Communication on the training thread, like the wait for the gradients: timed as such.
+    PhaseScope ph(phases_, Phase::SyncWait, parts_.timeline.get());
+    // The loader may be reading its next step already (prefetch): the split holds from the one after.
+    if (balancer_->exchange()) loader_.set_split(loader_.step() + 1, balancer_->counts());
 }
 
 void TrainingRun::agree_on_stop() {

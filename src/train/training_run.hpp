@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/data/sharded_loader.hpp"
 #include "ringtrain/ops/ops.hpp"
+#include "ringtrain/sync/batch_balancer.hpp"
 #include "ringtrain/telemetry/metrics_writer.hpp"
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/progress.hpp"
@@ -60,6 +62,7 @@ public:
     void finish();
     // Gathers every rank's totals, rank 0 writes summary.json (run_summary.cpp). Collective.
     nlohmann::json write_summary();
+    const sync::BatchBalancer* balancer() const { return balancer_.get(); }
 
 private:
     void load_resume_checkpoint();
@@ -81,6 +84,9 @@ private:
     // rode in the last bucket); a one-value allreduce at logged steps on the device path, and per averaging in local
     // SGD.
     void agree_on_stop();
+    // sync.balance: this step's local work into the balancer and, when an exchange is due, the new split into the
+    // loader from the next step it has not started reading. Collective when due (the same steps on every rank).
+    void balance_batches(double work_s, double samples);
 
     TrainerParts& parts_;
     const RunPlan& plan_;
@@ -92,6 +98,8 @@ private:
     // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
     const float loss_scale_;
     const bool local_sgd_;
+    // sync.balance speed with more than one rank, else null.
+    std::unique_ptr<sync::BatchBalancer> balancer_;
 
     // pos_.epoch_loss_sum/epoch_samples hold all ranks' sums up to this run's start of the epoch (a resumed
     // checkpoint's, else 0); this rank's additions since then are in epoch_local_.

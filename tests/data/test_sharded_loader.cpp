@@ -162,6 +162,81 @@ TEST_CASE("train mode: N ranks x batch B see what 1 rank x batch N*B sees", "[da
     }
 }
 
+TEST_CASE("a split moves a step's samples between ranks and keeps the global batch", "[data][loader]") {
+    // sync.balance: ranks read uneven shares of each step's global window; concatenated in rank order they are still
+    // the step 1 rank x batch N*B reads, from the split's first step on, and into the next epoch.
+    IndexDataset ds(203);
+    const int world = 3;
+    const int64_t B = 6;
+    const std::vector<int64_t> first_split{2, 9, 7}, second_split{10, 1, 7};
+    for (bool prefetch : {true, false}) {
+        CAPTURE(prefetch);
+        const Batches one_e0 = epoch(ds, opts(world * B, 0, 1, 3), 0);
+        const Batches one_e1 = epoch(ds, opts(world * B, 0, 1, 3), 1);
+        REQUIRE(one_e0.size() == 11);
+        std::vector<Batches> e0(world), e1(world);
+        for (int r = 0; r < world; ++r) {
+            ShardedLoader l(ds, opts(B, r, world, 3, LoaderMode::Train, prefetch));
+            l.start_epoch(0);
+            Batch b;
+            // Steps 0-1 even; at step 1 (step() == 2) a split from step 3, so step 2 stays even (it may be
+            // prefetched already); at step 5 another from step 7; one set past the epoch's end holds in the next.
+            for (int64_t s = 0; l.next(b); ++s) {
+                std::vector<int64_t> idx;
+                for (int64_t i = 0; i < b.size(); ++i) idx.push_back(int64_t(b.x.data()[2 * i]));
+                e0[r].push_back(idx);
+                if (s == 1) l.set_split(l.step() + 1, first_split);
+                if (s == 5) l.set_split(l.step() + 1, second_split);
+                if (s == 10) l.set_split(l.step() + 1, first_split);
+            }
+            l.start_epoch(1);
+            e1[r] = drain(l);
+        }
+        auto expected_share = [&](int64_t step, int r, const std::vector<int64_t>* split) {
+            const std::vector<int64_t> even(world, B);
+            const auto& c = split ? *split : even;
+            int64_t before = 0;
+            for (int q = 0; q < r; ++q) before += c[q];
+            return std::make_pair(before, c[r]);
+        };
+        for (int64_t s = 0; s < 11; ++s) {
+            CAPTURE(s);
+            const std::vector<int64_t>* split = s < 3 ? nullptr : s < 7 ? &first_split : &second_split;
+            std::vector<int64_t> joined;
+            for (int r = 0; r < world; ++r) {
+                const auto [first, count] = expected_share(s, r, split);
+                REQUIRE(int64_t(e0[r][s].size()) == count);
+                REQUIRE(e0[r][s] == std::vector<int64_t>(one_e0[s].begin() + first, one_e0[s].begin() + first + count));
+                joined.insert(joined.end(), e0[r][s].begin(), e0[r][s].end());
+            }
+            REQUIRE(joined == one_e0[s]);
+        }
+        for (int64_t s = 0; s < 11; ++s) {
+            CAPTURE(s);
+            std::vector<int64_t> joined;
+            for (int r = 0; r < world; ++r) {
+                REQUIRE(int64_t(e1[r][s].size()) == first_split[r]);
+                joined.insert(joined.end(), e1[r][s].begin(), e1[r][s].end());
+            }
+            REQUIRE(joined == one_e1[s]);
+        }
+    }
+}
+
+TEST_CASE("a split that does not add up, or starts at a step already read, is refused", "[data][loader]") {
+    IndexDataset ds(100);
+    ShardedLoader l(ds, opts(4, 0, 2, 1));
+    Batch b;
+    REQUIRE(l.next(b));
+    REQUIRE_THROWS_WITH(l.set_split(5, {4, 5}), Contains("sum to 9, the global batch is 8"));
+    REQUIRE_THROWS_WITH(l.set_split(5, {8, 0}), Contains("at least one sample"));
+    REQUIRE_THROWS_WITH(l.set_split(5, {8}), Contains("1 counts for 2 ranks"));
+    REQUIRE_THROWS_WITH(l.set_split(1, {5, 3}), Contains("may already be read"));
+    REQUIRE_NOTHROW(l.set_split(2, {5, 3}));
+    ShardedLoader ev(ds, opts(4, 0, 2, 1, LoaderMode::Eval));
+    REQUIRE_THROWS_WITH(ev.set_split(2, {5, 3}), Contains("only a training loader"));
+}
+
 TEST_CASE("eval mode covers every sample exactly once across ranks", "[data][loader]") {
     struct Case {
         int64_t n, b;

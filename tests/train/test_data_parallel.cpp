@@ -133,6 +133,53 @@ TEST_CASE("the straggler report names the rank that does more work per step", "[
     CHECK(st["wait_for_slowest_fraction"].get<double>() > 0.05);
 }
 
+TEST_CASE("sync.balance speed gives a throttled rank fewer samples and keeps the 1 rank x N*B parameters",
+          "[train][mpi][balance]") {
+    const std::string dir = temp_dir("balance");
+    write_file(dir + "/tiny.json", kTinyCnnNoDropout);
+    const std::string common = R"(, "optimizer": {"name": "sgd", "lr": 0.1, "lr_scaling": "none"},
+                                   "checkpoint": {"every_epochs": 0, "every_steps": )" + std::to_string(kSteps) + "}";
+    write_file(dir + "/s.json", tiny_config(dir + "/tiny.json", dir + "/single", common));
+    write_file(dir + "/m.json", tiny_config(dir + "/tiny.json", dir + "/multi", common));
+    // 10 steps of 2 x 1000 inside one epoch. Rank 1 is stopped most of the time (SIGSTOP/SIGCONT, as in the
+    // straggler test): its share of each step should shrink towards the floor of a quarter of 1000.
+    const std::string data = " --set data.synthetic_train_size=40000 --set train.max_steps=" + std::to_string(kSteps);
+    auto r = run_command(binary() + " train --config " + dir + "/s.json --set train.batch_size=2000" + data);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string args = " train --config " + dir + "/m.json --set train.batch_size=1000 --set sync.balance=speed" + data;
+    const std::string throttled = "bash -c '" + binary() + args +
+                                  " & p=$!; while kill -STOP $p 2>/dev/null; do sleep 0.05; kill -CONT $p; sleep 0.005; done;"
+                                  " wait $p'";
+    r = run_command("timeout 180 " + mpirun(1) + binary() + args + " : -np 1 " + throttled);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto s = read_json(dir + "/multi/summary.json");
+    const auto& bal = s["sync"]["balance"];
+    INFO(bal.dump());
+    CHECK(bal["mode"] == "speed");
+    CHECK(bal["exchanges"].get<int>() >= 3);
+    // Rank 0 read more than its even share in some step, rank 1 less, and over the run rank 0 read more.
+    CHECK(bal["batch_max_per_rank"][0].get<int>() > 1000);
+    CHECK(bal["batch_min_per_rank"][1].get<int>() < 1000);
+    CHECK(bal["batch_min_per_rank"][1].get<int>() >= 250);
+    CHECK(bal["samples_per_rank"][0].get<int64_t>() > bal["samples_per_rank"][1].get<int64_t>());
+    CHECK(bal["batch_last_per_rank"][0].get<int>() + bal["batch_last_per_rank"][1].get<int>() == 2000);
+    CHECK(s["parameters_identical"] == true);
+    // The same samples in every step, the same mean gradient: the parameters of one rank at batch 2000, up to the
+    // order of float sums (the uneven shares sum in other groups).
+    const auto a = final_parameters(dir + "/single");
+    const auto b = final_parameters(dir + "/multi");
+    REQUIRE(a.size() == b.size());
+    REQUIRE(!a.empty());
+    double diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        diff2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        norm2 += double(a[i]) * a[i];
+    }
+    CHECK(std::sqrt(diff2 / norm2) < 1e-5);
+}
+
 TEST_CASE("mismatched models on two ranks: clear error on every rank, quick non-zero exit", "[train][mpi]") {
     const std::string dir = temp_dir("mismatch");
     write_file(dir + "/a.json", kTinyCnn);

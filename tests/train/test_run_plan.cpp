@@ -24,7 +24,7 @@ json changed(const std::string& pointer, const json& v) {
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
     for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "hash",
-                          "allgather", "none", "im2col", "replicated"}) {
+                          "allgather", "none", "im2col", "replicated", "speed"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;
@@ -107,7 +107,7 @@ TEST_CASE("changing any config key changes the digest", "[train][config]") {
         CHECK(digest_of(doc) != d);
         ++keys;
     }
-    CHECK(keys >= 54);  // every schema key (the synthetic shape has one entry here)
+    CHECK(keys >= 55);  // every schema key (the synthetic shape has one entry here)
 }
 
 TEST_CASE("schedule_options carries every schedule key of the plan", "[train][config]") {

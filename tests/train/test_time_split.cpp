@@ -42,3 +42,28 @@ TEST_CASE("no time split for one rank, a summary without phases, or an unmeasure
     CHECK_THAT(line, Contains("waiting for gradients"));
     CHECK(line.find("slowest") == std::string::npos);
 }
+
+TEST_CASE("a rank slowest in most steps, costing a tenth of the run, gets the sync.balance hint", "[train][balance]") {
+    const std::string hint = "--set sync.balance=speed";
+    json s = summary(2);
+    s["device"] = "cpu";
+    s["sync"] = {{"mode", "allreduce"}, {"balance", {{"mode", "off"}}}};
+    s["stragglers"] = {{"steps", 100}, {"wait_for_slowest_fraction", 0.21}, {"slowest_steps_per_rank", {5, 95}}};
+    CHECK_THAT(describe_time_split(s), Contains(hint));
+    // Not when it is already on, on a GPU, in local SGD, when the wait is small, or when the last rank changes.
+    json on = s;
+    on["sync"]["balance"]["mode"] = "speed";
+    CHECK_THAT(describe_time_split(on), !Contains(hint));
+    json gpu = s;
+    gpu["device"] = "cuda";
+    CHECK_THAT(describe_time_split(gpu), !Contains(hint));
+    json local = s;
+    local["sync"]["mode"] = "local_sgd";
+    CHECK_THAT(describe_time_split(local), !Contains(hint));
+    json small = s;
+    small["stragglers"]["wait_for_slowest_fraction"] = 0.05;
+    CHECK_THAT(describe_time_split(small), !Contains(hint));
+    json noise = s;
+    noise["stragglers"]["slowest_steps_per_rank"] = {45, 55};
+    CHECK_THAT(describe_time_split(noise), !Contains(hint));
+}

@@ -1,6 +1,7 @@
 // ShardedLoader: batches from a Dataset for one rank of a data-parallel job, with a prefetch thread.
 // Train mode: the same seeded permutation on every rank each epoch; step s on rank r reads
-// perm[(s*world + r)*B, +B), so N ranks x batch B see exactly the samples 1 rank x batch N*B would.
+// perm[(s*world + r)*B, +B), so N ranks x batch B see exactly the samples 1 rank x batch N*B would. With a split
+// (set_split, sync.balance), rank r reads counts[r] samples of the same global window, after ranks 0..r-1's.
 // The last partial global batch is dropped, so every rank runs the same number of steps.
 // Eval mode: no shuffle; rank r reads a contiguous 1/world share of the set, the last batch may be short.
 #pragma once
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/core/tensor.hpp"
@@ -66,6 +68,12 @@ public:
     // Begins epoch `epoch` at step `first_step` (non-zero when resuming mid-epoch).
     // next() without a start_epoch() first begins epoch 0 at step 0.
     void start_epoch(int64_t epoch, int64_t first_step = 0);
+    // Train mode: from step `first_step` of this epoch on (and in later epochs), rank r reads counts[r] samples of
+    // each step's global window of world x batch_size, the ranks' shares in rank order. `counts` has one entry per
+    // rank, each at least 1, summing to world x batch_size (else Error). `first_step` must be past every step already
+    // returned or handed to the prefetch thread: step() + 1 always is.
+    void set_split(int64_t first_step, std::vector<int64_t> counts);
+
     // Fills `out` with the next batch; false at the end of the epoch. `out` is overwritten, its buffers reused.
     // With prefetch on, the buffers `out` held before the call go to the prefetch thread, which overwrites
     // them with the batch after this one: do not keep views of a batch across the next call.
@@ -88,7 +96,11 @@ public:
     const LoaderOptions& options() const { return opt_; }
 
 private:
-    void fill(int64_t step, Batch& b) const;
+    struct Share {
+        int64_t first = 0, count = 0;  // Train mode: offsets into order_
+    };
+    Share share_of(int64_t step) const;  // the split in force at `step` (mu_ held where a worker runs)
+    void fill(int64_t step, const Share& split, Batch& b) const;
     void worker();
     void stop_worker();
     void request(int64_t step);  // asks the worker for `step` (mu_ held)
@@ -101,6 +113,8 @@ private:
     int64_t sample_numel_ = 0;
     int64_t steps_ = 0;
     std::vector<int64_t> order_;  // Train mode: this epoch's permutation of [0, N)
+    // set_split's splits by first step, in step order; empty = the even split. Under mu_ (read by the worker).
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> splits_;
     bool started_ = false;
     int64_t epoch_ = 0;
     int64_t step_ = 0;

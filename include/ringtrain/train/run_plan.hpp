@@ -33,6 +33,7 @@ enum class Compression { None, Fp16, Bf16 };
 enum class SyncMode { Allreduce, LocalSgd };
 enum class SparseSync { Auto, Allgather, Dense };
 enum class SparseUpdate { Owner, Replicated };
+enum class Balance { Off, Speed };
 enum class ProgressMode { Auto, Bar, Lines, None };
 
 // The config spelling of every value of an enum, in the order the schema lists them.
@@ -97,6 +98,10 @@ template <>
 struct Spelling<SparseUpdate> {
     static constexpr std::pair<SparseUpdate, const char*> names[] = {{SparseUpdate::Owner, "owner"},
                                                                      {SparseUpdate::Replicated, "replicated"}};
+};
+template <>
+struct Spelling<Balance> {
+    static constexpr std::pair<Balance, const char*> names[] = {{Balance::Off, "off"}, {Balance::Speed, "speed"}};
 };
 template <>
 struct Spelling<ProgressMode> {
@@ -217,6 +222,7 @@ struct SyncPlan {
     SparseSync sparse = SparseSync::Auto;  // how the sparse path combines the ranks' gradient rows
     SparseUpdate sparse_update = SparseUpdate::Owner;  // which rank updates which rows (sync.mode allreduce)
     bool batchnorm = false;  // synchronised BatchNorm (statistics over every rank's batch)
+    Balance balance = Balance::Off;  // split each step's global batch by the ranks' speed (sync/batch_balancer.hpp)
 };
 
 // checkpoint.resume: "" (a fresh start), "auto" (the latest checkpoint in output.dir, if any) or a path.
