@@ -6,26 +6,49 @@
 # --hog runs a busy loop on core 0 during the 2-rank runs: rank 0 then gets about half of its core, a persistently
 # slower rank (the 1-rank baseline stays on the free core 1, so the ideal is (0.5 + 1) / 2 = 0.75 with balancing and
 # 0.5 without).
-# Usage: bench/balance.sh [--rounds K] [--only NAME] [--hog] [--json FILE]
+# --slow F (root, cgroup v1 or v2 cpu controller) puts rank 0 of the 2-rank runs in a CPU cgroup limited to F of a core
+# (CFS quota F x 2 ms per 2 ms): a rank in a container with a CPU limit, as Kubernetes sets them. Its waits spin on
+# that quota too. Ideal with balancing: (F + 1) / 2.
+# Usage: bench/balance.sh [--rounds K] [--only NAME] [--hog | --slow F] [--json FILE]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${BUILD_DIR:-$root/build}/ringtrain"
 rounds=3
 only=""
 hog=0
+slow=""
 json_out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --hog) hog=1; shift ;;
+    --slow) slow="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
-    *) echo "usage: bench/balance.sh [--rounds K] [--only NAME] [--hog] [--json FILE]" >&2; exit 2 ;;
+    *) echo "usage: bench/balance.sh [--rounds K] [--only NAME] [--hog | --slow F] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 [ -x "$bin" ] || { echo "bench/balance.sh: $bin not found; run scripts/build.sh first" >&2; exit 2; }
 [ "$(nproc)" -ge 2 ] || { echo "bench/balance.sh: needs 2 cores (2 ranks bound one to a core)" >&2; exit 2; }
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+# --slow: a cgroup for rank 0 (v1: cpu/ringtrain-slow with cfs_quota_us; v2: ringtrain-slow with cpu.max).
+slow_procs=""
+if [ -n "$slow" ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "bench/balance.sh: --slow needs root (a CPU cgroup)" >&2; exit 2; }
+  quota=$(python3 -c "import sys; f=float(sys.argv[1]); assert 0.5 <= f <= 1, 'F must be in [0.5, 1]'; print(int(f*2000))" "$slow") \
+    || { echo "bench/balance.sh: --slow $slow: give a fraction of a core from 0.5 to 1" >&2; exit 2; }
+  if [ -d /sys/fs/cgroup/cpu ]; then
+    cg=/sys/fs/cgroup/cpu/ringtrain-slow; mkdir -p "$cg"
+    echo 2000 > "$cg/cpu.cfs_period_us"; echo "$quota" > "$cg/cpu.cfs_quota_us"
+  elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    cg=/sys/fs/cgroup/ringtrain-slow; mkdir -p "$cg"
+    echo "$quota 2000" > "$cg/cpu.max"
+  else
+    echo "bench/balance.sh: --slow: no cgroup cpu controller under /sys/fs/cgroup" >&2; exit 2
+  fi
+  slow_procs="$cg/cgroup.procs"
+fi
 
 # workload: config, steps (as bench/scaling.sh)
 workloads=("logreg_fashion 1200" "lenet5_fashion 400" "mnist_cnn_fashion 40")
@@ -44,6 +67,10 @@ run() {  # dir ranks balance cfg steps
     --set sync.balance="$balance" --set output.dir="$dir")
   if [ "$n" = 1 ]; then
     taskset -c 1 "$bin" "${args[@]}" >/dev/null 2>"$dir.log"
+  elif [ -n "$slow_procs" ]; then
+    # MPMD: rank 0 enters the cgroup, then becomes the trainer.
+    mpirun --bind-to core -np 1 bash -c 'echo $$ > "$0"; exec "$@"' "$slow_procs" "$bin" "${args[@]}" \
+      : -np 1 "$bin" "${args[@]}" >/dev/null 2>"$dir.log"
   else
     mpirun --bind-to core -np 2 "$bin" "${args[@]}" >/dev/null 2>"$dir.log"
   fi || { echo "bench/balance.sh: $cfg ($n ranks, $balance) failed:"; cat "$dir.log"; exit 1; }

@@ -11,15 +11,19 @@ namespace ringtrain::sync {
 
 namespace {
 
-// An exchange about every this much work: its allreduce costs 5-25 us on one host (bench/RESULTS.md, "Speed-balanced
-// batches"), so on logistic regression's 0.3 ms steps one per step would cost more than the balance wins.
-constexpr double kExchangeEvery_s = 2e-3;
+// An exchange about every this much work (and at least every step). A speed measured over less is mostly the
+// scheduler's: a rank descheduled for a millisecond inside 2 ms of work looks twice as slow, and on logistic
+// regression's 0.3 ms steps a split that followed such spells lost throughput (bench/RESULTS.md, "Speed-balanced
+// batches"). The allreduce itself costs microseconds.
+constexpr double kExchangeEvery_s = 10e-3;
 constexpr int64_t kMaxPeriod = 64;
-// Weight of the newest measurement in the smoothed seconds per sample: a vCPU's speed holds for tens of steps, so
-// the last period says most about the next.
-constexpr double kNewWeight = 0.5;
-// A new split must promise a step this much shorter than the current one's (by the smoothed speeds).
-constexpr double kMinGain = 0.08;
+// Weight of the newest measurement in the smoothed seconds per sample, and the gain a new split must promise (a
+// step this much shorter by the smoothed speeds). Chosen on the 2-vCPU VM (bench/RESULTS.md, "Speed-balanced
+// batches"): with 0.5 and 8 % the split followed per-step jitter on a quiet machine and lost a few per cent to new
+// batch shapes; with 0.3 and 15 % it stays put there and still moves within a few exchanges for a rank at 60 % of
+// a core.
+constexpr double kNewWeight = 0.3;
+constexpr double kMinGain = 0.15;
 
 }  // namespace
 

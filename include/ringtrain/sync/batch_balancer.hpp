@@ -44,7 +44,7 @@ public:
     // samples it read. Called once per step on every rank.
     void record(double work_s, int64_t samples);
     // Whether this step ends with an exchange: the same answer on every rank (it counts steps, and the period is
-    // decided from exchanged values). About every 2 ms of work, so that its collective costs little on short steps.
+    // decided from exchanged values). About every 10 ms of work: a speed measured over less is mostly the scheduler's.
     bool due() const { return steps_since_exchange_ >= period_; }
     // Collective: every rank's work and samples since the last exchange; a new split from them. Returns true when the
     // split changed (counts()).
