@@ -217,3 +217,29 @@ int main(int argc, char** argv) {
     }
     return Catch::Session().run(argc, argv);
 }
+
+TEST_CASE("oneDNN conv keeps the recently used shapes when a ninth comes (sync.balance moves batch sizes)",
+          "[ops][conv][onednn]") {
+    Rng rng(26);
+    Workspace ws;
+    PathGuard path(CpuConv::OneDnn);
+    const Conv2dParams p{1, 1, 1, 1};
+    const Tensor w = random_tensor({5, 3, 3, 3}, rng), b = random_tensor({5}, rng);
+    auto forward = [&](int64_t n) {
+        const Tensor x = random_tensor({n, 3, 6, 6}, rng);
+        Tensor y({n, 5, 6, 6});
+        ops::conv2d_forward(x, w, b, y, p, ws);
+    };
+    for (int64_t n = 1; n <= 8; ++n) forward(n);  // the cache is full: 8 shapes
+    REQUIRE(cpu::onednn::primitives_made(ws) == 8);
+    forward(1);  // the oldest, used again: now the most recent
+    REQUIRE(cpu::onednn::primitives_made(ws) == 8);
+    forward(9);  // a ninth shape: the one used longest ago (batch 2) goes, not all of them
+    REQUIRE(cpu::onednn::primitives_made(ws) == 9);
+    forward(1);
+    forward(3);
+    forward(8);
+    REQUIRE(cpu::onednn::primitives_made(ws) == 9);
+    forward(2);  // evicted: built again
+    REQUIRE(cpu::onednn::primitives_made(ws) == 10);
+}

@@ -262,10 +262,17 @@ struct Entry {
     }
 };
 
-// The entries of one call site: usually one shape (training batch), a second for evaluation or a last short batch.
-// Capped so that a caller cycling through many shapes cannot grow it without bound.
+// The entries of one call site: usually one shape (training batch), a second for evaluation or a last short batch;
+// with sync.balance a few more, as a rank's share of the batch moves. Capped so that a caller cycling through many
+// shapes cannot grow it without bound: when full, the shape used longest ago goes (its primitives are rebuilt if it
+// comes back).
 struct ConvCache : WorkspaceCache {
-    std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> entries;
+    struct Slot {
+        std::unique_ptr<Entry> entry;
+        uint64_t last_use = 0;
+    };
+    std::unordered_map<Key, Slot, KeyHash> entries;
+    uint64_t uses = 0;
     size_t primitives_made = 0;
 };
 constexpr size_t kMaxEntries = 8;
@@ -277,10 +284,20 @@ Entry& entry(Workspace& ws, const Shape& x, const Shape& w, const Shape& y, cons
         cache = static_cast<ConvCache*>(ws.backend_cache().get());
     }
     const Key k = key_of(x, w, y, p);
+    const uint64_t now = ++cache->uses;
     auto it = cache->entries.find(k);
-    if (it != cache->entries.end()) return *it->second;
-    if (cache->entries.size() >= kMaxEntries) cache->entries.clear();
-    return *cache->entries.emplace(k, std::make_unique<Entry>(&cache->primitives_made, x, w, y, p)).first->second;
+    if (it != cache->entries.end()) {
+        it->second.last_use = now;
+        return *it->second.entry;
+    }
+    if (cache->entries.size() >= kMaxEntries)
+        cache->entries.erase(std::min_element(cache->entries.begin(), cache->entries.end(), [](const auto& a, const auto& b) {
+            return a.second.last_use < b.second.last_use;
+        }));
+    auto& slot = cache->entries[k];
+    slot.entry = std::make_unique<Entry>(&cache->primitives_made, x, w, y, p);
+    slot.last_use = now;
+    return *slot.entry;
 }
 
 }  // namespace
