@@ -21,6 +21,11 @@ SparseLinear::SparseLinear(std::string name, int64_t num_features, int64_t out_f
     bias_ = {name_ + ".bias", Tensor::zeros({out_features}), Tensor()};
 }
 
+namespace {
+// How many rows ahead forward and backward prefetch the table words a row reads.
+constexpr int64_t kAheadRows = 2;
+}  // namespace
+
 void SparseLinear::check_index(uint32_t index) const {
     if (static_cast<int64_t>(index) >= num_features_)
         throw Error("sparse layer " + name_ + ": feature " + std::to_string(index) + " is past its " +
@@ -29,6 +34,7 @@ void SparseLinear::check_index(uint32_t index) const {
 
 void SparseLinear::forward(const CsrBatch& batch, float* logits) const {
     const int64_t K = out_;
+    const auto nf = static_cast<uint64_t>(num_features_);
     const float* W = weight_.value.data();
     const float* b = bias_.value.data();
     for (int64_t r = 0; r < batch.rows(); ++r) {
@@ -36,9 +42,15 @@ void SparseLinear::forward(const CsrBatch& batch, float* logits) const {
         const auto val = batch.row_values(r);
         float* out = logits + r * K;
         if (K == 1) {  // logistic regression: one dot product, kept in a register
+            // The weights of a row kAheadRows on are fetched now: each row reads ~20-40 scattered words of a table
+            // larger than L2, and without the hint the loads of one row overlap only with each other.
+            if (r + kAheadRows < batch.rows())
+                for (const uint32_t id : batch.row_indices(r + kAheadRows))
+                    if (id < nf) __builtin_prefetch(W + id);
             float z = b[0];
             for (size_t j = 0; j < idx.size(); ++j) {
-                check_index(idx[j]);
+                if (idx[j] >= nf) [[unlikely]]
+                    check_index(idx[j]);
                 z += val[j] * W[idx[j]];
             }
             out[0] = z;
@@ -101,6 +113,9 @@ void SparseLinear::backward(const CsrBatch& batch, const float* dlogits, SparseR
         // order, as a per-step row list would), then the touched features read out in ascending order.
         float* acc = acc_.data();
         for (int64_t r = 0; r < batch.rows(); ++r) {
+            if (r + kAheadRows < batch.rows())  // as in forward: the accumulator slots of a later row
+                for (const uint32_t id : batch.row_indices(r + kAheadRows))
+                    if (id < nf) __builtin_prefetch(acc + id, 1);
             const auto idx = batch.row_indices(r);
             const auto val = batch.row_values(r);
             const float d = dlogits[r];
