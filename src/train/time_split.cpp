@@ -34,12 +34,10 @@ std::string describe_time_split(const nlohmann::json& summary) {
         // A rank that is last in most steps is slower, not unlucky: balancing by speed wins that wait back (a CPU run in
         // allreduce mode is where sync.balance applies; its "balance" block is there only then).
         const double persistent = static_cast<double>(last[worst].get<int64_t>()) / steps;
-        const auto bal = summary.find("sync");
-        const std::string mode = bal != summary.end() && bal->contains("balance")
-                                     ? (*bal)["balance"].value("mode", std::string("off"))
-                                     : std::string();
-        if (mode == "off" && summary.value("device", std::string("cpu")) == "cpu" &&
-            (*bal).value("mode", std::string()) == "allreduce" && frac >= 0.1 && persistent >= 0.75)
+        using Ptr = nlohmann::json::json_pointer;
+        if (summary.value(Ptr("/sync/balance/mode"), std::string()) == "off" &&
+            summary.value(Ptr("/sync/mode"), std::string()) == "allreduce" &&
+            summary.value("device", std::string("cpu")) == "cpu" && frac >= 0.1 && persistent >= 0.75)
             out += "; --set sync.balance=speed gives a slower rank fewer of each step's samples";
     }
     return out;

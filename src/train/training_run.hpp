@@ -62,7 +62,6 @@ public:
     void finish();
     // Gathers every rank's totals, rank 0 writes summary.json (run_summary.cpp). Collective.
     nlohmann::json write_summary();
-    const sync::BatchBalancer* balancer() const { return balancer_.get(); }
 
 private:
     void load_resume_checkpoint();

@@ -51,7 +51,6 @@ public:
     bool exchange();
     // The per-rank batch each rank reads from now on (rank order; sums to batch_per_rank x ranks).
     const std::vector<int64_t>& counts() const { return counts_; }
-    int64_t period() const { return period_; }
     const BalanceStats& stats() const { return stats_; }
 
 private:
