@@ -29,7 +29,7 @@
 #   BENCH=0       gpu stage without the benchmark
 #   Catch2_DIR    a Catch2 v2 CMake package where the system has only v3 (default: build-deps/catch2-v2 when there)
 # Before lending the machine the tree: scripts/device-deps.sh packs Catch2 v2 and Fashion-MNIST into build-deps/
-# (git-ignored: carry it).
+# (git-ignored: carry it), with TurboJPEG's header and library where the image lacks them.
 #   stage options: see scripts/device-stages.sh (CPU16_RANKS, CPU16_REPEATS, CPU16_STEPS_SCALE, WORKERS_LIST, ...)
 # Expected on a 16-core H100/H200 machine (the H200 built the trainer and the gpu tests in 70 s and ran ctest + the
 # benchmark in 45 s): build ~80 s, gpu ~50 s, cpu16 ~200 s (3 repeats), extrapolate ~15 s, workers ~45 s,
@@ -95,6 +95,9 @@ configure_and_build() {
   local packed="$root/build-deps/catch2-v2/lib/cmake/Catch2"  # scripts/device-deps.sh
   [ -z "${Catch2_DIR:-}" ] && [ -f "$packed/Catch2Config.cmake" ] && Catch2_DIR="$packed"
   [ -n "${Catch2_DIR:-}" ] && catch=("-DCatch2_DIR=$Catch2_DIR")
+  local tj="$root/build-deps/turbojpeg"  # scripts/device-deps.sh, used only where the system has no turbojpeg.h
+  [ ! -e /usr/include/turbojpeg.h ] && [ -f "$tj/include/turbojpeg.h" ] \
+    && catch+=("-DTURBOJPEG_INCLUDE_DIR=$tj/include" "-DTURBOJPEG_LIBRARY=$tj/lib/libturbojpeg.so")
   local bench=OFF
   has cpuref && bench=ON
   if [ "${SKIP_BUILD:-0}" != 1 ]; then

@@ -19,6 +19,19 @@ if [ -f /usr/lib/cmake/Catch2/Catch2Config.cmake ] && [ -f /usr/include/catch2/c
 else
   echo "device-deps.sh: no Catch2 v2 here (apt-get install catch2): the device's gpu tests will not be built" >&2
 fi
+# libjpeg-turbo's TurboJPEG API: the device image has libjpeg but not turbojpeg.h, and configure requires it (image
+# folders, issue 17). The header and the shared library (it needs only libc, GLIBC_2.14) go along.
+if [ -f /usr/include/turbojpeg.h ] && [ -e /usr/lib/x86_64-linux-gnu/libturbojpeg.so.0 ]; then
+  t="$deps/turbojpeg"
+  rm -rf "$t"
+  mkdir -p "$t/include" "$t/lib"
+  cp /usr/include/turbojpeg.h "$t/include/"
+  cp -L /usr/lib/x86_64-linux-gnu/libturbojpeg.so.0 "$t/lib/libturbojpeg.so.0"
+  cp "$t/lib/libturbojpeg.so.0" "$t/lib/libturbojpeg.so"  # a copy: links may not travel
+  echo "TurboJPEG -> $t"
+else
+  echo "device-deps.sh: no TurboJPEG here (apt-get install libturbojpeg0-dev): the device configure will fail" >&2
+fi
 fm="${DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 if [ -f "$fm/train-images-idx3-ubyte.gz" ]; then
   mkdir -p "$deps/fashion-mnist"

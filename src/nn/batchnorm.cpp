@@ -48,6 +48,10 @@ ops::CrossRankSum BatchNorm::across() const {
 
 void BatchNorm::forward(const Tensor& x, Tensor& y, const ForwardContext& ctx) {
     y.resize(x.shape(), x.device());
+    if (mean_.device() != x.device()) {  // built on the CPU; the model may have moved to a GPU since
+        mean_ = Tensor::zeros(mean_.shape(), x.device());
+        inv_std_ = Tensor::zeros(inv_std_.shape(), x.device());
+    }
     last_training_ = ctx.training;
     ops::BatchNormParams p = p_;
     p.training = ctx.training;

@@ -187,6 +187,8 @@ void Model::to(Device device) {
         p->value = p->value.to(device);
         p->grad = Tensor::zeros(p->value.shape(), device);
     }
+    // Buffers (BatchNorm's running statistics) live beside the parameters: the ops take both on one device.
+    for (Parameter* b : buffers_) b->value = b->value.to(device);
     device_ = device;
     plan_relu_fusion(device == Device::CPU);
 }
