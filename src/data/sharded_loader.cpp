@@ -56,6 +56,7 @@ ShardedLoader::ShardedLoader(const Dataset& dataset, LoaderOptions options) : da
         const int64_t count = eval_begin(opt_.rank + 1) - eval_begin(opt_.rank);
         steps_ = (count + opt_.batch_size - 1) / opt_.batch_size;
     }
+    if (opt_.workers > 1) pool_ = std::make_unique<WorkerPool>(opt_.workers);
     if (opt_.prefetch) thread_ = std::thread([this] { worker(); });
 }
 
@@ -240,35 +241,26 @@ void ShardedLoader::fill(int64_t step, const Share& split, Batch& b) const {
     b.y.resize({n});
     float* x = b.x.data();
     float* y = b.y.data();
-    auto fill_range = [&](int64_t begin, int64_t end) {
-        constexpr int64_t kAhead = 4;  // samples whose bytes are being fetched while the current one is converted
-        for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) dataset_.will_read(idx ? idx[i] : first + i);
-        for (int64_t i = begin; i < end; ++i) {
-            if (i + kAhead < end) dataset_.will_read(idx ? idx[i + kAhead] : first + i + kAhead);
-            y[i] = idx ? dataset_.read_training(idx[i], x + i * sample_numel_, augment_draw_key(opt_.seed, epoch_, idx[i]))
-                       : dataset_.read(first + i, x + i * sample_numel_);
-        }
-    };
     constexpr int64_t kMinFloatsPerWorker = int64_t{1} << 20;
     const int64_t workers = std::min<int64_t>(
-        {opt_.workers, n, dataset_.reads_are_costly() ? n : n * sample_numel_ / kMinFloatsPerWorker});
-    if (workers <= 1) return fill_range(0, n);
-    // Contiguous shares; the calling thread takes the first. The first exception is rethrown after all joined.
-    std::vector<std::thread> helpers;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
-    auto share = [&](int64_t w) {
-        try {
-            fill_range(n * w / workers, n * (w + 1) / workers);
-        } catch (...) {
-            errors[static_cast<size_t>(w)] = std::current_exception();
-        }
+        {pool_ ? pool_->threads() : 1, n, dataset_.reads_are_costly() ? n : n * sample_numel_ / kMinFloatsPerWorker});
+    // Samples whose bytes are being fetched while the current ones are converted: 4 per thread. Samples go to the
+    // threads one at a time and in order, so the hint runs that far ahead of the samples being read.
+    const int64_t ahead = 4 * std::max<int64_t>(workers, 1);
+    auto hint = [&](int64_t i) {
+        if (i < n) dataset_.will_read(idx ? idx[i] : first + i);
     };
-    helpers.reserve(static_cast<size_t>(workers - 1));
-    for (int64_t w = 1; w < workers; ++w) helpers.emplace_back(share, w);
-    share(0);
-    for (auto& t : helpers) t.join();
-    for (const auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    for (int64_t i = 0; i < ahead; ++i) hint(i);
+    auto take = [&](int64_t i) {
+        hint(i + ahead);
+        y[i] = idx ? dataset_.read_training(idx[i], x + i * sample_numel_, augment_draw_key(opt_.seed, epoch_, idx[i]))
+                   : dataset_.read(first + i, x + i * sample_numel_);
+    };
+    if (workers <= 1) {
+        for (int64_t i = 0; i < n; ++i) take(i);
+        return;
+    }
+    pool_->run(n, static_cast<int>(workers), take);
 }
 
 void ShardedLoader::worker() {

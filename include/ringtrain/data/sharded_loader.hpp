@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "ringtrain/core/tensor.hpp"
 #include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/worker_pool.hpp"
 
 namespace ringtrain::data {
 
@@ -48,11 +50,11 @@ struct LoaderOptions {
     // In-memory IDX batches fill faster than a hand-over between threads costs where waking an idle core is slow
     // (bench/RESULTS.md, "Measurements moved out of code comments"). 0 = never switch.
     int64_t prefetch_probe_batches = 32;
-    // Threads that fill one batch together, each a contiguous share of its samples (PyTorch DataLoader's
-    // num_workers, for inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224
-    // images feeding a GPU). Batches under ~1 M floats are filled by one thread whatever this says (starting
-    // threads would cost more than it saves), unless the data set's reads are costly (decoding image files).
-    // Dataset::read must be safe to call concurrently (all ours are).
+    // Threads that fill one batch together, taking its samples one at a time (PyTorch DataLoader's num_workers, for
+    // inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224 images feeding a
+    // GPU): a WorkerPool that lives as long as the loader. Batches under ~1 M floats are filled by one thread
+    // whatever this says (waking threads would cost more than it saves), unless the data set's reads are costly
+    // (decoding image files). Dataset::read must be safe to call concurrently (all ours are).
     int workers = 1;
 };
 
@@ -128,6 +130,7 @@ private:
 
     // Prefetch state (under mu_): the worker fills `ready_` for step `want_step_`, then sets `ready_step_`.
     // `order_` is only changed while the worker is idle (no request pending, not busy).
+    std::unique_ptr<WorkerPool> pool_;  // data.workers > 1; used by fill() on one thread at a time
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
