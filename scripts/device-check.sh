@@ -3,8 +3,9 @@
 # one build, then the selected stages in order, each with its own time budget, every result under LOG_DIR.
 #   gpu          CUDA build's `ctest -L gpu` and the single-GPU benchmark against PyTorch (bench/gpu/gpu_bench.sh)
 #   cpu16        CPU weak scaling at N = 1, 2, 4, 8, one core a rank, with the ceiling (N independent copies pinned
-#                likewise): logistic regression, LeNet-5, the MNIST CNN, sparse logistic regression
-#                (bench/sweeps/cpu16_weak_*.json through bench/sweep.py; issue 15)
+#                likewise): logistic regression, LeNet-5, the MNIST CNN, sparse logistic regression; then the MNIST
+#                CNN with sync.balance off and speed at N = 4, 8 (bench/sweeps/cpu16_weak_*.json through
+#                bench/sweep.py; issue 15)
 #   extrapolate  `ringtrain predict` from one rank's profile and a link measured with --measure between two local
 #                ranks, predicting the cpu16 points, against them (bench/device/extrapolate.py; issue 15)
 #   workers      AlexNet 224x224 from a generated JPEG folder with data.workers 1, 2, 4, 8: samples/s, the wait for
@@ -20,7 +21,7 @@
 #   STAGES        stages to run, in this order (default "gpu cpu16 extrapolate workers cpuref")
 #   TIME_BUDGET_S the whole command, build included (default 550: a device command may run 600 s)
 #   BUILD_BUDGET_S, GPU_BUDGET_S, CPU16_BUDGET_S, EXTRAPOLATE_BUDGET_S, WORKERS_BUDGET_S, CPUREF_BUDGET_S
-#                 each one's most seconds (defaults 330, 150, 230, 50, 70, 80); each stage also leaves the least
+#                 each one's most seconds (defaults 330, 150, 270, 50, 70, 80); each stage also leaves the least
 #                 the later stages need (20-60 s each)
 #   BUILD_DIR     build directory (default build-gpu with a GPU, else build-cpu); SKIP_BUILD=1 uses it as it is
 #   WORK_DIR      scratch for generated data (default /tmp/ringtrain-device-check)
@@ -31,9 +32,8 @@
 # Before lending the machine the tree: scripts/device-deps.sh packs Catch2 v2 and Fashion-MNIST into build-deps/
 # (git-ignored: carry it), with TurboJPEG's header and library where the image lacks them.
 #   stage options: see scripts/device-stages.sh (CPU16_RANKS, CPU16_REPEATS, CPU16_STEPS_SCALE, WORKERS_LIST, ...)
-# Expected on a 16-core H100/H200 machine (the H200 built the trainer and the gpu tests in 70 s and ran ctest + the
-# benchmark in 45 s): build ~80 s, gpu ~50 s, cpu16 ~200 s (3 repeats), extrapolate ~15 s, workers ~45 s,
-# cpuref ~65 s: 7-8 minutes in all.
+# Expected on a 16-core H200 machine (2026-11-27: build 117 s, gpu 50 s, cpu16 214 s before the balance sweep,
+# extrapolate 6 s, workers 26 s, cpuref 72 s): about 9 minutes in all, so some stages get fewer repeats.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 t_start=$(date +%s)
@@ -44,7 +44,7 @@ for s in $stages; do
   esac
 done
 deadline=$(( t_start + ${TIME_BUDGET_S:-550} ))
-declare -A budget=([gpu]="${GPU_BUDGET_S:-150}" [cpu16]="${CPU16_BUDGET_S:-230}"
+declare -A budget=([gpu]="${GPU_BUDGET_S:-150}" [cpu16]="${CPU16_BUDGET_S:-270}"
                    [extrapolate]="${EXTRAPOLATE_BUDGET_S:-50}" [workers]="${WORKERS_BUDGET_S:-70}"
                    [cpuref]="${CPUREF_BUDGET_S:-80}")
 declare -A least=([gpu]=60 [cpu16]=40 [extrapolate]=20 [workers]=30 [cpuref]=30)  # not worth starting below

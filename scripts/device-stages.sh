@@ -10,7 +10,8 @@
 # Stage options (environment; defaults are sized for a 16-core machine inside one ~9-minute command):
 #   cpu16        CPU16_RANKS ("1 2 4 8"; those above the core count are left out)  CPU16_REPEATS (3, fewer when
 #                the time is short)  CPU16_STEPS_SCALE (1)  CPU16_SET ("key=value ...", extra overrides)
-#                CPU16_WORKLOADS ("logreg lenet5 mnist_cnn sparse")  CLICKLOG_ROWS (400000)
+#                CPU16_WORKLOADS ("logreg lenet5 mnist_cnn sparse balance")  CLICKLOG_ROWS (400000)
+#                CPU16_BALANCE_RANKS ("4 8": the balance sweep's N besides its baseline)
 #   extrapolate  EXTRAPOLATE_WORKLOADS (as cpu16)  EXTRAPOLATE_LINK (measure | RATE,LATENCY)
 #                EXTRAPOLATE_NETNS=1: also LeNet-5 predicted vs measured on emulated hosts at 10 Gbit/s (root and
 #                `ip netns` only; ~60 s more: raise EXTRAPOLATE_BUDGET_S)
@@ -34,8 +35,9 @@ cores() { nproc 2>/dev/null || echo 1; }
 # Seconds one repeat of each cpu16 sweep takes at N = 1, 2, 4, 8 with its ceiling on a 16-core machine (7 launches
 # of the per-point lengths in bench/sweeps/cpu16_weak_*.json, ~0.7 s of start-up each). The stage shares its time
 # among the workloads still to run in these proportions and gives each as many repeats (up to CPU16_REPEATS) as fit.
-declare -A EST_PER_REPEAT=([logreg]=8 [lenet5]=16 [mnist_cnn]=28 [sparse]=10)
-workloads_default="logreg lenet5 mnist_cnn sparse"
+declare -A EST_PER_REPEAT=([logreg]=8 [lenet5]=16 [mnist_cnn]=28 [sparse]=10 [balance]=26)
+# balance: the MNIST CNN with sync.balance off and speed at N = 4, 8 (not a prediction target: extrapolate skips it).
+workloads_default="logreg lenet5 mnist_cnn sparse balance"
 
 # The ranks this machine can give one core each (mpirun --bind-to core refuses more).
 ranks_that_fit() {  # [say]: also print which are left out
@@ -95,7 +97,9 @@ derive() {
   command -v taskset >/dev/null || extra+=(--no-ceiling)  # sweep.py pins the ceiling's copies with taskset
   local flags
   flags="$(mpirun_flags)" || return 1
-  "$RT_PY" bench/device/derive_sweep.py "bench/sweeps/cpu16_weak_$w.json" --out "$dest" --ranks "$(ranks_that_fit)" \
+  local ranks
+  if [ "$w" = balance ]; then ranks="$(CPU16_RANKS="${CPU16_BALANCE_RANKS:-4 8}" ranks_that_fit)"; else ranks="$(ranks_that_fit)"; fi
+  "$RT_PY" bench/device/derive_sweep.py "bench/sweeps/cpu16_weak_$w.json" --out "$dest" --ranks "$ranks" \
     --steps-scale "${CPU16_STEPS_SCALE:-1}" --mpirun-flags "$flags" "${extra[@]}" "$@"
 }
 
@@ -182,6 +186,7 @@ netns_works() {  # prints why not, or nothing
 stage_extrapolate() {
   local w rows d rc=0 ran=0 r why
   for w in ${EXTRAPOLATE_WORKLOADS:-${CPU16_WORKLOADS:-$workloads_default}}; do
+    [ "$w" = balance ] && continue  # the same model as mnist_cnn, two sync settings: nothing more to predict
     d="$out/$w"
     rows="$RT_LOGS/cpu16/$w/rows.json"
     if [ ! -s "$rows" ]; then

@@ -93,9 +93,10 @@ def cpu16_section(logs, res):
         doc = load_json(rows_path, {})
         pts = doc.get("points", [])
         res["cpu16"][w] = pts
-        for p in sorted(pts, key=lambda p: p["ranks"]):
+        for p in sorted(pts, key=lambda p: (p.get("sync", ""), p["ranks"])):
             ofc = p.get("of_ceiling")
-            out.append([w, p["ranks"], p["batch_per_rank"], f"{p['samples_per_s']:,.0f}", ms(p["step_s"]),
+            label = w if p.get("sync", "default") == "default" else f"{w} ({p['sync']})"
+            out.append([label, p["ranks"], p["batch_per_rank"], f"{p['samples_per_s']:,.0f}", ms(p["step_s"]),
                         f"{p['efficiency']:.3f}", f"{p['ceiling']:.3f}" if "ceiling" in p else "-",
                         f"{ofc:.3f}" if ofc is not None else "-",
                         "-" if ofc is None else ("yes" if ofc >= CEILING_GOAL else "**no**"),
