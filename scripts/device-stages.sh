@@ -152,6 +152,10 @@ stage_cpu16() {
     w="${todo[0]}"
     todo=("${todo[@]:1}")
     [ -f "bench/sweeps/cpu16_weak_$w.json" ] || { echo "cpu16: unknown workload $w"; rc=1; continue; }
+    if [ "$w" = balance ] && [ -z "$(CPU16_RANKS="${CPU16_BALANCE_RANKS:-4 8}" ranks_that_fit)" ]; then
+      echo "cpu16 balance: skipped: none of N = ${CPU16_BALANCE_RANKS:-4 8} fits $(cores) cores" | tee "$out/$w.skipped"
+      continue
+    fi
     # per: this workload's seconds a repeat; rest: the same for it and the ones after it
     per=$(awk -v e="${EST_PER_REPEAT[$w]:-20}" -v s="$scale" 'BEGIN { printf "%d", e * (0.3 + 0.7 * s) + 1 }')
     rest=$per

@@ -242,25 +242,32 @@ void ShardedLoader::fill(int64_t step, const Share& split, Batch& b) const {
     float* x = b.x.data();
     float* y = b.y.data();
     constexpr int64_t kMinFloatsPerWorker = int64_t{1} << 20;
-    const int64_t workers = std::min<int64_t>(
-        {pool_ ? pool_->threads() : 1, n, dataset_.reads_are_costly() ? n : n * sample_numel_ / kMinFloatsPerWorker});
-    // Samples whose bytes are being fetched while the current ones are converted: 4 per thread. Samples go to the
-    // threads one at a time and in order, so the hint runs that far ahead of the samples being read.
-    const int64_t ahead = 4 * std::max<int64_t>(workers, 1);
-    auto hint = [&](int64_t i) {
-        if (i < n) dataset_.will_read(idx ? idx[i] : first + i);
-    };
-    for (int64_t i = 0; i < ahead; ++i) hint(i);
-    auto take = [&](int64_t i) {
-        hint(i + ahead);
+    const bool costly = dataset_.reads_are_costly();
+    const int64_t workers =
+        std::min<int64_t>({pool_ ? pool_->threads() : 1, n, costly ? n : n * sample_numel_ / kMinFloatsPerWorker});
+    auto read = [&](int64_t i) {
         y[i] = idx ? dataset_.read_training(idx[i], x + i * sample_numel_, augment_draw_key(opt_.seed, epoch_, idx[i]))
                    : dataset_.read(first + i, x + i * sample_numel_);
     };
-    if (workers <= 1) {
-        for (int64_t i = 0; i < n; ++i) take(i);
-        return;
-    }
-    pool_->run(n, static_cast<int>(workers), take);
+    // Samples [begin, end) in order, each thread telling the data set (will_read: a cache prefetch of the bytes, for
+    // the core that issues it) about its own samples a few ahead.
+    auto fill_range = [&](int64_t begin, int64_t end) {
+        constexpr int64_t kAhead = 4;
+        auto hint = [&](int64_t i) {
+            if (i < end) dataset_.will_read(idx ? idx[i] : first + i);
+        };
+        for (int64_t i = begin; i < begin + kAhead; ++i) hint(i);
+        for (int64_t i = begin; i < end; ++i) {
+            hint(i + kAhead);
+            read(i);
+        }
+    };
+    if (workers <= 1) return fill_range(0, n);
+    if (costly)  // decoding files: one sample at a time, so a slow file or core delays only its own sample
+        return pool_->run(n, static_cast<int>(workers), read);
+    // In-memory samples of similar cost: contiguous shares, each with its own prefetch hints.
+    pool_->run(workers, static_cast<int>(workers),
+               [&](int64_t w) { fill_range(n * w / workers, n * (w + 1) / workers); });
 }
 
 void ShardedLoader::worker() {

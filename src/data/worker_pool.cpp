@@ -8,16 +8,24 @@ namespace ringtrain::data {
 WorkerPool::WorkerPool(int threads) {
     const int helpers = std::max(threads, 1) - 1;
     helpers_.reserve(static_cast<size_t>(helpers));
-    for (int id = 0; id < helpers; ++id) helpers_.emplace_back([this, id] { helper(id); });
+    try {
+        for (int id = 0; id < helpers; ++id) helpers_.emplace_back([this, id] { helper(id); });
+    } catch (...) {  // no more threads (a process or cgroup limit): stop those started, then report
+        stop();
+        throw;
+    }
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { stop(); }
+
+void WorkerPool::stop() {
     {
         std::lock_guard<std::mutex> lk(mu_);
         quit_ = true;
     }
     start_cv_.notify_all();
     for (auto& t : helpers_) t.join();
+    helpers_.clear();
 }
 
 void WorkerPool::work() {

@@ -38,7 +38,9 @@ std::string describe_time_split(const nlohmann::json& summary) {
         // where sync.balance applies; its "balance" block is there only then).
         const bool one_slow_rank = static_cast<double>(last[worst].get<int64_t>()) / steps >= 0.75;
         bool slower_ranks = false;
-        if (const auto w = st->find("mean_work_ms_per_rank"); w != st->end() && w->is_array() && w->size() > 1) {
+        if (const auto w = st->find("mean_work_ms_per_rank");
+            w != st->end() && w->is_array() && w->size() > 1 &&
+            std::all_of(w->begin(), w->end(), [](const nlohmann::json& v) { return v.is_number(); })) {
             double lo = 0, hi = 0;
             for (size_t r = 0; r < w->size(); ++r) {
                 const double v = (*w)[r].get<double>();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -368,16 +369,25 @@ public:
     mutable std::atomic<int64_t> plain_reads{0};
 
 private:
+    // With costly reads, each read waits (up to 5 s) until `wait_for_threads_` threads have read something: the
+    // loader's workers take samples one at a time, and on a loaded machine the caller's thread could otherwise read
+    // the whole small batch before a helper wakes up.
     void note_thread() const {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough that helpers overlap
-        std::lock_guard<std::mutex> lk(mu_);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // a read that takes a while
+        std::unique_lock<std::mutex> lk(mu_);
         ids_.insert(std::this_thread::get_id());
+        seen_.notify_all();
+        if (costly_) seen_.wait_for(lk, std::chrono::seconds(5), [this] { return ids_.size() >= wait_for_threads_; });
     }
     int64_t n_;
     bool costly_;
     mutable std::vector<uint64_t> keys_;
     mutable std::mutex mu_;
+    mutable std::condition_variable seen_;
     mutable std::set<std::thread::id> ids_;
+
+public:
+    size_t wait_for_threads_ = 1;
 };
 
 }  // namespace
@@ -385,7 +395,8 @@ private:
 TEST_CASE("the loader splits even small batches over its workers when reads are costly, and passes draw keys",
           "[image][loader]") {
     for (const bool costly : {false, true}) {
-        RecordingDataset ds(12, costly);  // one batch (a later batch's helpers could be new thread ids)
+        RecordingDataset ds(12, costly);  // one batch
+        ds.wait_for_threads_ = 3;
         LoaderOptions o = train_options(12, 3);
         o.prefetch = false;
         ShardedLoader loader(ds, o);

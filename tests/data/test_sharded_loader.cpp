@@ -496,7 +496,8 @@ TEST_CASE("workers filling a batch together give the batches one thread gives", 
 }
 
 TEST_CASE("an exception in a worker's share of the batch surfaces in next()", "[data][loader]") {
-    // Big enough samples (2^19 floats) that two workers split the batch of 4; the bad sample is in the second half.
+    // Big enough samples (2^19 floats) that two workers share the batch of 4 (each a contiguous half; sample 3 is in
+    // the second).
     class BigDataset : public Dataset {
     public:
         int64_t size() const override { return 8; }

@@ -18,21 +18,24 @@ namespace ringtrain::data {
 
 class WorkerPool {
 public:
-    // `threads` counts the caller: threads - 1 helper threads are started (none for threads <= 1).
+    // `threads` counts the caller: threads - 1 helper threads are started (none for threads <= 1). Throws
+    // std::system_error when a thread cannot be started (those already started are stopped first).
     explicit WorkerPool(int threads);
+    // Must not run while a run() is in progress on another thread.
     ~WorkerPool();
     WorkerPool(const WorkerPool&) = delete;
     WorkerPool& operator=(const WorkerPool&) = delete;
 
     int threads() const { return static_cast<int>(helpers_.size()) + 1; }
     // Calls fn(i) once for every i in [0, n), on at most `max_threads` threads (the caller's included, at most
-    // threads()), and returns when every call has returned. If calls threw, the exception of the lowest such i is
-    // rethrown (which one does not depend on the timing) after all calls finished. One loop at a time: concurrent
-    // callers are served one after the other.
+    // threads(); below 1 counts as 1), and returns when every call has returned. If calls threw, the exception of
+    // the lowest such i is rethrown (which one does not depend on the timing) after all calls finished. One loop at
+    // a time: concurrent callers are served one after the other. Not re-entrant: fn must not call run().
     void run(int64_t n, int max_threads, const std::function<void(int64_t)>& fn);
 
 private:
     void helper(int id);
+    void stop();  // ends and joins the helpers
     void work();  // takes items of the current loop until none is left
 
     std::vector<std::thread> helpers_;
