@@ -95,6 +95,16 @@ configure_and_build() {
   local packed="$root/build-deps/catch2-v2/lib/cmake/Catch2"  # scripts/device-deps.sh
   [ -z "${Catch2_DIR:-}" ] && [ -f "$packed/Catch2Config.cmake" ] && Catch2_DIR="$packed"
   [ -n "${Catch2_DIR:-}" ] && catch=("-DCatch2_DIR=$Catch2_DIR")
+  local dn="$root/build-deps/onednn.tar.xz" dnp="$work/onednn"  # scripts/device-deps.sh; only without a system one
+  if [ ! -e /usr/lib/x86_64-linux-gnu/cmake/dnnl/dnnl-config.cmake ] && [ -f "$dn" ]; then
+    [ -d "$dnp" ] || tar -C "$work" -xJf "$dn"
+    if [ -d "$dnp" ]; then
+      catch+=("-Ddnnl_DIR=$dnp/lib/x86_64-linux-gnu/cmake/dnnl" "-DOpenCL_INCLUDE_DIR=$dnp/include"
+              "-DOpenCL_LIBRARY=$dnp/lib/x86_64-linux-gnu/libOpenCL.so")
+      # The binaries' RUNPATH finds libdnnl, but not libdnnl's own libOpenCL.so.1, which the image may lack.
+      export LD_LIBRARY_PATH="$dnp/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+  fi
   local tj="$root/build-deps/turbojpeg"  # scripts/device-deps.sh, used only where the system has no turbojpeg.h
   [ ! -e /usr/include/turbojpeg.h ] && [ -f "$tj/include/turbojpeg.h" ] \
     && catch+=("-DTURBOJPEG_INCLUDE_DIR=$tj/include" "-DTURBOJPEG_LIBRARY=$tj/lib/libturbojpeg.so")
@@ -108,7 +118,7 @@ configure_and_build() {
       echo "device-check: configure failed (log: configure.log)"
       return 1
     fi
-    grep -E "ringtrain: CUDA backend|Catch2 v2 not found" "$logs/configure.log"
+    grep -E "ringtrain: CUDA backend|ringtrain: CPU convolutions|Catch2 v2 not found" "$logs/configure.log"
   fi
   if [ "$cuda" = ON ] && has gpu; then  # every test executable of the gpu label (tests/gpu/)
     for t in $(cmake --build "$dir" --target help 2>/dev/null | grep -oE 'test_gpu[A-Za-z0-9_]*' | sort -u); do
