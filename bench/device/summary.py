@@ -159,19 +159,20 @@ def workers_section(logs, res):
     out = []
     for r in rows:
         if "samples_per_s" not in r:
-            out.append([r["workers"], r.get("skipped") or r.get("failed"), "", "", "", "", ""])
+            out.append([r["workers"], r.get("skipped") or r.get("failed"), "", "", "", "", "", ""])
             continue
         bound = r["data_wait_fraction"] is not None and r["data_wait_fraction"] > INPUT_BOUND
+        loader = r.get("loader_wait_s_per_step")
         out.append([r["workers"], f"{r['samples_per_s']:,.0f}", ms(r["step_s"]), ms(r["data_wait_s_per_step"]),
-                    pct(r["data_wait_fraction"]),
+                    "-" if loader is None else ms(loader), pct(r["data_wait_fraction"]),
                     "-" if r["gpu_mean_percent"] is None else f"{r['gpu_mean_percent']:.0f} / {r['gpu_max_percent']:.0f}",
                     "**yes**" if bound else "no"])
     if out:
         dev = next((r.get("device_name") for r in rows if r.get("device_name")), "?")
         data = next((r.get("data") for r in rows if r.get("data")), "?")
         lines += [f"Device {dev}; {data}.", ""]
-        lines += table(["data.workers", "samples/s", "step ms", "data wait ms", "wait share", "GPU % mean / max",
-                        "input-bound"], out)
+        lines += table(["data.workers", "samples/s", "step ms", "data wait ms", "of it the loader ms", "wait share",
+                        "GPU % mean / max", "input-bound"], out)
     lines.append("")
     return lines
 

@@ -83,10 +83,12 @@ def row_of(out_dir, workers, wall, base):
     u = s.get("gpu_utilisation") or {}
     step_s = s["train_s"] / steps
     data_s = s["phase_s"].get("data", 0.0) / steps
+    loader_s = s.get("data_loader_wait_s")  # the loader's part of data_s; the rest stages the batch for the GPU
+    loader_s = None if loader_s is None else loader_s / steps
     return {"workers": workers, "device": s.get("device"), "device_name": s.get("device_name"),
             "batch": s["batch_size_per_rank"], "steps": steps, "samples_per_s": s["samples_per_s"],
             "steady_samples_per_s": statistics.median(rates[1:]) if len(rates) > 2 else None,
-            "step_s": step_s, "data_wait_s_per_step": data_s, "data_wait_fraction": data_s / step_s if step_s else None,
+            "step_s": step_s, "data_wait_s_per_step": data_s, "loader_wait_s_per_step": loader_s, "data_wait_fraction": data_s / step_s if step_s else None,
             "phase_s_per_step": {k: v / steps for k, v in s["phase_s"].items()},
             "gpu_mean_percent": u.get("mean_gpu_percent"), "gpu_max_percent": u.get("max_gpu_percent"),
             "gpu_samples": u.get("samples"), "gpu_utilisation": u or None, "wall_s": wall,
@@ -150,8 +152,11 @@ def main():
         with open(rows_path, "a") as f:
             f.write(json.dumps(r) + "\n")
         gpu = "-" if r["gpu_mean_percent"] is None else f"{r['gpu_mean_percent']:.0f} %"
+        loader = r.get("loader_wait_s_per_step")
+        loader = "" if loader is None else f" (the loader {1e3 * loader:.1f})"
         print(f"[{last:5.1f}s] data.workers={w}: {r['samples_per_s']:.0f} samples/s, waiting for data "
-              f"{1e3 * r['data_wait_s_per_step']:.1f} of {1e3 * r['step_s']:.1f} ms a step, GPU busy {gpu}", flush=True)
+              f"{1e3 * r['data_wait_s_per_step']:.1f}{loader} of {1e3 * r['step_s']:.1f} ms a step, GPU busy {gpu}",
+              flush=True)
     sys.exit(1 if failed else 0)
 
 

@@ -175,6 +175,9 @@ json TrainingRun::write_summary() {
         {"resumed_from", resumed_from_.empty() ? json(nullptr) : json(resumed_from_)},
         {"data", p.data.train->description()},
         {"data_prefetch", loader_.prefetch_note()},
+        // The part of phase_s.data spent waiting for the loader; the rest is handing the batch on (on a GPU, staging
+        // it into pinned memory for the copy).
+        {"data_loader_wait_s", loader_.wait_seconds()},
     };
     // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
     // left out on every rank.

@@ -72,6 +72,10 @@ TEST_CASE("a tiny CNN learns a generated 2-class image folder; the classes go in
     CHECK(s["test_accuracy"].get<double>() >= 0.9);
     CHECK(s["classes"] == nlohmann::json({"0_horizontal", "1_vertical"}));
     CHECK(s["data_prefetch"] == "on");  // decoding: the probe never turns prefetch off
+    // The loader's wait is part of the data phase (on a CPU nearly all of it: nothing is staged for a device).
+    const double loader_wait = s["data_loader_wait_s"].get<double>(), data_phase = s["phase_s"]["data"].get<double>();
+    CHECK(loader_wait > 0);
+    CHECK(loader_wait <= data_phase);
     CHECK_FALSE(s.contains("data_cache_mb"));
 
     // Resuming or evaluating with other class folders (the second one renamed) is refused, naming both lists.
