@@ -8,7 +8,7 @@
 #                bench/sweep.py; issue 15)
 #   extrapolate  `ringtrain predict` from one rank's profile and a link measured with --measure between two local
 #                ranks, predicting the cpu16 points, against them (bench/device/extrapolate.py; issue 15)
-#   workers      AlexNet 224x224 from a generated JPEG folder with data.workers 1, 2, 4, 8: samples/s, the wait for
+#   workers      AlexNet 224x224 from a generated JPEG folder with data.workers 1, 2, 4, 8, 12: samples/s, the wait for
 #                data, the GPU's utilisation (bench/device/workers.py; issue 17)
 #   cpuref       LeNet-5, the MNIST CNN and the quality CNN against PyTorch on this CPU, one thread each, the
 #                reference printing torch.__config__.show() (bench/device/cpuref.py; issue 17)

@@ -5,7 +5,7 @@ written by `ringtrain make-image-folder`, one run per data.workers value; per ru
 training loop waited for its batch (phase_s.data), and the GPU's utilisation sampled by NVML during training
 (summary.json gpu_utilisation, src/telemetry/gpu_monitor.cpp).
 
-Usage: bench/device/workers.py --bin build/ringtrain --out DIR --work DIR [--workers "1 2 4 8"] [--device cuda]
+Usage: bench/device/workers.py --bin build/ringtrain --out DIR --work DIR [--workers "1 2 4 8 12"] [--device cuda]
          [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320] [--deadline EPOCH_S]
 The folder (DIR/images under --work) is reused when it is there. The model is models/alexnet.json with its last
 layer sized to --classes (written under --work). Rows: DIR/rows.jsonl, one per data.workers; a point that would
@@ -100,7 +100,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--workers", default="1 2 4 8")
+    ap.add_argument("--workers", default="1 2 4 8 12")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=128)
