@@ -98,7 +98,8 @@ derive() {
   local flags
   flags="$(mpirun_flags)" || return 1
   local ranks
-  if [ "$w" = balance ]; then ranks="$(CPU16_RANKS="${CPU16_BALANCE_RANKS:-4 8}" ranks_that_fit)"; else ranks="$(ranks_that_fit)"; fi
+  ranks="$(ranks_that_fit)"
+  [ "$w" = balance ] && ranks="$(CPU16_RANKS="${CPU16_BALANCE_RANKS:-4 8}" ranks_that_fit)"
   "$RT_PY" bench/device/derive_sweep.py "bench/sweeps/cpu16_weak_$w.json" --out "$dest" --ranks "$ranks" \
     --steps-scale "${CPU16_STEPS_SCALE:-1}" --mpirun-flags "$flags" "${extra[@]}" "$@"
 }
