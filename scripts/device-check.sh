@@ -29,8 +29,8 @@
 #                 build-deps/fashion-mnist, else data/fashion-mnist; synthetic data of the same shape where none is)
 #   BENCH=0       gpu stage without the benchmark
 #   Catch2_DIR    a Catch2 v2 CMake package where the system has only v3 (default: build-deps/catch2-v2 when there)
-# Before lending the machine the tree: scripts/device-deps.sh packs Catch2 v2 and Fashion-MNIST into build-deps/
-# (git-ignored: carry it), with TurboJPEG's header and library where the image lacks them.
+# Before lending the machine the tree: scripts/device-deps.sh packs Catch2 v2, Fashion-MNIST, TurboJPEG and oneDNN
+# into build-deps/ (git-ignored: carry it); each is used only where the image lacks it.
 #   stage options: see scripts/device-stages.sh (CPU16_RANKS, CPU16_REPEATS, CPU16_STEPS_SCALE, WORKERS_LIST, ...)
 # Expected on a 16-core H200 machine (2026-11-27: build 117 s, gpu 50 s, cpu16 214 s before the balance sweep,
 # extrapolate 6 s, workers 26 s, cpuref 72 s): about 9 minutes in all, so some stages get fewer repeats.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run HERE, before lending a device machine the tree: packs what that machine lacks into build-deps/ (git-ignored, so
 # the device run must carry it: carry ["build-deps"]): Catch2 v2's CMake package (the device image has Catch2 v3
-# only, so without it the gpu tests are not built) and the Fashion-MNIST IDX files (the GPU benchmark falls back to
-# synthetic data without them). scripts/device-check.sh finds both there by itself. About 40 MB.
+# only, so without it the gpu tests are not built), the Fashion-MNIST IDX files (the GPU benchmark falls back to
+# synthetic data without them), TurboJPEG and oneDNN (below). scripts/device-check.sh finds them there by itself,
+# using each only where the system has none. About 40 MB.
 # Usage: scripts/device-deps.sh        (Debian: catch2 installed; Fashion-MNIST in /usr/share/datasets/fashion-mnist)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

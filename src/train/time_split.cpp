@@ -41,13 +41,11 @@ std::string describe_time_split(const nlohmann::json& summary) {
         if (const auto w = st->find("mean_work_ms_per_rank");
             w != st->end() && w->is_array() && w->size() > 1 &&
             std::all_of(w->begin(), w->end(), [](const nlohmann::json& v) { return v.is_number(); })) {
-            double lo = 0, hi = 0;
-            for (size_t r = 0; r < w->size(); ++r) {
-                const double v = (*w)[r].get<double>();
-                lo = r == 0 ? v : std::min(lo, v);
-                hi = r == 0 ? v : std::max(hi, v);
-            }
-            slower_ranks = lo > 0 && hi >= 1.15 * lo;
+            const auto by_value = [](const nlohmann::json& a, const nlohmann::json& b) {
+                return a.get<double>() < b.get<double>();
+            };
+            const auto [lo, hi] = std::minmax_element(w->begin(), w->end(), by_value);
+            slower_ranks = lo->get<double>() > 0 && hi->get<double>() >= 1.15 * lo->get<double>();
         }
         using Ptr = nlohmann::json::json_pointer;
         if (summary.value(Ptr("/sync/balance/mode"), std::string()) == "off" &&

@@ -50,11 +50,12 @@ struct LoaderOptions {
     // In-memory IDX batches fill faster than a hand-over between threads costs where waking an idle core is slow
     // (bench/RESULTS.md, "Measurements moved out of code comments"). 0 = never switch.
     int64_t prefetch_probe_batches = 32;
-    // Threads that fill one batch together, taking its samples one at a time (PyTorch DataLoader's num_workers, for
-    // inputs whose decoding or generation a single thread cannot keep up with, e.g. 3x224x224 images feeding a
-    // GPU): a WorkerPool that lives as long as the loader. Batches under ~1 M floats are filled by one thread
-    // whatever this says (waking threads would cost more than it saves), unless the data set's reads are costly
-    // (decoding image files). Dataset::read must be safe to call concurrently (all ours are).
+    // Threads that fill one batch together (PyTorch DataLoader's num_workers, for inputs whose decoding or generation
+    // a single thread cannot keep up with, e.g. 3x224x224 images feeding a GPU): a WorkerPool that lives as long as
+    // the loader. Costly reads (decoding files) are handed out one sample at a time; in-memory samples go in
+    // contiguous shares. Batches under ~1 M floats are filled by one thread whatever this says (waking threads would
+    // cost more than it saves), unless reads are costly. Dataset::read must be safe to call concurrently (all ours
+    // are).
     int workers = 1;
 };
 

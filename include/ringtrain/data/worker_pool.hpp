@@ -1,8 +1,9 @@
 // WorkerPool: the threads that fill one batch together (data.workers, PyTorch DataLoader's num_workers). They live
 // as long as the pool, so what a thread keeps from sample to sample (the image decoder's thread_local buffers)
-// survives from batch to batch, and no thread is started per batch. Samples are handed out one at a time from a
-// shared counter, so a slow file delays only itself, not a contiguous share behind it. The caller's thread takes
-// part in every loop. bench/RESULTS.md, "the image loader's worker threads", has the measurements.
+// survives from batch to batch, and no thread is started per batch. Items are handed out one at a time from a
+// shared counter (the loader's items are files, or contiguous shares of in-memory samples), so a slow file delays
+// only itself, not a share behind it. The caller's thread takes part in every loop. bench/RESULTS.md, "The image
+// loader's worker threads", has the measurements.
 #pragma once
 
 #include <atomic>
