@@ -62,6 +62,11 @@ std::vector<float> Communicator::gather(std::span<const float> mine, int root) {
     return all;
 }
 
+size_t MpiCommunicatorBase::check_allgatherv(std::span<const float> mine, std::span<const size_t> counts,
+                                             std::span<float> out) const {
+    return checked_allgatherv_total(*this, mine, counts, out);
+}
+
 void MpiCommunicatorBase::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
                                           std::span<float> out) {
     allgatherv_into_while(mine, counts, out, {});

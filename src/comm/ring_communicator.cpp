@@ -89,6 +89,30 @@ void RingCommunicator::shared_memory_allreduce(float* data, size_t count, Reduce
     count_bytes(sent, received);
 }
 
+void RingCommunicator::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
+                                       std::span<float> out) {
+    allgatherv_into_while(mine, counts, out, {});
+}
+
+void RingCommunicator::allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts,
+                                             std::span<float> out, const std::function<bool()>& idle) {
+    const size_t total = check_allgatherv(mine, counts, out);  // the same total on every rank: the same path
+    if (total == 0 || !use_shared_memory(total)) return MpiCommunicatorBase::allgatherv_into_while(mine, counts, out, idle);
+    uint64_t sent = 0, received = 0;
+    shm_->allgatherv(mine.data(), counts, out.data(), idle, sent, received);
+    count_bytes(sent, received);
+}
+
+void RingCommunicator::allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle) {
+    if (!shm_ || data.empty() || data.size() > shm_->max_small_doubles())
+        return MpiCommunicatorBase::allreduce_while(data, op, idle);
+    uint64_t sent = 0, received = 0;
+    shm_->allreduce_small(data.data(), data.size(), op == ReduceOp::Average ? ReduceOp::Sum : op, idle, sent, received);
+    if (op == ReduceOp::Average)
+        for (double& v : data) v /= static_cast<double>(size_);
+    count_bytes(sent, received);
+}
+
 RingCommunicator::~RingCommunicator() {
     std::free(scratch_.p);
     std::free(wire_.p);

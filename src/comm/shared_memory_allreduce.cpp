@@ -16,8 +16,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/core/error.hpp"
 #include "reduce_kernels.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -160,13 +163,26 @@ void* SharedMemoryAllreduce::slot(int buffer, int r) const {
            (static_cast<size_t>(buffer) * n + static_cast<size_t>(r)) * slot_bytes_;
 }
 
-void SharedMemoryAllreduce::barrier() {
+void SharedMemoryAllreduce::barrier(const std::function<bool()>* idle) {
     const uint64_t epoch = ++epoch_;
     arrived(rank_).store(epoch, std::memory_order_release);  // publishes our writes to the slots
     waiting_for_epoch_.store(epoch, std::memory_order_relaxed);
+    struct Done {  // also when idle work throws (a parse error): the watchdog must not name peers for a wait that ended
+        std::atomic<uint64_t>& w;
+        ~Done() { w.store(0, std::memory_order_relaxed); }
+    } done{waiting_for_epoch_};
+    if (idle && *idle) {
+        // The caller's work between checks, while it has any: a rank ahead of its peers works instead of spinning.
+        for (int r = 0; r < size_;) {
+            if (r == rank_ || arrived(r).load(std::memory_order_acquire) >= epoch) {
+                ++r;
+                continue;
+            }
+            if (!(*idle)()) break;
+        }
+    }
     for (int r = 0; r < size_; ++r)
         if (r != rank_) wait_until(arrived(r), epoch);
-    waiting_for_epoch_.store(0, std::memory_order_relaxed);
 }
 
 std::vector<int> SharedMemoryAllreduce::late_ranks() const {
@@ -226,6 +242,58 @@ void SharedMemoryAllreduce::allreduce(float* data, size_t count, ReduceOp op, Wi
         sent += moved;
         received += moved;
     }
+}
+
+void SharedMemoryAllreduce::allgatherv(const float* mine, std::span<const size_t> counts, float* out,
+                                       const std::function<bool()>& idle, uint64_t& sent, uint64_t& received) {
+    const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+    size_t longest = 0;
+    for (size_t c : counts) longest = std::max(longest, c);
+    // Where each rank's part starts in out.
+    std::vector<size_t>& at = part_starts_;
+    at.assign(n, 0);
+    for (size_t r = 1; r < n; ++r) at[r] = at[r - 1] + counts[r - 1];
+    std::memcpy(out + at[me], mine, counts[me] * sizeof(float));  // our part never goes through the segment
+    // Rounds: piece k of every rank is its floats [k·chunk, (k+1)·chunk).
+    for (size_t off = 0; off < longest; off += chunk_elems_) {
+        const int buf = static_cast<int>(chunks_done_++ % 2);
+        const size_t piece = counts[me] > off ? std::min(chunk_elems_, counts[me] - off) : 0;
+        if (piece > 0) std::memcpy(slot(buf, rank_), mine + off, piece * sizeof(float));
+        barrier(&idle);
+        for (size_t r = 0; r < n; ++r) {
+            if (r == me || counts[r] <= off) continue;
+            const size_t l = std::min(chunk_elems_, counts[r] - off);
+            std::memcpy(out + at[r] + off, slot(buf, static_cast<int>(r)), l * sizeof(float));
+            received += l * sizeof(float);
+        }
+        sent += (n - 1) * piece * sizeof(float);
+    }
+}
+
+void SharedMemoryAllreduce::allreduce_small(double* data, size_t count, ReduceOp op, const std::function<bool()>& idle,
+                                            uint64_t& sent, uint64_t& received) {
+    if (count > max_small_doubles())
+        throw Error("shared-memory allreduce of " + std::to_string(count) + " doubles: at most " +
+                    std::to_string(max_small_doubles()) + " fit a slot");
+    if (op == ReduceOp::Average) throw Error("shared-memory allreduce_small: the caller scales an Average");
+    const int buf = static_cast<int>(chunks_done_++ % 2);
+    std::memcpy(slot(buf, rank_), data, count * sizeof(double));
+    barrier(&idle);
+    // Rank order from slot 0, on every rank (our own values included), so every rank forms the same bits.
+    std::memcpy(data, slot(buf, 0), count * sizeof(double));
+    for (int r = 1; r < size_; ++r) {
+        const auto* v = static_cast<const double*>(slot(buf, r));
+        for (size_t i = 0; i < count; ++i) {
+            switch (op) {
+                case ReduceOp::Max: data[i] = std::max(data[i], v[i]); break;
+                case ReduceOp::Min: data[i] = std::min(data[i], v[i]); break;
+                default: data[i] += v[i]; break;
+            }
+        }
+    }
+    const uint64_t moved = static_cast<uint64_t>(size_ - 1) * count * sizeof(double);
+    sent += moved;
+    received += moved;
 }
 
 }  // namespace ringtrain::comm

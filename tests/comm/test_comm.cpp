@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "ringtrain/comm/communicator.hpp"
@@ -624,6 +625,102 @@ TEST_CASE("allgatherv_into_while: the same result, and the early ranks work whil
         comm->allgatherv_into_while(mine, counts, out, {});
         CHECK(comm->allgather(std::span<const float>(mine)) == out);
     }
+}
+
+TEST_CASE("ring on one host: allgatherv and small double reductions through shared memory, in rounds of a slot, "
+          "interleaved with allreduce", "[comm][allgather][shm]") {
+    const int n = world_size(), me = world_rank();
+    RingOptions o = ring_backend_defaults();
+    o.shared_memory_chunk_bytes = 4096;  // 1024 floats a slot: parts of 0, 1, 1023, 1024, 1025 and 3077 floats
+    RingCommunicator ring(o);
+    if (n > 1) REQUIRE(ring.uses_shared_memory());
+    const size_t N = static_cast<size_t>(n), r_me = static_cast<size_t>(me);
+    // Count patterns: each rank's part by rank; rank 1 always sends nothing (as a rank whose batch touched no row).
+    const std::vector<std::vector<size_t>> patterns = {{1, 0, 1023, 1024}, {1025, 0, 3077, 1}, {3077, 0, 1024, 2048}};
+    for (int round = 0; round < 3; ++round) {
+        for (const std::vector<size_t>& pattern : patterns) {
+            std::vector<size_t> counts(N);
+            size_t total = 0;
+            for (size_t r = 0; r < N; ++r) total += counts[r] = r == 1 ? 0 : pattern[r % pattern.size()];
+            INFO("round " << round << ", rank 0's part " << counts[0]);
+            const uint64_t seed = 100 + static_cast<uint64_t>(round);
+            std::vector<float> mine = rank_data(counts[r_me], me, seed), out(total, -7.0f);
+            const uint64_t s0 = ring.bytes_sent(), r0 = ring.bytes_received();
+            ring.allgatherv_into(mine, counts, out);
+            // Exactly every rank's part in rank order (bit for bit: nothing is computed on the way).
+            size_t at = 0, bad = 0;
+            for (size_t r = 0; r < N; ++r) {
+                const std::vector<float> want = rank_data(counts[r], static_cast<int>(r), seed);
+                for (size_t i = 0; i < counts[r]; ++i) bad += std::memcmp(&out[at++], &want[i], sizeof(float)) != 0;
+            }
+            CHECK(bad == 0);
+            // What peers read from our slot, and what we read from theirs.
+            CHECK(ring.bytes_sent() - s0 == (N - 1) * counts[r_me] * sizeof(float));
+            CHECK(ring.bytes_received() - r0 == (total - counts[r_me]) * sizeof(float));
+
+            // An allreduce between gathers (two barriers a chunk, the same two buffers): still the exact sums.
+            const size_t count = 2500;  // three chunks
+            const Reference ref = make_reference(count, seed + 7);
+            std::vector<float> buf = ref.mine;
+            ring.allreduce(buf, ReduceOp::Sum);
+            check_sum("shared memory between gathers", ReduceOp::Sum, buf, ref, n);
+
+            // Small double reductions: the serial result, and the same bits on every rank (combined in rank order).
+            for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average, ReduceOp::Max, ReduceOp::Min}) {
+                auto value = [&](int r, int i) { return 0.1 * (r + 1) + 1e-9 * i - 0.37 * (i % 3) * (r % 2); };
+                std::vector<double> v(5);
+                for (int i = 0; i < 5; ++i) v[static_cast<size_t>(i)] = value(me, i);
+                ring.allreduce_while(v, op, {});
+                for (int i = 0; i < 5; ++i) {
+                    double want = value(0, i);
+                    for (int r = 1; r < n; ++r) {
+                        const double x = value(r, i);
+                        want = op == ReduceOp::Max ? std::max(want, x) : op == ReduceOp::Min ? std::min(want, x) : want + x;
+                    }
+                    if (op == ReduceOp::Average) want /= n;
+                    CHECK(v[static_cast<size_t>(i)] == Approx(want).epsilon(1e-14));
+                }
+                const std::vector<std::byte> all = ring.allgather_bytes(std::as_bytes(std::span<const double>(v)));
+                for (int r = 0; r < n; ++r)
+                    CHECK(std::memcmp(all.data() + static_cast<size_t>(r) * 5 * sizeof(double), v.data(),
+                                      5 * sizeof(double)) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("ring on one host: idle work that throws leaves the shared-memory collectives usable and names no late peer",
+          "[comm][allgather][shm]") {
+    const int n = world_size(), me = world_rank();
+    if (n < 2) return;  // one rank: no wait, no idle work
+    RingCommunicator ring(ring_backend_defaults());
+    REQUIRE(ring.uses_shared_memory());
+    const GathervCase c = gatherv_case([](int r) { return static_cast<size_t>(40 + r); },
+                                       [](int r, size_t i) { return static_cast<float>(3 * r + i); });
+    std::vector<float> out(c.total);
+    // The last rank arrives late; rank 0's idle work fails (a malformed line while parsing ahead, say).
+    if (me == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    bool threw = false;
+    try {
+        ring.allgatherv_into_while(c.mine, c.counts, out, [&]() -> bool {
+            if (me == 0) throw std::runtime_error("bad line while parsing ahead");
+            return false;
+        });
+    } catch (const std::runtime_error&) {
+        threw = true;
+    }
+    if (me == 0) CHECK(threw);
+    if (me != 0) c.require_gathered(out);  // the others were not held up by rank 0 leaving early
+    CHECK(ring.waiting_for().empty());
+    // Every rank can go on: the next gathers and a reduction give the right results.
+    for (int k = 0; k < 3; ++k) {
+        std::fill(out.begin(), out.end(), -1.0f);
+        ring.allgatherv_into_while(c.mine, c.counts, out, [] { return false; });
+        c.require_gathered(out);
+    }
+    std::vector<double> one{1.0};
+    ring.allreduce_while(one, ReduceOp::Sum, {});
+    CHECK(one[0] == n);
 }
 
 TEST_CASE("gather: every rank's part on the root only, counts differing, root first or last", "[comm][gather]") {

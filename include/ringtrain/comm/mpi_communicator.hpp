@@ -67,6 +67,9 @@ public:
     MPI_Comm mpi_comm() const { return comm_; }
 
 protected:
+    // allgatherv_into's argument checks (counts for every rank, this rank's part and the output sized as they say),
+    // the same on every rank, so a mismatch throws everywhere before anything is sent; returns the total.
+    size_t check_allgatherv(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) const;
     void count_bytes(uint64_t sent, uint64_t received) {
         sent_.fetch_add(sent, std::memory_order_relaxed);
         received_.fetch_add(received, std::memory_order_relaxed);

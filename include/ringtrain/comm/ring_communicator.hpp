@@ -88,6 +88,13 @@ public:
     void allreduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) override;
     void allreduce(std::span<float> data, ReduceOp op, WireFormat wire) override;
     using MpiCommunicatorBase::allreduce;
+    // Single node with shared memory: these go through the segment (the sparse path's per-step collectives; see
+    // SharedMemoryAllreduce), under the same size rule as the allreduce (by the gathered float32 total); otherwise
+    // MPI's, as for the mpi backend.
+    void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) override;
+    void allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out,
+                               const std::function<bool()>& idle) override;
+    void allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle) override;
 
     const RingOptions& options() const { return options_; }
     // True when this communicator has a shared-memory segment (single node, enabled, created on every rank).

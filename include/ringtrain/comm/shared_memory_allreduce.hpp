@@ -20,6 +20,14 @@
 // Waiting spins briefly, then yields the core, then sleeps between polls (ranks may outnumber cores, or share them
 // with other work: a peer that is not running must get a core). A rank that dies is handled by the launcher
 // (mpirun or srun kills the job); a rank stuck in a collective is reported by the stall watchdog as for MPI.
+//
+// The same segment also serves the two small per-step collectives of the sparse path (sync/sparse_gradient_sync):
+// an allgather of known counts and a reduction of a few doubles. Through MPI they cost tens of microseconds each
+// when the caller lends the wait to other work (Open MPI's non-blocking collectives; bench/RESULTS.md, "Parsing in
+// the waits"); here a round is one copy in, one barrier, the copies out, and the wait polls the caller's work
+// between checks of the peers' counters. One barrier a round suffices: a rank writes buffer b again only two rounds
+// (or allreduce chunks) later, after passing the next round's barrier, which every rank reaches only once it has
+// finished reading buffer b.
 #pragma once
 
 #include <mpi.h>
@@ -27,7 +35,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +59,18 @@ public:
     // the 16-bit formats (Average is scaled before the final rounding). Adds the bytes its peers read from this rank's
     // slot (sent) and that it read from theirs (received): 2(N−1)/N of the payload each way, as a ring.
     void allreduce(float* data, size_t count, ReduceOp op, WireFormat wire, uint64_t& sent, uint64_t& received);
+    // Every rank's `mine` (counts[r] floats from rank r; every rank passes the same counts) concatenated in rank order
+    // into out, in rounds of at most one slot per rank. While peers have not arrived, `idle` (when set) is called
+    // again and again; once it returns false the call only waits. Adds the bytes peers read from this rank's slot
+    // and the bytes it read from theirs.
+    void allgatherv(const float* mine, std::span<const size_t> counts, float* out, const std::function<bool()>& idle,
+                    uint64_t& sent, uint64_t& received);
+    // In place over all ranks for a few doubles (at most max_small_doubles()): every rank's values through its slot,
+    // one barrier, then every rank combines all slots in rank order, so the bits are the same on every rank. op Sum,
+    // Max or Min (the caller scales an Average). `idle` as for allgatherv.
+    void allreduce_small(double* data, size_t count, ReduceOp op, const std::function<bool()>& idle, uint64_t& sent,
+                         uint64_t& received);
+    size_t max_small_doubles() const { return slot_bytes_ / sizeof(double); }
     // The ranks that have not yet reached the barrier this rank waits in (empty when it waits in none): read from
     // the arrival counters, so any thread may ask while the allreduce runs (the stall watchdog names them).
     std::vector<int> late_ranks() const;
@@ -57,7 +79,9 @@ private:
     SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems, size_t slot_bytes);
     std::atomic<uint64_t>& arrived(int r) const;
     void* slot(int buffer, int r) const;
-    void barrier();
+    // Publishes this rank's arrival and waits for every peer's, calling idle (when set) between checks while it
+    // has work.
+    void barrier(const std::function<bool()>* idle = nullptr);
 
     void* base_ = nullptr;
     size_t bytes_ = 0;
@@ -67,7 +91,8 @@ private:
     size_t slot_bytes_ = 0;
     uint64_t epoch_ = 0;      // barriers passed: our arrival counter's value
     std::atomic<uint64_t> waiting_for_epoch_{0};  // the barrier being waited in, 0 = none (for late_ranks)
-    uint64_t chunks_done_ = 0;  // chunk k uses buffer k % 2
+    uint64_t chunks_done_ = 0;  // chunk k uses buffer k % 2 (allgather rounds and small reductions count as chunks)
+    std::vector<size_t> part_starts_;  // allgatherv: where each rank's part starts in the output (kept across calls)
 };
 
 }  // namespace ringtrain::comm
