@@ -42,7 +42,7 @@ Usage:
   ringtrain info  [--config FILE] [--set key=value]...
   ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
   ringtrain make-image-folder --out DIR [--classes 2] [--per-class N] [--size HxW] [--format jpg|png|mixed] (--help)
-  ringtrain predict --config FILE [--ranks 2,4,..] (--link 10gbit,5us | --measure) [--json FILE] [--straggler 0.05]
+  ringtrain predict --config FILE [--ranks 2,4,..] [--link 10gbit,5us (default) | --measure] [--json FILE] [--straggler 0.05]
                     [--algorithm ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json]
   ringtrain --help | --help-config | --version
 

@@ -1,5 +1,6 @@
 // `ringtrain predict --config FILE --ranks LIST [--link RATE[,LATENCY] | --measure] [--json FILE] ...`:
-// profile one rank's step in-process, take the link as given or fit it between the ranks of this job, and print
+// profile one rank's step in-process, take the link as given (10 Gbit/s, 5 µs when neither flag is) or fit it
+// between the ranks of this job, and print
 // the predicted scaling (predict/predictor.hpp).
 #include "predict_command.hpp"
 
@@ -22,6 +23,10 @@
 namespace ringtrain::cli {
 
 namespace {
+
+// The link when neither --link nor --measure is given: the common cluster Ethernet (README's predicted table also
+// shows 25 and 100 Gbit/s). Said in the output, so a table is never read without its assumption.
+constexpr const char* kDefaultLink = "10gbit,5us";
 
 struct PredictArgs {
     std::string config, ranks, link, json, profile, algorithm = "ring";
@@ -79,8 +84,9 @@ PredictArgs parse_predict(int argc, char** argv) {
         else a.steps = static_cast<int>(parse_number(flag, *value, 1, 10000));
     }
     if (a.config.empty()) throw InputError("predict needs --config FILE");
-    if (a.measure == !a.link.empty())
-        throw InputError("predict needs exactly one of --link RATE[,LATENCY] (e.g. 10gbit,5us) and --measure");
+    if (a.measure && !a.link.empty())
+        throw InputError("predict: --link and --measure are alternatives (a link given, or one timed between two "
+                         "ranks); pass one of them, or neither for the default " + std::string(kDefaultLink));
     return a;
 }
 
@@ -109,7 +115,8 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     } else {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
-        link = scaling::parse_link(a.link);
+        link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
+        if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + " (pass --link RATE[,LATENCY] or --measure)";
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
     const train::StepProfile profile =
@@ -126,8 +133,8 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
                 profile.device.c_str(), static_cast<long long>(profile.batch_size), profile.input_s * 1e3,
                 profile.forward_s * 1e3, profile.backward_s * 1e3, profile.optimizer_s * 1e3, timings.grad_floats.size(),
                 layout.size());
-    std::printf("predicted (weak scaling, %s, straggler %.0f%%):\n%s", setting.describe().c_str(), 100 * a.straggler,
-                predict::format_table(rows, link).c_str());
+    std::printf("predicted (weak scaling, %s, straggler %.0f%%, link %s):\n%s", setting.describe().c_str(),
+                100 * a.straggler, link.source.c_str(), predict::format_table(rows, link).c_str());
     if (!a.json.empty()) {
         const nlohmann::json doc = {
             {"config", a.config},

@@ -28,6 +28,14 @@ with tempfile.TemporaryDirectory() as tmp:
     assert rows[1]["terms_s"]["straggler"] > 0
     assert abs(doc["link"]["gbit_per_s"] - 1.0) < 1e-9 and abs(doc["link"]["alpha_s"] - 50e-6) < 1e-12
     assert len(doc["profile"]["gradients"]) == 2 and all(g["ready_s"] >= 0 for g in doc["profile"]["gradients"])
+    # Neither --link nor --measure: the default link, said in the table's header and the JSON.
+    js3 = os.path.join(tmp, "p3.json")
+    p = subprocess.run(base + ["--ranks", "2", "--profile", js, "--json", js3], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    assert "default 10gbit,5us" in p.stdout, p.stdout
+    doc3 = json.load(open(js3))
+    assert abs(doc3["link"]["gbit_per_s"] - 10.0) < 1e-9 and abs(doc3["link"]["alpha_s"] - 5e-6) < 1e-12
+    assert doc3["link"]["source"].startswith("default"), doc3["link"]
     # --profile: the saved profile again, no measurement: the same link gives the same rows exactly.
     js2 = os.path.join(tmp, "p2.json")
     p = subprocess.run(base + ["--ranks", "1,2,8", "--link", "1gbit,50us", "--straggler", "0.05", "--profile", js,
@@ -46,7 +54,7 @@ with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run(base + ["--link", "1gbit", "--profile", bad_js], capture_output=True, text=True, cwd=tmp)
         assert p.returncode == 2 and ".profile" in p.stderr and key in p.stderr, (key, p.returncode, p.stderr)
     for bad, want in ((["--link", "1gbps"], "unknown unit 'gbps'"), (["--ranks", "0", "--link", "1gbit"], "--ranks"),
-                      ([], "exactly one of --link"),
+                      (["--link", "1gbit", "--measure"], "alternatives"),
                       (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
         p = subprocess.run(base + bad, capture_output=True, text=True, cwd=tmp)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
