@@ -116,7 +116,7 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
         link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
-        if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + " (pass --link RATE[,LATENCY] or --measure)";
+        if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + "; pass --link RATE[,LATENCY] or --measure";
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
     const train::StepProfile profile =
@@ -133,8 +133,8 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
                 profile.device.c_str(), static_cast<long long>(profile.batch_size), profile.input_s * 1e3,
                 profile.forward_s * 1e3, profile.backward_s * 1e3, profile.optimizer_s * 1e3, timings.grad_floats.size(),
                 layout.size());
-    std::printf("predicted (weak scaling, %s, straggler %.0f%%, link %s):\n%s", setting.describe().c_str(),
-                100 * a.straggler, link.source.c_str(), predict::format_table(rows, link).c_str());
+    std::printf("predicted (weak scaling, %s, straggler %.0f%%):\n%s", setting.describe().c_str(), 100 * a.straggler,
+                predict::format_table(rows, link).c_str());
     if (!a.json.empty()) {
         const nlohmann::json doc = {
             {"config", a.config},
