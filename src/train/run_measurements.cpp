@@ -153,6 +153,66 @@ telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const tel
     return telemetry::analyse_stragglers(work_per_rank);
 }
 
+json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, const LocalSgdTotals& t) {
+    if (comm.size() < 2) return nullptr;
+    const int world = comm.size();
+    const int64_t period = std::max<int64_t>(plan.sync.local_sgd_period, 1);
+    // Every rank's periods (the same count on every rank: they average together), the first left out.
+    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(t.period_work.seconds().size()));
+    const std::vector<float> works = comm.allgather(t.period_work.seconds());
+    std::vector<std::vector<float>> per_rank;
+    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
+        per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
+                              works.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
+    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
+    // The averagings' time per step, the mean rank's (a faster rank's holds its wait for the slowest).
+    using telemetry::Phase;
+    const double steps = static_cast<double>(std::max<int64_t>(t.steps - 1, 1));
+    auto per_step = [&](Phase ph) { return (t.phases.get(ph) - t.phases_after_first_step.get(ph)) / steps; };
+    double sync_s = per_step(Phase::SyncWait);
+    comm.allreduce(std::span<double>(&sync_s, 1), comm::ReduceOp::Average);
+    if (st.steps < 2 || t.steps < 4 || !(t.measured_step_s > 0) || !(sync_s > 0))
+        return {{"why", "sync.mode local_sgd: fewer than two averaging periods after the first ran; train longer "
+                        "than 3 x sync.local_sgd_period steps"}};
+
+    SparseRunMeasurements m;
+    m.ranks = world;
+    m.batch_per_rank = t.batch_per_rank;
+    m.measured_step_s = t.measured_step_s;
+    m.data_s = per_step(Phase::Data);
+    m.forward_s = per_step(Phase::Forward);
+    m.backward_s = per_step(Phase::Backward);
+    m.optimizer_s = per_step(Phase::Optimizer);
+    m.sync_s = sync_s;
+    // Per step: a period's work over its steps. The slowest rank's minus the mean is the wait inside the averaging;
+    // the slowest's over rank 0's is the straggler share.
+    const double periods = static_cast<double>(st.steps), p = static_cast<double>(period);
+    m.mean_before_sync_s = st.work_s / periods / p;
+    m.slowest_before_sync_s = (st.work_s + st.straggler_s) / periods / p;
+    m.slowest_work_s = m.slowest_before_sync_s;
+    m.rank0_work_s = 1e-3 * st.mean_work_ms_per_rank.at(0) / p;
+    m.opening_in_exchange = true;  // no per-step collective of its own
+    const double calls = std::max(t.collectives_per_average, 1.0);
+    m.exchange = {{"parameter average every " + std::to_string(period) + " steps", scaling::CollectiveKind::Allreduce,
+                   4.0 * static_cast<double>(t.averaged_floats) / calls, calls / p}};
+    m.latency_probe_s = t.latency_probe_s;
+    m.backend = comm.backend();
+    try {
+        SparseRunPrediction r = predict_sparse_run(m);
+        const std::string fitted = "this run's parameter averages (their time less the wait for the slowest rank)";
+        if (const size_t at = r.link.source.find(" and a one-float"); at != std::string::npos)
+            r.link.source = fitted + r.link.source.substr(at);
+        else if (const size_t ring = r.link.source.find(", ring formulas"); ring != std::string::npos)
+            r.link.source = fitted + r.link.source.substr(ring);
+        json j = sparse_run_prediction_json(r, m);
+        for (const char* k : {"merge_rows_per_step", "merge_s_per_row", "merge_s_per_row_probe"}) j.erase(k);
+        j["setting"] = "local SGD: every tensor averaged every " + std::to_string(period) + " steps, ring formulas";
+        return j;
+    } catch (const Error& e) {
+        return {{"why", e.what()}};
+    }
+}
+
 // ---- the sparse path ----
 
 namespace {

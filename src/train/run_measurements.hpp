@@ -66,6 +66,25 @@ nlohmann::json predicted_section(comm::Communicator& comm, const sync::GradientS
                                  const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                                  const RunTotals& totals);
 
+// Local SGD (either path, CPU): what the run counted. Its only collective is the periodic average of every tensor;
+// a faster rank waits there for the slowest one's whole period of local work.
+struct LocalSgdTotals {
+    const telemetry::PhaseTimes& phases;                   // this rank's (sync_wait holds the averagings)
+    const telemetry::PhaseTimes& phases_after_first_step;  // the same when the second step began
+    int64_t steps = 0;
+    double measured_step_s = 0;    // the mean step after the first, averagings included
+    int64_t batch_per_rank = 0;
+    uint64_t averaged_floats = 0;  // one averaging's payload: every tensor averaged, float32
+    double collectives_per_average = 1;
+    const telemetry::StepWorkLog& period_work;  // this rank's local work per period between two averagings
+    double latency_probe_s = -1;
+};
+
+// summary.json's "predicted" for a local SGD run: the sparse step model (scaling/sparse_step_model.hpp) with the
+// averaging as its exchange (its share of steps 1 / sync.local_sgd_period) and the straggler share from the periods'
+// work (the first period left out). {"why": ...} with fewer than two periods after the first. Collective.
+nlohmann::json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, const LocalSgdTotals& t);
+
 // Every rank's per-step work log (rank r logged counts[r] steps) and how long the ranks waited for the slowest one.
 // Collective: every rank joins, whatever its device (an empty log just yields no report).
 telemetry::StragglerReport gather_stragglers(comm::Communicator& comm, const telemetry::StepWorkLog& log,

@@ -190,10 +190,19 @@ json TrainingRun::write_summary() {
             if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split)) held += double(folder->cache_bytes());
         summary["data_cache_mb"] = held / 1048576.0;
     }
-    if (p.world > 1)  // collective: every rank's bucket times
+    if (p.world > 1 && local_sgd_ && p.device == Device::CPU) {  // collective: every rank's work per period
+        uint64_t floats = 0;
+        for (const nn::Parameter* prm : p.model->parameters()) floats += static_cast<uint64_t>(prm->value.numel());
+        const double averages = static_cast<double>(std::max<int64_t>(averages_, 1));
+        summary["predicted"] = local_sgd_predicted_section(
+            p.comm, plan_,
+            {phases_, phases_after_first_step_, steps_this_run_, step_clock_.steady_step_s(), plan_.train.batch_size,
+             floats, static_cast<double>(p.averager->collectives()) / averages, period_work_log_, latency_probe_s_});
+    } else if (p.world > 1) {  // collective: every rank's bucket times
         summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
                                                  {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,
                                                   latency_probe_s_});
+    }
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);

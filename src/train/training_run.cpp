@@ -81,7 +81,7 @@ void TrainingRun::resume() {
         progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
                        std::to_string(pos_.step_in_epoch));
     last_average_step_ = pos_.global_step;
-    if (parts_.world > 1 && !local_sgd_) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
+    if (parts_.world > 1) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
 }
 
 void TrainingRun::load_resume_checkpoint() {
@@ -199,7 +199,12 @@ float TrainingRun::run_step() {
     ++pos_.global_step;
     ++steps_this_run_;
     ++window_.steps;
-    if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) average_parameters_now();
+    if (local_sgd_ && p.device == Device::CPU) period_work_s_ += telemetry::now_seconds() - work_t0;
+    if (local_sgd_ && pos_.global_step % plan_.sync.local_sgd_period == 0) {
+        if (p.device == Device::CPU) period_work_log_.record(period_work_s_);
+        period_work_s_ = 0;
+        average_parameters_now();
+    }
     if (balancer_) balance_batches(work_s, step_samples);
     agree_on_stop();
     step_clock_.step_ended();
@@ -389,6 +394,7 @@ void TrainingRun::average_parameters_now() {
     if (!local_sgd_ || last_average_step_ == pos_.global_step) return;
     PhaseScope ph(phases_, Phase::SyncWait, parts_.timeline.get());
     parts_.averager->average();
+    ++averages_;
     last_average_step_ = pos_.global_step;
 }
 

@@ -128,6 +128,10 @@ private:
     telemetry::PhaseTimes phases_;
     // Local work per synchronised step (CPU only: on a GPU the host only queues work), for the straggler report.
     telemetry::StepWorkLog work_log_;
+    // Local SGD (CPU): local work (data, forward, backward, update) per averaging period, for its prediction.
+    telemetry::StepWorkLog period_work_log_;
+    double period_work_s_ = 0;
+    int64_t averages_ = 0;  // local SGD: parameter averagings so far (the loop's, and before evaluations and saves)
     // For the run's own prediction (summary.json "predicted", run_measurements.hpp).
     StepClock step_clock_;
     double latency_probe_s_ = -1;

@@ -1,9 +1,11 @@
-// A 2-rank Trainer run in-process writes summary.json's "predicted" next to the measured step, with sane values; a
-// local SGD run says why it has none.
+// A 2-rank Trainer run in-process writes summary.json's "predicted" next to the measured step, with sane values,
+// with per-step allreduces and with local SGD; a run too short to predict says why.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "ringtrain/comm/communicator.hpp"
@@ -33,10 +35,10 @@ std::string shared_dir(const std::string& name) {
     return dir;
 }
 
-json run(const std::string& name, const std::string& extra) {
+json run(const std::string& name, const std::string& extra, const std::vector<std::string>& overrides = {}) {
     const std::string dir = shared_dir(name);
     const Config cfg =
-        Config::from_json(json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", {});
+        Config::from_json(json::parse(tiny_config(dir + "/tiny.json", dir + "/out", extra)), "test", overrides);
     auto comm = ringtrain::comm::make_communicator("ring");
     Trainer trainer(cfg, *comm);
     json s = trainer.train();  // what rank 0 writes to summary.json; each rank's own view elsewhere
@@ -76,9 +78,36 @@ TEST_CASE("summary.json carries the run's own prediction next to the measured st
     CHECK(ringtrain::train::describe_run_prediction(s).rfind("scaling: ", 0) == 0);
 }
 
-TEST_CASE("local SGD has no per-step allreduce to predict from, and says so", "[train][mpi][predict]") {
-    const json s = run("local-sgd", R"(, "sync": {"mode": "local_sgd", "local_sgd_period": 3})");
+TEST_CASE("local SGD predicts itself from its periods: the averaging as the exchange, every period's work for the "
+          "straggler share", "[train][mpi][predict]") {
+    const json s = run("local-sgd", R"(, "sync": {"mode": "local_sgd", "local_sgd_period": 3})");  // 60 steps, 20 periods
     REQUIRE(s.contains("predicted"));
-    CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd") != std::string::npos);
+    const json& p = s["predicted"];
+    INFO(s.dump(1));
+    REQUIRE(p.contains("step_s"));
+    CHECK(p["setting"].get<std::string>().find("every 3 steps") != std::string::npos);
+    // One collective kind: the average of every tensor, on a third of the steps (per fusion buffer: all of this
+    // model's parameters fit one), carrying them all in float32.
+    REQUIRE(p["exchange"].size() == 1);
+    const json& avg = p["exchange"][0];
+    CHECK(avg["kind"] == "allreduce");
+    CHECK(avg["per_step"].get<double>() == Approx(1.0 / 3));
+    CHECK(avg["bytes"].get<double>() == Approx(4.0 * s["parameters"].get<double>()));
+    CHECK(p["link"]["source"].get<std::string>().find("parameter averages") != std::string::npos);
+    const double measured = p["measured_step_s"].get<double>();
+    CHECK(measured > 0);
+    CHECK(p["step_s"].get<double>() > 0.2 * measured);  // wide bounds, as above: a ~0.1 ms step on two shared cores
+    CHECK(p["step_s"].get<double>() < 5.0 * measured);
+    CHECK(p["error"].get<double>() == Approx((measured - p["step_s"].get<double>()) / measured).epsilon(1e-6));
+    for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
+    CHECK_FALSE(p.contains("merge_s_per_row"));
+    CHECK(ringtrain::train::describe_run_prediction(s).rfind("scaling: ", 0) == 0);
+}
+
+TEST_CASE("a local SGD run too short to time two periods says why it has no prediction", "[train][mpi][predict]") {
+    const json s =
+        run("local-sgd-short", R"(, "sync": {"mode": "local_sgd", "local_sgd_period": 3})", {"train.max_steps=5"});
+    REQUIRE(s.contains("predicted"));
+    CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd_period") != std::string::npos);
     CHECK(ringtrain::train::describe_run_prediction(s).empty());
 }
