@@ -157,9 +157,10 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
     if (comm.size() < 2) return nullptr;
     const int world = comm.size();
     const int64_t period = std::max<int64_t>(plan.sync.local_sgd_period, 1);
-    // Every rank's periods (the same count on every rank: they average together), the first left out.
-    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(t.period_work.seconds().size()));
-    const std::vector<float> works = comm.allgather(t.period_work.seconds());
+    // Every rank's entries (the same count on every rank: they wait for each other there), the first left out.
+    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(t.work.seconds().size()));
+    const std::vector<float> works = comm.allgather(t.work.seconds());
+    const double probe = t.latency_probe_s >= 0 ? t.latency_probe_s : latency_probe(comm);
     std::vector<std::vector<float>> per_rank;
     for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
         per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
@@ -171,7 +172,8 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
     auto per_step = [&](Phase ph) { return (t.phases.get(ph) - t.phases_after_first_step.get(ph)) / steps; };
     double sync_s = per_step(Phase::SyncWait);
     comm.allreduce(std::span<double>(&sync_s, 1), comm::ReduceOp::Average);
-    if (st.steps < 2 || t.steps < 4 || !(t.measured_step_s > 0) || !(sync_s > 0))
+    const int64_t entries_needed = t.opening_each_step ? 2 * period : 2;
+    if (st.steps < entries_needed || t.steps < 4 || !(t.measured_step_s > 0) || !(sync_s > 0))
         return {{"why", "sync.mode local_sgd: fewer than two averaging periods after the first ran; train longer "
                         "than 3 x sync.local_sgd_period steps"}};
 
@@ -184,18 +186,22 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
     m.backward_s = per_step(Phase::Backward);
     m.optimizer_s = per_step(Phase::Optimizer);
     m.sync_s = sync_s;
-    // Per step: a period's work over its steps. The slowest rank's minus the mean is the wait inside the averaging;
-    // the slowest's over rank 0's is the straggler share.
-    const double periods = static_cast<double>(st.steps), p = static_cast<double>(period);
+    // Per step: an entry's work over its steps. The slowest rank's minus the mean is the wait inside the
+    // collectives; the slowest's over rank 0's is the straggler share.
+    const double periods = static_cast<double>(st.steps), p = t.opening_each_step ? 1.0 : static_cast<double>(period);
     m.mean_before_sync_s = st.work_s / periods / p;
     m.slowest_before_sync_s = (st.work_s + st.straggler_s) / periods / p;
     m.slowest_work_s = m.slowest_before_sync_s;
     m.rank0_work_s = 1e-3 * st.mean_work_ms_per_rank.at(0) / p;
-    m.opening_in_exchange = true;  // no per-step collective of its own
-    const double calls = std::max(t.collectives_per_average, 1.0);
-    m.exchange = {{"parameter average every " + std::to_string(period) + " steps", scaling::CollectiveKind::Allreduce,
-                   4.0 * static_cast<double>(t.averaged_floats) / calls, calls / p}};
-    m.latency_probe_s = t.latency_probe_s;
+    // One entry for the whole average, as its share of steps reads (its few fused allreduces' extra latency is
+    // left out: microseconds against a period of steps).
+    const auto calls = static_cast<long long>(std::llround(std::max(t.collectives_per_average, 1.0)));
+    m.exchange = {{"parameter average (" + std::to_string(calls) + (calls == 1 ? " allreduce" : " allreduces") +
+                       " every " + std::to_string(period) + " steps)",
+                   scaling::CollectiveKind::Allreduce, 4.0 * static_cast<double>(t.averaged_floats),
+                   1.0 / static_cast<double>(period)}};
+    m.opening_in_exchange = !t.opening_each_step;  // dense: no per-step collective of its own
+    m.latency_probe_s = probe;
     m.backend = comm.backend();
     try {
         SparseRunPrediction r = predict_sparse_run(m);

@@ -76,13 +76,18 @@ struct LocalSgdTotals {
     int64_t batch_per_rank = 0;
     uint64_t averaged_floats = 0;  // one averaging's payload: every tensor averaged, float32
     double collectives_per_average = 1;
-    const telemetry::StepWorkLog& period_work;  // this rank's local work per period between two averagings
-    double latency_probe_s = -1;
+    // This rank's local work between two points where every rank waits for the others: per period between two
+    // averagings (dense: nothing else synchronises), or per step (sparse: the opening allreduce of the loss and
+    // the have-a-batch flags runs every step; then opening_each_step).
+    const telemetry::StepWorkLog& work;
+    bool opening_each_step = false;
+    double latency_probe_s = -1;  // < 0: taken here
 };
 
 // summary.json's "predicted" for a local SGD run: the sparse step model (scaling/sparse_step_model.hpp) with the
-// averaging as its exchange (its share of steps 1 / sync.local_sgd_period) and the straggler share from the periods'
-// work (the first period left out). {"why": ...} with fewer than two periods after the first. Collective.
+// averaging as its exchange (its share of steps 1 / sync.local_sgd_period), the opening allreduce where it runs
+// every step, and the straggler share from the logged work (the first entry left out). {"why": ...} with fewer
+// than two periods after the first. Collective.
 nlohmann::json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, const LocalSgdTotals& t);
 
 // Every rank's per-step work log (rank r logged counts[r] steps) and how long the ranks waited for the slowest one.

@@ -197,7 +197,8 @@ json TrainingRun::write_summary() {
         summary["predicted"] = local_sgd_predicted_section(
             p.comm, plan_,
             {phases_, phases_after_first_step_, steps_this_run_, step_clock_.steady_step_s(), plan_.train.batch_size,
-             floats, static_cast<double>(p.averager->collectives()) / averages, period_work_log_, latency_probe_s_});
+             floats, static_cast<double>(p.averager->collectives()) / averages, period_work_log_, false,
+             latency_probe_s_});
     } else if (p.world > 1) {  // collective: every rank's bucket times
         summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
                                                  {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,

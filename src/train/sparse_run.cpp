@@ -395,9 +395,12 @@ bool SparseRun::next_batch() {
         have = train_reader_->next(batch_, plan_.train.batch_size);
     }
     int64_t ranks_with_batch = 0, ranks_stopping = 0;
-    pending_opening_work_ = telemetry::now_seconds() - stretch_start_;
+    pending_opening_work_ = telemetry::now_seconds() - stretch_start_ - averaging_in_stretch_s_;
+    averaging_in_stretch_s_ = 0;
     reduce_pending_loss(have, &ranks_with_batch, &ranks_stopping);
     opening_end_ = telemetry::now_seconds();
+    // Local SGD: the opening allreduce is the step's only wait for every rank, so the next stretch starts here.
+    if (plan_.sync.mode == SyncMode::LocalSgd) stretch_start_ = opening_end_;
     // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
     // checkpoint's step, so it is read again then.
     if (ranks_stopping > 0 && may_stop_now()) agree_on_stop();
@@ -426,6 +429,7 @@ void SparseRun::agree_on_stop() {
 }
 
 float SparseRun::run_step() {
+    if (steps_run_ == 1) phases_after_first_step_ = phases_;
     const float lr = learning_rate();
     const int64_t rows = batch_.rows();
     check_labels(batch_, model_->out_features(), plan_.data.train_file);
@@ -443,6 +447,7 @@ float SparseRun::run_step() {
         model_->backward(batch_, dlogits_.data(), grad_, bias_grad_);
     }
     const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
+    if (local_sgd) work_before_opening_.record(pending_opening_work_);  // the step's local work up to its opening
     if (!local_sgd) {
         // Every rank runs the same steps, so the logs line up step for step across ranks.
         work_before_opening_.record(pending_opening_work_);
@@ -492,8 +497,13 @@ void SparseRun::share_updated_rows(std::span<double> sums) {
 // of its state, so averaging the weights alone would be undone by the next update: they are recomputed).
 void SparseRun::average_all_tensors() {
     if (world_ == 1 || last_average_step_ == pos_.global_step) return;  // already one model: averaging is a no-op
-    ScopedPhase t(phases_, Phase::SyncWait);
-    for (std::span<float> values : all_values()) comm_.allreduce(values, comm::ReduceOp::Average);
+    const double t0 = telemetry::now_seconds();
+    {
+        ScopedPhase t(phases_, Phase::SyncWait);
+        for (std::span<float> values : all_values()) comm_.allreduce(values, comm::ReduceOp::Average);
+    }
+    averaging_in_stretch_s_ += telemetry::now_seconds() - t0;
+    ScopedPhase t(phases_, Phase::Optimizer);
     opt_->recompute_weights(learning_rate());  // FTRL: the weights of the averaged z and n
     ++local_sgd_averages_;
     last_average_step_ = pos_.global_step;
@@ -761,11 +771,19 @@ json SparseRun::write_summary() {
     };
     summary.update(eval_block(last_eval_));
     summary.update(traffic_block(mine, all));
-    if (world_ > 1)  // collective: every rank's phases and sync bytes, and two short probes
+    if (world_ > 1 && plan_.sync.mode == SyncMode::LocalSgd) {  // collective: every rank's work per step
+        uint64_t floats = 0, tensors = 0;
+        for (std::span<float> values : all_values()) floats += values.size(), ++tensors;
+        summary["predicted"] = local_sgd_predicted_section(
+            comm_, plan_,
+            {phases_, phases_after_first_step_, steps_run_, steps_run_ > 0 ? train_seconds_ / steps_run_ : 0.0,
+             plan_.train.batch_size, floats, static_cast<double>(tensors), work_before_opening_, true});
+    } else if (world_ > 1) {  // collective: every rank's phases and sync bytes, and two short probes
         summary["predicted"] = sparse_predicted_section(
             comm_, plan_,
             {phases_, steps_run_, train_seconds_, st, model_->num_features(), model_->out_features(), bias_grad_.size(),
              work_before_opening_, work_before_exchange_});
+    }
     if (rank_ == 0) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
     return summary;
 }

@@ -162,6 +162,8 @@ private:
     double stretch_start_ = 0;        // the end of the last exchange (or the epoch's start)
     double opening_end_ = 0;          // the end of the last opening collective
     double pending_opening_work_ = 0; // the stretch before the last opening collective, recorded with its step
+    double averaging_in_stretch_s_ = 0;  // local SGD: the stretch's parameter average (not local work)
+    telemetry::PhaseTimes phases_after_first_step_;  // local SGD's prediction leaves the first step out
     nlohmann::json last_eval_;
     telemetry::PhaseTimes phases_;
 };

@@ -230,6 +230,35 @@ TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "
     CHECK(s["predicted"]["why"].get<std::string>().find("local_sgd") != std::string::npos);
 }
 
+TEST_CASE("sparse: a local SGD run predicts itself, the average of every tensor as its exchange",
+          "[train][sparse][mpi][predict]") {
+    const std::string dir = temp_dir("sparse-local-predicted");
+    write_svm(dir + "/train.svm", svm_rows(96, 50, 8));
+    write_svm(dir + "/test.svm", svm_rows(40, 50, 9));
+    const std::string out = dir + "/out";
+    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"mode": "local_sgd", "local_sgd_period": 2})"));
+    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.batch_size=4");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json s = read_json(out + "/summary.json");
+    REQUIRE(s["steps"] == 12);
+    const json& p = s["predicted"];
+    INFO(p.dump(1));
+    REQUIRE(p.contains("step_s"));
+    CHECK(p["setting"].get<std::string>().find("every 2 steps") != std::string::npos);
+    // The table, the bias and AdaGrad's accumulator for each, every second step; and the opening allreduce of
+    // every step is a term of its own, not an exchange entry.
+    REQUIRE(p["exchange"].size() == 1);
+    const double features = s["num_features"].get<double>(), outs = s["out_features"].get<double>();
+    CHECK(p["exchange"][0]["bytes"].get<double>() == Approx(4.0 * 2 * (features * outs + outs)));
+    CHECK(p["exchange"][0]["per_step"].get<double>() == Approx(0.5));
+    const double measured = p["measured_step_s"].get<double>();
+    CHECK(p["error"].get<double>() == Approx((measured - p["step_s"].get<double>()) / measured).epsilon(1e-6));
+    for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
+    CHECK(r.output.find("scaling: ") != std::string::npos);
+}
+
 TEST_CASE("sparse: the exact AUC of a checkpoint is the same bits at 1, 2 and 3 ranks", "[train][sparse][mpi]") {
     // Rank 0 gathers every rank's (score, label) pairs in rank order, which is the file's order: the same list
     // as one rank's, so the same AUC to the last bit.
