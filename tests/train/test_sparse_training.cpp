@@ -210,17 +210,26 @@ TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the
     for (const json& v : st["sync"]["parse_in_waits_s_per_rank"]) CHECK(v.get<double>() == 0);  // a parse thread
 }
 
-TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "[train][sparse][mpi]") {
-    const std::string dir = temp_dir("sparse-local");
+namespace {
+// A 2-rank local SGD run with AdaGrad on 96 generated rows: its output and summary.json.
+std::pair<CommandResult, json> run_local_sgd(const std::string& name, int period, int batch) {
+    const std::string dir = temp_dir(name);
     write_svm(dir + "/train.svm", svm_rows(96, 50, 8));
     write_svm(dir + "/test.svm", svm_rows(40, 50, 9));
     const std::string out = dir + "/out";
     write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
-        "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"mode": "local_sgd", "local_sgd_period": 4})"));
-    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.batch_size=6");
+        "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"mode": "local_sgd", "local_sgd_period": )" +
+                                                                       std::to_string(period) + "}"));
+    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.batch_size=" +
+                               std::to_string(batch));
+    return {r, r.exit_code == 0 ? read_json(out + "/summary.json") : json()};
+}
+}  // namespace
+
+TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "[train][sparse][mpi]") {
+    const auto [r, s] = run_local_sgd("sparse-local", 4, 6);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    const json s = read_json(out + "/summary.json");
     CHECK(s["steps"] == 8);
     CHECK(s["sync"]["local_sgd_averages"].get<int64_t>() >= 2);
     CHECK(s["sync"]["allgather_steps"] == 0);
@@ -232,16 +241,9 @@ TEST_CASE("sparse: local SGD averages the model every local_sgd_period steps", "
 
 TEST_CASE("sparse: a local SGD run predicts itself, the average of every tensor as its exchange",
           "[train][sparse][mpi][predict]") {
-    const std::string dir = temp_dir("sparse-local-predicted");
-    write_svm(dir + "/train.svm", svm_rows(96, 50, 8));
-    write_svm(dir + "/test.svm", svm_rows(40, 50, 9));
-    const std::string out = dir + "/out";
-    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", out, R"(,
-        "optimizer": {"name": "adagrad", "lr": 0.1}, "sync": {"mode": "local_sgd", "local_sgd_period": 2})"));
-    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.batch_size=4");
+    const auto [r, s] = run_local_sgd("sparse-local-predicted", 2, 4);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    const json s = read_json(out + "/summary.json");
     REQUIRE(s["steps"] == 12);
     const json& p = s["predicted"];
     INFO(p.dump(1));
