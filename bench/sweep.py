@@ -228,6 +228,7 @@ def point_row(summary, ranks):
         "phase_s": {k: v / steps for k, v in summary["phase_s"].items()},
         "bytes_sent_per_step_per_rank": statistics.mean(summary["bytes_sent_per_rank"]) / steps,
         "test_accuracy": summary.get("test_accuracy"),
+        "test_auc": summary.get("test_auc"),  # sparse runs: accuracy alone can be the constant predictor's
         "wait_for_slowest": summary.get("stragglers", {}).get("wait_for_slowest_fraction"),
     }
 
@@ -403,6 +404,8 @@ def aggregate(raw, spec):
              "phase_s": {k: med(lambda r: r["phase_s"][k]) for k in rs[0]["phase_s"]}}
         acc = [r["test_accuracy"] for r in rs if r["test_accuracy"] is not None]
         p["test_accuracy"] = statistics.median(acc) if acc else None
+        aucs = [r["test_auc"] for r in rs if r.get("test_auc") is not None]
+        p["test_auc"] = statistics.median(aucs) if aucs else None
         waits = [r["wait_for_slowest_s"] for r in rs if r.get("wait_for_slowest_s") is not None]
         p["wait_for_slowest_s"] = statistics.median(waits) if waits else None
         if "ceiling_samples_per_s" in rs[0]:
@@ -583,7 +586,10 @@ def write_report(doc, pngs, out):
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
     head += ["calibrated ms", "error"] if has_pred else []
     head += ["compute ms", "input ms", "optimizer ms", "waiting for gradients ms", "waiting for the slowest rank ms",
-             "MB sent/step/rank", "test acc", "load avg"]
+             "MB sent/step/rank", "test acc"]
+    has_auc = any(p.get("test_auc") is not None for p in points)
+    head += ["test AUC"] if has_auc else []
+    head += ["load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
         cells = [os.path.basename(p["config"]), p["sync"]] + ([p.get("rate") or "-"] if has_rate else []) + \
@@ -601,7 +607,10 @@ def write_report(doc, pngs, out):
         cells += [f"{1e3 * split[k]:.2f}" for k in ("compute", "input", "optimizer", "waiting for gradients")]
         cells += ["-" if p.get("wait_for_slowest_s") is None else f"{1e3 * split['waiting for the slowest rank']:.2f}"]
         cells += [f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
-                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
+                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}"]
+        if has_auc:
+            cells.append("-" if p.get("test_auc") is None else f"{p['test_auc']:.4f}")
+        cells.append(f"{p['load_before']:.1f}")
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append("")
     own = [p for p in points if "inrun_error" in p]
