@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys (and a ceiling
 where it cannot run) exit 2 with one line, a point failing on bad input exits 2 with the trainer's reason in that
-line, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
+line, every shipped sweep passes --dry-run, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
 `... netns`: a 2-point sweep on emulated hosts at a tc rate, with each point's own prediction in the rows and the
 report; exit 77 (skipped, with the reason) without root or network namespaces. `... slurm`: a private single-node
 Slurm (own directory and ports, scripts/cluster/start-slurm.sh) runs a 2-point sweep as sbatch arrays, then goes;
@@ -42,6 +42,17 @@ if part == "inputs":
         p = run_sweep(bad, "--dry-run")
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], (bad, p.returncode, p.stderr)
+    # Every shipped sweep loads and lists its points (placement netns checks for root before it lists anything).
+    shipped = sorted(f for f in os.listdir(os.path.join(root, "bench/sweeps")) if f.endswith(".json"))
+    assert "sparse_batch_sync_local.json" in shipped and "tiny_strong.json" in shipped, shipped
+    with tempfile.TemporaryDirectory() as out:
+        for name in shipped:
+            path = os.path.join(root, "bench/sweeps", name)
+            if json.load(open(path)).get("placement") == "netns" and os.geteuid() != 0:
+                continue
+            p = subprocess.run(["/usr/bin/python3", sweep, path, "--bin", binary, "--dry-run", "--out", out],
+                               capture_output=True, text=True, cwd=root)
+            assert p.returncode == 0 and " train --config " in p.stdout, (name, p.returncode, p.stderr)
     # A point that fails on bad input: the trainer's own line (which file, what to do), not just "see the log".
     with tempfile.TemporaryDirectory() as out:
         p = run_sweep(dict(base, configs=["configs/alexnet_cifar10.json"], set=["data.dir=" + out + "/none"]),
