@@ -222,7 +222,6 @@ def slowest_wait_per_step(summary):
 def point_row(summary, ranks):
     steps = max(summary["steps_this_run"], 1)
     return {
-        "wait_for_slowest_s": slowest_wait_per_step(summary),
         "samples_per_s": summary["samples_per_s"],
         "step_s": summary["train_s"] / steps,
         "phase_s": {k: v / steps for k, v in summary["phase_s"].items()},
@@ -230,6 +229,7 @@ def point_row(summary, ranks):
         "test_accuracy": summary.get("test_accuracy"),
         "test_auc": summary.get("test_auc"),  # sparse runs: accuracy alone can be the constant predictor's
         "wait_for_slowest": summary.get("stragglers", {}).get("wait_for_slowest_fraction"),
+        "wait_for_slowest_s": slowest_wait_per_step(summary),  # per step, part of sync_wait
     }
 
 
