@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -87,6 +88,16 @@ def load_spec(path):
     for c in spec["configs"]:
         if not os.path.isfile(os.path.join(ROOT, c)):
             fail(f"{path}: config {c!r} not found (paths are relative to the repository root)")
+    # The ceiling is N copies of the one-rank baseline's work at once: with strong scaling that baseline trains the
+    # whole global batch (not what each of N ranks does), and a Slurm array runs one point at a time.
+    if not isinstance(spec["ceiling"], bool):
+        fail(f"{path}: ceiling must be true or false")
+    if spec["ceiling"] and spec["scaling"] == "strong":
+        fail(f"{path}: ceiling needs weak scaling (strong scaling's one-rank baseline trains the whole global batch, "
+             "not one rank's share); set \"ceiling\": false")
+    if spec["ceiling"] and spec["placement"] == "slurm":
+        fail(f"{path}: ceiling is not run under placement slurm (the array runs one point at a time); set "
+             "\"ceiling\": false or use placement local")
     if spec["scaling"] == "strong":
         for b in spec["batch"]:
             for n in spec["ranks"]:
@@ -168,18 +179,44 @@ def run_slurm_array(spec, cfg, n, tasks, binary, out, tag):
         fail(f"the Slurm array {tag} failed (exit {p.returncode}); see {out}/{tag}.log and {out}/{tag}-*.out")
 
 
+def first_error(log):
+    """The trainer's own one-line reason in a failed point's log (bad input names the file or key and what to do),
+    without the rank prefix mpirun's ranks add; None when there is none."""
+    try:
+        with open(log, errors="replace") as f:
+            for line in f:
+                if line.startswith("ringtrain: error: "):
+                    why = line[len("ringtrain: error: "):].strip()
+                    return why.split(": ", 1)[1] if re.match(r"rank \d+: ", why) else why
+    except OSError:
+        pass
+    return None
+
+
 def run(cmd, log, timeout):
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
         f.flush()
         p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, timeout=timeout)
     if p.returncode != 0:
-        fail(f"a point failed (exit {p.returncode}); see {log}")
+        why = first_error(log)
+        fail(f"a point failed (exit {p.returncode}){': ' + why if why else ''}; see {log}")
 
 
 def read_summary(d):
     with open(os.path.join(d, "summary.json")) as f:
         return json.load(f)
+
+
+def slowest_wait_per_step(summary):
+    """Seconds per step the ranks waited for the slowest one's local work (part of rank 0's sync_wait), or None:
+    dense runs measure it (stragglers: the wait summed over the measured steps), sparse runs' own prediction carries
+    it as its straggler term (per step); local SGD and one rank have neither."""
+    st = summary.get("stragglers") or {}
+    if st.get("steps", 0) > 0 and "wait_for_slowest_s" in st:
+        return st["wait_for_slowest_s"] / st["steps"]
+    terms = (summary.get("predicted") or {}).get("terms_s") or {}
+    return terms.get("straggler")
 
 
 def point_row(summary, ranks):
@@ -190,7 +227,9 @@ def point_row(summary, ranks):
         "phase_s": {k: v / steps for k, v in summary["phase_s"].items()},
         "bytes_sent_per_step_per_rank": statistics.mean(summary["bytes_sent_per_rank"]) / steps,
         "test_accuracy": summary.get("test_accuracy"),
+        "test_auc": summary.get("test_auc"),  # sparse runs: accuracy alone can be the constant predictor's
         "wait_for_slowest": summary.get("stragglers", {}).get("wait_for_slowest_fraction"),
+        "wait_for_slowest_s": slowest_wait_per_step(summary),  # per step, part of sync_wait
     }
 
 
@@ -287,7 +326,7 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
     print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b}{'' if rate is None else ' ' + rate} N={n} "
           f"rep {rep}: {row['samples_per_s']:.0f} samples/s" +
           (f", own prediction {100 * row['inrun_error']:+.0f} %" if "inrun_error" in row else ""), flush=True)
-    if spec["ceiling"] and n > 1 and spec["scaling"] == "weak":
+    if spec["ceiling"] and n > 1:  # (weak scaling, not under Slurm: load_spec refuses the others)
         procs = []
         for i in range(n):  # N independent single-rank copies at once: no communication at all
             di = f"{d}-alone{i}"
@@ -300,7 +339,8 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
                                            cwd=ROOT), di))
         for p, di in procs:
             if p.wait() != 0:
-                fail(f"a ceiling copy failed; see {di}.log")
+                why = first_error(di + ".log")
+                fail(f"a ceiling copy failed{': ' + why if why else ''}; see {di}.log")
         row["ceiling_samples_per_s"] = sum(read_summary(di)["samples_per_s"] for _, di in procs)
     return row
 
@@ -364,6 +404,10 @@ def aggregate(raw, spec):
              "phase_s": {k: med(lambda r: r["phase_s"][k]) for k in rs[0]["phase_s"]}}
         acc = [r["test_accuracy"] for r in rs if r["test_accuracy"] is not None]
         p["test_accuracy"] = statistics.median(acc) if acc else None
+        aucs = [r["test_auc"] for r in rs if r.get("test_auc") is not None]
+        p["test_auc"] = statistics.median(aucs) if aucs else None
+        waits = [r["wait_for_slowest_s"] for r in rs if r.get("wait_for_slowest_s") is not None]
+        p["wait_for_slowest_s"] = statistics.median(waits) if waits else None
         if "ceiling_samples_per_s" in rs[0]:
             p["ceiling_samples_per_s"] = med(lambda r: r["ceiling_samples_per_s"])
         own = [r for r in rs if "inrun_error" in r]
@@ -425,6 +469,26 @@ def add_predictions(points, spec, binary, out, hosts):
                 p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - p["step_s"]) / p["step_s"]
 
 
+TIME_SPLIT = (("compute", ("forward", "backward")), ("input", ("data",)), ("optimizer", ("optimizer",)))
+
+
+def time_split(p):
+    """Rank 0's step in the issue's words, seconds per step: compute (forward + backward), input (waiting for the
+    batch), optimizer, waiting for the slowest rank (the ranks' uneven local work, which a faster rank spends inside
+    its sync) and waiting for gradients (the rest of sync_wait: the allreduce that did not overlap). The slowest-rank
+    wait is a mean over ranks, so it is capped at rank 0's sync_wait: neither part is ever negative. Phases the
+    trainer adds later keep their own names."""
+    ph = p["phase_s"]
+    out = {name: sum(ph.get(k, 0.0) for k in keys) for name, keys in TIME_SPLIT}
+    sync = max(0.0, ph.get("sync_wait", 0.0))
+    slowest = min(sync, max(0.0, p.get("wait_for_slowest_s") or 0.0))
+    out["waiting for gradients"] = sync - slowest
+    out["waiting for the slowest rank"] = slowest
+    known = {k for _, keys in TIME_SPLIT for k in keys} | {"sync_wait"}
+    out.update({k: v for k, v in ph.items() if k not in known})
+    return out
+
+
 def label(p):
     return f"{os.path.basename(p['config']).replace('.json', '')} {p['sync']}" + \
            (f" b{p['batch']}" if p["batch"] is not None else "") + (f" {p['rate']}" if p.get("rate") else "")
@@ -456,11 +520,12 @@ def plot(points, out):
     pngs.append(save(fig, out, "throughput_efficiency.png"))
 
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(points)), 4))
-    phases = list(points[0]["phase_s"])
+    splits = [time_split(p) for p in points]
+    segments = list(dict.fromkeys(k for sp in splits for k in sp))
     bottom = [0.0] * len(points)
-    for ph in phases:
-        vals = [1e3 * p["phase_s"][ph] for p in points]
-        ax.bar(range(len(points)), vals, bottom=bottom, label=ph)
+    for seg in segments:
+        vals = [1e3 * sp.get(seg, 0.0) for sp in splits]
+        ax.bar(range(len(points)), vals, bottom=bottom, label=seg)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels([f"{label(p)} N={p['ranks']}" for p in points], rotation=60, ha="right", fontsize=6)
@@ -508,7 +573,10 @@ def write_report(doc, pngs, out):
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
              "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
              "ceiling where there is one: ranks sharing cores), so only the communication model is tested. Load avg: the "
-             "1-minute load average before the point (other tenants; the model assumes none).", ""]
+             "1-minute load average before the point (other tenants; the model assumes none). The time split is rank 0's, ms per step: "
+             "compute (forward + backward), input, optimizer, waiting for gradients (sync_wait less the next column) and "
+             "waiting for the slowest rank (the ranks' uneven local work: dense runs' stragglers.wait_for_slowest_s per "
+             "step, sparse runs' predicted straggler term; '-' where the run has neither: one rank, local SGD).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     has_rate = any(p.get("rate") for p in points)
@@ -517,7 +585,11 @@ def write_report(doc, pngs, out):
     head += ["ceiling"] if has_ceil else []
     head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
     head += ["calibrated ms", "error"] if has_pred else []
-    head += ["sync_wait ms", "MB sent/step/rank", "test acc", "load avg"]
+    head += ["compute ms", "input ms", "optimizer ms", "waiting for gradients ms", "waiting for the slowest rank ms",
+             "MB sent/step/rank", "test acc"]
+    has_auc = any(p.get("test_auc") is not None for p in points)
+    head += ["test AUC"] if has_auc else []
+    head += ["load avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
         cells = [os.path.basename(p["config"]), p["sync"]] + ([p.get("rate") or "-"] if has_rate else []) + \
@@ -531,8 +603,14 @@ def write_report(doc, pngs, out):
         if has_pred:
             cells += ([f"{1e3 * p['predicted_step_calibrated_s']:.2f}", f"{100 * p['prediction_calibrated_error']:+.1f}%"]
                       if "predicted_step_calibrated_s" in p else ["-", "-"])
-        cells += [f"{1e3 * p['phase_s'].get('sync_wait', 0):.2f}", f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
-                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}", f"{p['load_before']:.1f}"]
+        split = time_split(p)
+        cells += [f"{1e3 * split[k]:.2f}" for k in ("compute", "input", "optimizer", "waiting for gradients")]
+        cells += ["-" if p.get("wait_for_slowest_s") is None else f"{1e3 * split['waiting for the slowest rank']:.2f}"]
+        cells += [f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
+                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}"]
+        if has_auc:
+            cells.append("-" if p.get("test_auc") is None else f"{p['test_auc']:.4f}")
+        cells.append(f"{p['load_before']:.1f}")
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append("")
     own = [p for p in points if "inrun_error" in p]

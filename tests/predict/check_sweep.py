@@ -1,6 +1,10 @@
 #!/usr/bin/python3
-"""ctest: bench/sweep.py on bench/sweeps/tiny.json (2 points) writes rows with the measured and predicted fields,
-the report and the four PNGs. Exit 77 (skipped, with the reason) without matplotlib."""
+"""ctest: bench/sweep.py on bench/sweeps/tiny.json (2 points, weak scaling) writes rows with the measured and
+predicted fields and the slowest-rank wait, the report and the four PNGs; on bench/sweeps/tiny_strong.json (2 points,
+strong scaling) the global batch stays fixed while the per-rank batch halves; the time split per point on hand-made
+points (the slowest-rank wait comes out of sync_wait, never negative). Exit 77 (skipped, with the reason) without
+matplotlib."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,12 +18,39 @@ except ImportError:
     print("skipped: matplotlib is missing (apt-get install python3-matplotlib)")
     sys.exit(77)
 
-with tempfile.TemporaryDirectory() as out:
-    p = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench/sweep.py"), os.path.join(root, "bench/sweeps/tiny.json"),
-                        "--bin", binary, "--out", out], capture_output=True, text=True)
+spec = importlib.util.spec_from_file_location("sweep", os.path.join(root, "bench/sweep.py"))
+sweep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sweep)
+
+# The time split in the issue's words: 2 ms of sync_wait, 0.5 ms of it waiting for the slowest rank.
+phases = {"data": 0.001, "forward": 0.002, "backward": 0.003, "sync_wait": 0.002, "optimizer": 0.0005}
+split = sweep.time_split({"phase_s": phases, "wait_for_slowest_s": 0.0005})
+assert list(split) == ["compute", "input", "optimizer", "waiting for gradients", "waiting for the slowest rank"], split
+assert abs(split["compute"] - 0.005) < 1e-12 and split["input"] == 0.001 and split["optimizer"] == 0.0005, split
+assert abs(split["waiting for gradients"] - 0.0015) < 1e-12 and split["waiting for the slowest rank"] == 0.0005, split
+assert abs(sum(split.values()) - sum(phases.values())) < 1e-12, split  # the bar is the whole step
+# A mean wait over ranks above rank 0's own sync_wait: capped, nothing negative; none measured: all of it gradients.
+split = sweep.time_split({"phase_s": phases, "wait_for_slowest_s": 0.003})
+assert split["waiting for gradients"] == 0.0 and split["waiting for the slowest rank"] == 0.002, split
+split = sweep.time_split({"phase_s": phases, "wait_for_slowest_s": None})
+assert split["waiting for gradients"] == 0.002 and split["waiting for the slowest rank"] == 0.0, split
+# Where a summary keeps it: dense stragglers (summed over the measured steps), sparse predicted terms (per step).
+assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
+assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001
+assert sweep.slowest_wait_per_step({"stragglers": {"steps": 0, "why": "local SGD"}, "predicted": {"why": "x"}}) is None
+
+
+def run_sweep(name, out):
+    p = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench/sweep.py"),
+                        os.path.join(root, "bench/sweeps", name), "--bin", binary, "--out", out],
+                       capture_output=True, text=True)
     print(p.stdout, p.stderr)
-    assert p.returncode == 0, f"sweep.py exited {p.returncode}"
-    doc = json.load(open(os.path.join(out, "rows.json")))
+    assert p.returncode == 0, f"sweep.py {name} exited {p.returncode}"
+    return json.load(open(os.path.join(out, "rows.json")))
+
+
+with tempfile.TemporaryDirectory() as out:
+    doc = run_sweep("tiny.json", out)
     points = {pt["ranks"]: pt for pt in doc["points"]}
     assert sorted(points) == [1, 2], points.keys()
     for n, pt in points.items():
@@ -31,9 +62,24 @@ with tempfile.TemporaryDirectory() as out:
     assert points[2]["bytes_sent_per_step_per_rank"] > 0, "two ranks must send gradients"
     assert points[2]["predicted_step_s"] > 0 and "prediction_error" in points[2], points[2]
     assert points[2]["ceiling"] > 0 and points[2]["predicted_step_calibrated_s"] > 0, points[2]  # N copies ran
+    assert not points[1]["wait_for_slowest_s"], points[1]  # one rank waits for nobody
+    assert points[2]["wait_for_slowest_s"] >= 0, points[2]  # two ranks: measured (median over repeats)
     for png in ("throughput_efficiency.png", "time_split.png", "bytes_vs_batch.png", "accuracy_vs_global_batch.png"):
         path = os.path.join(out, png)
         assert os.path.getsize(path) > 1000, path
     report = open(os.path.join(out, "report.md")).read()
     assert "| config | sync | ranks |" in report and "predicted ms" in report, report
+    assert "| waiting for gradients ms | waiting for the slowest rank ms |" in report, report
+
+with tempfile.TemporaryDirectory() as out:
+    doc = run_sweep("tiny_strong.json", out)
+    points = {pt["ranks"]: pt for pt in doc["points"]}
+    assert sorted(points) == [1, 2], points.keys()
+    assert [points[n]["global_batch"] for n in (1, 2)] == [128, 128], points  # fixed global batch
+    assert [points[n]["batch_per_rank"] for n in (1, 2)] == [128, 64], points  # split over the ranks
+    assert all(pt["scaling"] == "strong" and pt["batch"] == 128 for pt in points.values()), points
+    assert points[1]["efficiency"] == 1.0 and 0 < points[2]["efficiency"] < 2, points
+    assert all("ceiling" not in pt for pt in points.values()), points
+    report = open(os.path.join(out, "report.md")).read()
+    assert "strong scaling" in report, report
 print("ok")

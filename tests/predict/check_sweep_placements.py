@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys exit 2 with
-one line, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
+"""ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys (and a ceiling
+where it cannot run) exit 2 with one line, a point failing on bad input exits 2 with the trainer's reason in that
+line, every shipped sweep passes --dry-run, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
 `... netns`: a 2-point sweep on emulated hosts at a tc rate, with each point's own prediction in the rows and the
 report; exit 77 (skipped, with the reason) without root or network namespaces. `... slurm`: a private single-node
 Slurm (own directory and ports, scripts/cluster/start-slurm.sh) runs a 2-point sweep as sbatch arrays, then goes;
@@ -33,10 +34,33 @@ if part == "inputs":
     for bad, says in ((dict(base, rates=["1gbit"]), "rates (a tc rate per emulated link) need placement netns"),
                       (dict(base, placement="netns", rates=["fast"]), "rates must be a list of tc rates"),
                       (dict(base, placement="netns", rates="1gbit"), "rates must be a list of tc rates"),
-                      (dict(base, placement="cloud"), "placement must be local, netns or slurm")):
+                      (dict(base, placement="cloud"), "placement must be local, netns or slurm"),
+                      # a ceiling where it cannot run is refused, not skipped
+                      (dict(base, scaling="strong", batch=[64], ceiling=True), "ceiling needs weak scaling"),
+                      (dict(base, placement="slurm", ceiling=True), "ceiling is not run under placement slurm"),
+                      (dict(base, ceiling="yes"), "ceiling must be true or false")):
         p = run_sweep(bad, "--dry-run")
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], (bad, p.returncode, p.stderr)
+    # Every shipped sweep loads and lists its points (placement netns checks for root before it lists anything).
+    shipped = sorted(f for f in os.listdir(os.path.join(root, "bench/sweeps")) if f.endswith(".json"))
+    assert "sparse_batch_sync_local.json" in shipped and "tiny_strong.json" in shipped, shipped
+    with tempfile.TemporaryDirectory() as out:
+        for name in shipped:
+            path = os.path.join(root, "bench/sweeps", name)
+            if json.load(open(path)).get("placement") == "netns" and os.geteuid() != 0:
+                continue
+            p = subprocess.run(["/usr/bin/python3", sweep, path, "--bin", binary, "--dry-run", "--out", out],
+                               capture_output=True, text=True, cwd=root)
+            assert p.returncode == 0 and " train --config " in p.stdout, (name, p.returncode, p.stderr)
+    # A point that fails on bad input: the trainer's own line (which file, what to do), not just "see the log".
+    with tempfile.TemporaryDirectory() as out:
+        p = run_sweep(dict(base, configs=["configs/alexnet_cifar10.json"], set=["data.dir=" + out + "/none"]),
+                      "--out", out)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
+    assert "a point failed (exit 2): " in lines[0] and "CIFAR-10 file not found" in lines[0], lines[0]
+    assert "rank 0:" not in lines[0] and "see " in lines[0], lines[0]
     p = run_sweep(dict(base, placement="slurm", sync=[{"name": "ring", "set": ["sync.backend=ring"]},
                                                       {"name": "mpi", "set": ["sync.backend=mpi"]}]), "--dry-run")
     assert p.returncode == 0, p.stderr
