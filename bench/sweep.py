@@ -210,8 +210,8 @@ def read_summary(d):
 
 def slowest_wait_per_step(summary):
     """Seconds per step the ranks waited for the slowest one's local work (part of rank 0's sync_wait), or None:
-    dense runs measure it (stragglers: the wait summed over the measured steps), sparse runs' own prediction carries
-    it as its straggler term (per step); local SGD and one rank have neither."""
+    dense runs measure it (stragglers: the wait summed over the measured steps), sparse and local SGD runs' own
+    prediction carries it as its straggler term (per step); one rank has neither."""
     st = summary.get("stragglers") or {}
     if st.get("steps", 0) > 0 and "wait_for_slowest_s" in st:
         return st["wait_for_slowest_s"] / st["steps"]
