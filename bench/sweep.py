@@ -297,7 +297,8 @@ def main():
 
 def binds_to_core(spec):
     f = spec["mpirun_flags"]
-    return spec["placement"] == "local" and any(f[i] == "--bind-to" and f[i + 1] == "core" for i in range(len(f) - 1))
+    return spec["placement"] == "local" and any(f[i] == "--bind-to" and f[i + 1].split(":")[0] == "core"
+                                                for i in range(len(f) - 1))
 
 
 def point_sets(spec, sync, b, n):
