@@ -2,8 +2,15 @@
 // image_size, channels, the data.augment section, and the checks that need several keys at once.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
+#include "datasets.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
+#include "ringtrain/data/cifar10.hpp"
 #include "ringtrain/train/config.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace ringtrain::train;
 using nlohmann::json;
@@ -164,4 +171,40 @@ TEST_CASE("image keys a format would ignore are refused, naming the key", "[trai
     CHECK_THAT(error_of(synthetic, {"data.std=[1,1,1]"}), Contains("data.std: not used"));
     CHECK(error_of(synthetic, {"data.mean=0", "data.std=1"}) == "no error");  // the neutral values
     CHECK(error_of(idx, {"data.mean=0.3", "data.std=0.2"}) == "no error");
+}
+
+TEST_CASE("make_datasets gives cifar10's training split the augmentation and per-channel normalisation, the test "
+          "split only the normalisation", "[train][config][image][cifar10]") {
+    // The six standard files at their full size, as sparse files of zero records; the first record of each split
+    // holds noise (so a crop or a flip shows).
+    rt_test::TempDir dir{"cifar_plan"};
+    const auto size = static_cast<std::uintmax_t>(ringtrain::data::kCifar10RecordsPerFile * ringtrain::data::kCifar10RecordBytes);
+    for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                             "data_batch_5.bin", "test_batch.bin"}) {
+        std::string record(static_cast<size_t>(ringtrain::data::kCifar10RecordBytes), '\0');
+        for (size_t i = 1; i < record.size(); ++i) record[i] = static_cast<char>(ringtrain::mix64(i));
+        std::ofstream(dir.file(name), std::ios::binary) << record;
+        std::filesystem::resize_file(dir.file(name), size);
+    }
+    const Config c = Config::from_json(kCifar, "test", {"data.dir=" + dir.path.string()});
+    const detail::Datasets d = detail::make_datasets(c.plan());
+    std::vector<float> plain(3072), x(3072);
+    // The normalisation: per channel, on both splits.
+    for (const auto* split : {d.train.get(), d.test.get()}) {
+        split->read(0, plain.data());
+        const float byte = static_cast<uint8_t>(ringtrain::mix64(1));  // channel 0, pixel 0
+        CHECK(plain[0] == (byte / 255.0f - 0.4914f) / 0.2470f);
+        CHECK(plain[2048] == (static_cast<uint8_t>(ringtrain::mix64(2049)) / 255.0f - 0.4465f) / 0.2616f);
+    }
+    // Training reads are augmented (most draws change the sample), test reads never.
+    int changed = 0;
+    for (uint64_t key = 0; key < 8; ++key) {
+        d.test->read(0, plain.data());
+        d.test->read_training(0, x.data(), key);
+        CHECK(x == plain);
+        d.train->read(0, plain.data());
+        d.train->read_training(0, x.data(), key);
+        changed += x != plain;
+    }
+    CHECK(changed >= 6);
 }
