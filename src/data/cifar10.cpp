@@ -1,39 +1,68 @@
-// CIFAR-10 binary reader: the records are kept as bytes (a quarter of the memory of floats) and normalised as
-// they are read, as the IDX reader does.
+// CIFAR-10 binary reader: the records are kept as bytes (a quarter of the memory of floats). Evaluation reads
+// normalise them through transform_image's table; augmented training reads hand the record, as an 8-bit image, to
+// transform_image itself, so CIFAR-10 and image folders share one augmentation (draws, padding value, flip).
 #include "ringtrain/data/cifar10.hpp"
 
 #include <filesystem>
 #include <fstream>
 
+#include "image_transform_detail.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/rng.hpp"
 
 namespace ringtrain::data {
 
 namespace {
 
+constexpr int kSide = 32;
+constexpr int64_t kPlane = kSide * kSide;
 constexpr int64_t kPixels = kCifar10RecordBytes - 1;
 constexpr int64_t kClasses = 10;
 
+ImageTransformOptions transform_options(const Cifar10Options& o) {
+    ImageTransformOptions t;
+    t.height = t.width = kSide;
+    t.channels = 3;
+    t.mean = o.mean;
+    t.stddev = o.stddev;
+    t.augment = o.augment;
+    detail::check_transform_options(t);  // mean/std lengths, zero std, negative padding
+    return t;
+}
+
 class Cifar10Dataset final : public Dataset {
 public:
-    Cifar10Dataset(std::string source, std::vector<uint8_t> records, const Normalization& norm)
-        : source_(std::move(source)), records_(std::move(records)) {
+    Cifar10Dataset(std::string source, std::vector<uint8_t> records, const Cifar10Options& options)
+        : source_(std::move(source)), records_(std::move(records)), transform_(transform_options(options)),
+          lut_(normalisation_table(transform_)) {
         n_ = static_cast<int64_t>(records_.size()) / kCifar10RecordBytes;
-        scale_ = (norm.scale_to_unit ? 1.0f / 255.0f : 1.0f) / norm.stddev;
-        offset_ = -norm.mean / norm.stddev;
     }
 
     int64_t size() const override { return n_; }
-    Shape sample_shape() const override { return {3, 32, 32}; }
+    Shape sample_shape() const override { return {3, kSide, kSide}; }
     int64_t num_classes() const override { return kClasses; }
 
+    // The planes are already CHW: one table look-up per byte, bitwise what transform_image gives without augmentation
+    // (a 32x32 to 32x32 resample keeps every byte).
     float read(int64_t index, float* x) const override {
-        if (index < 0 || index >= n_)
-            throw Error("Cifar10Dataset::read: index " + std::to_string(index) + " out of range [0, " +
-                        std::to_string(n_) + ")");
-        const uint8_t* rec = records_.data() + index * kCifar10RecordBytes;
-        const float a = scale_, b = offset_;
-        for (int64_t i = 0; i < kPixels; ++i) x[i] = static_cast<float>(rec[1 + i]) * a + b;
+        const uint8_t* rec = record(index);
+        for (int64_t c = 0; c < 3; ++c) {
+            const auto& table = lut_[static_cast<size_t>(c)];
+            const uint8_t* plane = rec + 1 + c * kPlane;
+            for (int64_t i = 0; i < kPlane; ++i) x[c * kPlane + i] = table[plane[i]];
+        }
+        return static_cast<float>(rec[0]);
+    }
+
+    float read_training(int64_t index, float* x, uint64_t draw_key) const override {
+        if (!transform_.augment.any()) return read(index, x);
+        const uint8_t* rec = record(index);
+        // The record as an interleaved 8-bit image (what transform_image takes), in a per-thread buffer.
+        thread_local Image image{kSide, kSide, 3, std::vector<uint8_t>(static_cast<size_t>(kPixels))};
+        for (int64_t i = 0; i < kPlane; ++i)
+            for (int64_t c = 0; c < 3; ++c) image.pixels[static_cast<size_t>(i * 3 + c)] = rec[1 + c * kPlane + i];
+        Rng rng(draw_key);
+        transform_image(image, transform_, &rng, x);
         return static_cast<float>(rec[0]);
     }
 
@@ -48,10 +77,18 @@ public:
     }
 
 private:
+    const uint8_t* record(int64_t index) const {
+        if (index < 0 || index >= n_)
+            throw Error("Cifar10Dataset::read: index " + std::to_string(index) + " out of range [0, " +
+                        std::to_string(n_) + ")");
+        return records_.data() + index * kCifar10RecordBytes;
+    }
+
     std::string source_;
     std::vector<uint8_t> records_;  // label byte + 3072 pixel bytes per record
     int64_t n_ = 0;
-    float scale_ = 1.0f, offset_ = 0.0f;
+    ImageTransformOptions transform_;  // 32x32, 3 channels, the mean/std and the training augmentation
+    NormalisationTable lut_;           // transform_image's table for transform_
 };
 
 std::string expected_size_text(int64_t records_per_file) {
@@ -99,19 +136,19 @@ std::vector<std::string> cifar10_file_names(Split split) {
 }
 
 std::unique_ptr<Dataset> load_cifar10_files(const std::vector<std::string>& paths, int64_t records_per_file,
-                                            const Normalization& norm) {
+                                            const Cifar10Options& options) {
     check(!paths.empty(), "load_cifar10_files: no files");
     std::vector<uint8_t> records;
     for (const std::string& p : paths) append_file(p, records_per_file, records);
     std::string source = paths.front();
     if (paths.size() > 1) source += " and " + std::to_string(paths.size() - 1) + " more";
-    return std::make_unique<Cifar10Dataset>(std::move(source), std::move(records), norm);
+    return std::make_unique<Cifar10Dataset>(std::move(source), std::move(records), options);
 }
 
-std::unique_ptr<Dataset> load_cifar10_dataset(const std::string& dir, Split split, const Normalization& norm) {
+std::unique_ptr<Dataset> load_cifar10_dataset(const std::string& dir, Split split, const Cifar10Options& options) {
     std::vector<std::string> paths;
     for (const std::string& name : cifar10_file_names(split)) paths.push_back((std::filesystem::path(dir) / name).string());
-    return load_cifar10_files(paths, kCifar10RecordsPerFile, norm);
+    return load_cifar10_files(paths, kCifar10RecordsPerFile, options);
 }
 
 }  // namespace ringtrain::data

@@ -251,6 +251,16 @@ CropBox random_resized_crop_box(int height, int width, float min_scale, float ma
     return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
+NormalisationTable normalisation_table(const ImageTransformOptions& options) {
+    NormalisationTable lut{};
+    for (int c = 0; c < std::min(options.channels, 3); ++c) {
+        const float mean = options.mean.empty() ? 0.0f : options.mean.at(c);
+        const float sd = options.stddev.empty() ? 1.0f : options.stddev.at(c);
+        for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) / sd;
+    }
+    return lut;
+}
+
 void detail::check_transform_options(const ImageTransformOptions& options) {
     const int C = options.channels;
     if (C != 1 && C != 3) throw InputError("image transform: channels must be 1 or 3 (data.channels)");
@@ -295,13 +305,7 @@ void detail::transform_box(const Image& image, const CropBox& box, const ImageTr
         if (aug.hflip) flip = rng->uniform() < 0.5f;
     }
 
-    // (v / 255 - mean) / std for every 8-bit value v, per channel.
-    float lut[3][256];
-    for (int c = 0; c < C; ++c) {
-        const float mean = options.mean.empty() ? 0.0f : options.mean[c];
-        const float sd = options.stddev.empty() ? 1.0f : options.stddev[c];
-        for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) / sd;
-    }
+    const NormalisationTable lut = normalisation_table(options);
 
     const size_t plane = static_cast<size_t>(H) * W;
     // Output columns [x0, x1) show resized columns x + shift_x; the rest is padding.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 #include <sstream>
+#include <tuple>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
@@ -139,20 +140,67 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
-// data.mean / data.std arrays and the image_folder keys. Arrays are per channel: their length must be the channel
-// count; IDX and CIFAR-10 normalise every pixel alike, so they take a number.
+// data.mean / data.std and the image keys, judged per format. Arrays are per channel: IDX has one channel, CIFAR-10
+// three (red, green, blue), an image folder data.channels; synthetic data and the sparse formats are not normalised.
+// Augmentation runs on image folders and CIFAR-10. Every image key that the chosen format would ignore is refused,
+// naming it.
 void check_image_keys(const std::string& src, const DataPlan& d) {
     const std::string format = to_string(d.format);
-    for (const auto& [key, v] : {std::pair<const char*, const PerChannel*>{"data.mean", &d.mean}, {"data.std", &d.stddev}}) {
-        if (v->scalar) continue;
-        if ((d.format == DataFormat::Idx || d.format == DataFormat::Cifar10) && v->values.size() != 1)
+    const bool folder = d.format == DataFormat::ImageFolder, cifar = d.format == DataFormat::Cifar10;
+    auto refuse = [&](bool set, const std::string& key, const std::string& what_to_do) {
+        if (set) throw InputError(src + ": " + key + ": not used with data.format '" + format + "'; " + what_to_do);
+    };
+    const bool normalised = folder || cifar || d.format == DataFormat::Idx;
+    const std::tuple<const char*, const PerChannel*, double> norms[] = {{"data.mean", &d.mean, 0.0},
+                                                                        {"data.std", &d.stddev, 1.0}};
+    for (const auto& [key, v, neutral] : norms) {
+        if (!normalised) {
+            refuse(!v->scalar || v->values.at(0) != neutral, key,
+                   "its samples are not normalised; remove it (or set it to " + json(neutral).dump() + ")");
+            continue;
+        }
+        const auto n = static_cast<int>(v->values.size());
+        if (v->scalar || n == (folder ? d.channels : cifar ? 3 : 1)) continue;
+        if (d.format == DataFormat::Idx)
             throw InputError(src + ": " + key + ": data.format '" + format + "' normalises every channel alike; give "
-                             "one number, not " + std::to_string(v->values.size()));
-        if (d.format == DataFormat::ImageFolder && static_cast<int>(v->values.size()) != d.channels)
-            throw InputError(src + ": " + key + ": " + std::to_string(v->values.size()) + " values for data.channels " +
-                             std::to_string(d.channels) + "; give one per channel (or one number for all)");
+                             "one number, not " + std::to_string(n));
+        if (cifar)
+            throw InputError(src + ": " + key + ": " + std::to_string(n) + " values; CIFAR-10 images have 3 channels "
+                             "(red, green, blue): give 3 values (e.g. [0.4914, 0.4822, 0.4465] for data.mean) or one "
+                             "number for all");
+        throw InputError(src + ": " + key + ": " + std::to_string(n) + " values for data.channels " +
+                         std::to_string(d.channels) + "; give one per channel (or one number for all)");
     }
-    if (d.format != DataFormat::ImageFolder) return;
+    const bool resized_crop = d.augment_resized_crop.at(0) != 0.0 || d.augment_resized_crop.at(1) != 0.0;
+    if (!folder) {
+        const std::string folder_only = "it is for image folders (data.format image_folder); remove it";
+        refuse(!d.train_dir.empty(), "data.train_dir", folder_only);
+        refuse(!d.test_dir.empty(), "data.test_dir", folder_only);
+        refuse(d.skip_bad_files, "data.skip_bad_files",
+               cifar ? "CIFAR-10 files are checked whole (size and labels) before training; remove it" : folder_only);
+        refuse(d.cache && !d.is_sparse(), "data.cache", "its samples are held in memory already; remove it");
+        const bool sized = d.image_size != std::vector<int64_t>{0, 0};
+        if (cifar) {
+            if (sized && d.image_size != std::vector<int64_t>{32, 32})
+                throw InputError(src + ": data.image_size: " + json(d.image_size).dump() + ", but CIFAR-10 images are "
+                                 "32x32 and are not resized; remove it (or set [32, 32])");
+            if (d.channels != 3)
+                throw InputError(src + ": data.channels: " + std::to_string(d.channels) + ", but CIFAR-10 images are "
+                                 "RGB; remove it (or set 3)");
+        } else {
+            refuse(sized, "data.image_size", folder_only);
+            refuse(d.channels != 3, "data.channels", folder_only);
+            const std::string augmented = "augmentation runs on data.format image_folder and cifar10; remove it";
+            refuse(d.augment_crop_padding > 0, "data.augment.random_crop_padding", augmented);
+            refuse(d.augment_hflip, "data.augment.hflip", augmented);
+            refuse(resized_crop, "data.augment.random_resized_crop", augmented);
+        }
+    }
+    const double lo = d.augment_resized_crop.at(0), hi = d.augment_resized_crop.at(1);
+    if (resized_crop && !(lo > 0.0 && lo <= hi))
+        throw InputError(src + ": data.augment.random_resized_crop: [" + json(lo).dump() + ", " + json(hi).dump() +
+                         "] is not [min_scale, max_scale] with 0 < min <= max <= 1 (or [0, 0] = off)");
+    if (!folder) return;
     if (d.train_dir.empty())
         throw InputError(src + ": data.train_dir: missing; data.format 'image_folder' reads a folder with one "
                          "sub-folder of images per class");
@@ -164,10 +212,6 @@ void check_image_keys(const std::string& src, const DataPlan& d) {
                          "[64, 64])");
     if (d.channels != 1 && d.channels != 3)
         throw InputError(src + ": data.channels: " + std::to_string(d.channels) + " is not 1 (grey) or 3 (RGB)");
-    const double lo = d.augment_resized_crop.at(0), hi = d.augment_resized_crop.at(1);
-    if ((lo != 0.0 || hi != 0.0) && !(lo > 0.0 && lo <= hi))
-        throw InputError(src + ": data.augment.random_resized_crop: [" + json(lo).dump() + ", " + json(hi).dump() +
-                         "] is not [min_scale, max_scale] with 0 < min <= max <= 1 (or [0, 0] = off)");
 }
 
 // Keys that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse

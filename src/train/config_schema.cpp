@@ -28,9 +28,10 @@ KeyRows data_keys() {
           .doc = "idx: folder with the four IDX files (train-images-idx3-ubyte[.gz] ...); cifar10: folder with "
                  "data_batch_1..5.bin and test_batch.bin (the binary version)"}},
         {"data.mean", {.kind = Kind::NumberOrArray, .fallback = 0.0,
-          .doc = "subtracted after scaling pixels to [0,1]: a number, or (image_folder) one per channel"}},
+          .doc = "subtracted after scaling pixels to [0,1]: a number, or one per channel (image_folder: data.channels; "
+                 "cifar10: 3)"}},
         {"data.std", {.kind = Kind::NumberOrArray, .fallback = 1.0, .min = 1e-12,
-          .doc = "divides after subtracting the mean: a number, or (image_folder) one per channel"}},
+          .doc = "divides after subtracting the mean: a number, or one per channel (image_folder, cifar10)"}},
         {"data.prefetch", {.kind = Kind::Bool, .fallback = true,
           .doc = "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than "
                   "train.threads), until 32 batches show that it hides under a quarter of the filling"}},
@@ -67,16 +68,19 @@ KeyRows data_keys() {
         {"data.test_dir", {.kind = Kind::String, .fallback = "",
           .doc = "image_folder: the test images, sub-folders named as the training classes"}},
         {"data.image_size", {.kind = Kind::IntArray, .fallback = json::array({0, 0}), .min = 0, .max = 16384,
-          .length = 2, .doc = "image_folder: [height, width] every image is resized to (the model's input)"}},
+          .length = 2, .doc = "image_folder: [height, width] every image is resized to (the model's input); cifar10: [32, 32] "
+                 "only"}},
         {"data.channels", {.kind = Kind::Int, .fallback = 3, .min = 1, .max = 3,
-          .doc = "image_folder: 3 (RGB; grey files are replicated) or 1 (grey; colour files are converted)"}},
+          .doc = "image_folder: 3 (RGB; grey files are replicated) or 1 (grey; colour files are converted); cifar10: "
+                 "3 only"}},
         {"data.augment.random_crop_padding", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = 4096,
-          .doc = "image_folder, training: pad by this many zero pixels on every side, crop back at a random place"}},
+          .doc = "image_folder and cifar10, training: pad by this many zero pixels on every side, crop back at a "
+                  "random place"}},
         {"data.augment.hflip", {.kind = Kind::Bool, .fallback = false,
-          .doc = "image_folder, training: mirror left-right with probability 1/2"}},
+          .doc = "image_folder and cifar10, training: mirror left-right with probability 1/2"}},
         {"data.augment.random_resized_crop", {.kind = Kind::NumberArray, .fallback = json::array({0.0, 0.0}),
           .min = 0.0, .max = 1.0, .length = 2,
-          .doc = "image_folder, training: [min_scale, max_scale] of torchvision's RandomResizedCrop (area "
+          .doc = "image_folder and cifar10, training: [min_scale, max_scale] of torchvision's RandomResizedCrop (area "
                   "fraction, aspect 3/4..4/3); [0, 0] = off"}},
         {"data.skip_bad_files", {.kind = Kind::Bool, .fallback = false,
           .doc = "image_folder: false = a corrupt or unreadable image stops the run (exit 2, naming it); true = "

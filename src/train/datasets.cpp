@@ -18,6 +18,16 @@ namespace ringtrain::train::detail {
 
 namespace {
 
+// data.augment: the training split's augmentation (image_folder and cifar10; the test split is never augmented).
+data::ImageAugment augment(const DataPlan& p) {
+    data::ImageAugment a;
+    a.random_crop_padding = p.augment_crop_padding;
+    a.hflip = p.augment_hflip;
+    a.resized_crop_min_scale = static_cast<float>(p.augment_resized_crop.at(0));
+    a.resized_crop_max_scale = static_cast<float>(p.augment_resized_crop.at(1));
+    return a;
+}
+
 data::ImageFolderOptions image_folder_options(const DataPlan& p, bool training) {
     data::ImageFolderOptions o;
     data::ImageTransformOptions& t = o.transform;
@@ -26,12 +36,7 @@ data::ImageFolderOptions image_folder_options(const DataPlan& p, bool training) 
     t.channels = p.channels;
     t.mean = p.mean.for_channels(p.channels);
     t.stddev = p.stddev.for_channels(p.channels);
-    if (training) {
-        t.augment.random_crop_padding = p.augment_crop_padding;
-        t.augment.hflip = p.augment_hflip;
-        t.augment.resized_crop_min_scale = static_cast<float>(p.augment_resized_crop.at(0));
-        t.augment.resized_crop_max_scale = static_cast<float>(p.augment_resized_crop.at(1));
-    }
+    if (training) t.augment = augment(p);
     o.cache = p.cache;
     return o;
 }
@@ -81,11 +86,13 @@ Datasets make_datasets(const RunPlan& plan, int rank, int world) {
             break;
         }
         case DataFormat::Cifar10: {
-            data::Normalization norm;
-            norm.mean = static_cast<float>(p.mean.values.at(0));
-            norm.stddev = static_cast<float>(p.stddev.values.at(0));
-            d.train = data::load_cifar10_dataset(p.dir, data::Split::Train, norm);
-            d.test = data::load_cifar10_dataset(p.dir, data::Split::Test, norm);
+            data::Cifar10Options test;
+            test.mean = p.mean.for_channels(3);
+            test.stddev = p.stddev.for_channels(3);
+            data::Cifar10Options train = test;
+            train.augment = augment(p);
+            d.train = data::load_cifar10_dataset(p.dir, data::Split::Train, train);
+            d.test = data::load_cifar10_dataset(p.dir, data::Split::Test, test);
             break;
         }
         case DataFormat::Synthetic: {

@@ -148,3 +148,44 @@ TEST_CASE("data.skip_bad_files: 2 ranks skip the same bad files, reported once; 
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Contains(dir + "/t"));  // a path of one of the bad files
 }
+
+TEST_CASE("an augmented image-folder run stopped at max_steps and resumed ends bit for bit where an uninterrupted one "
+          "does, with other worker counts", "[train][image][checkpoint]") {
+    // random_resized_crop + hflip on every training read: the draws come from (seed, epoch, index) only, so the
+    // stopped and resumed runs (1, then 3 decoding workers) see the batches of the uninterrupted one (2 workers).
+    const std::string dir = temp_dir("image_folder_resume");
+    make_folders(dir, 24);
+    const std::string padding = R"("augment": {"hflip": true, "random_crop_padding": 2})";
+    std::string cfg = folder_config(dir);
+    const size_t at = cfg.find(padding);
+    REQUIRE(at != std::string::npos);
+    cfg.replace(at, padding.size(), R"("augment": {"hflip": true, "random_resized_crop": [0.3, 1.0]})");
+    write_file(dir + "/c.json", cfg);
+    // 48 training images, batch 8: 6 steps an epoch, 12 in all; stop inside the second epoch.
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.batch_size=8 --set train.epochs=2";
+    auto r = run_command(run + " --set output.dir=" + dir + "/whole");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + " --set output.dir=" + dir + "/parts --set train.max_steps=8 --set data.workers=1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/parts/summary.json")["stopped_by_max_steps"] == true);
+    r = run_command(run + " --set output.dir=" + dir + "/parts --set checkpoint.resume=auto --set data.workers=3");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto whole = read_json(dir + "/whole/summary.json"), parts = read_json(dir + "/parts/summary.json");
+    CHECK(parts["steps"] == 12);
+    CHECK(parts["resumed_from"].is_string());
+    CHECK(parts["parameter_hash_per_rank"] == whole["parameter_hash_per_rank"]);
+    CHECK(parts["test_loss"] == whole["test_loss"]);
+    // The model's 6 parameter tensors (3 weights, 3 biases) in the final checkpoints, bit for bit.
+    const std::string last = "/checkpoints/ckpt-000000012.bin";
+    const std::vector<float> a = checkpoint_parameters(dir + "/whole" + last, 6);
+    REQUIRE(a.size() > 1000);
+    CHECK(checkpoint_parameters(dir + "/parts" + last, 6) == a);
+    // Without the augmentation the parameters differ: the draws mattered.
+    r = run_command(binary() + " train --config " + dir + "/c.json --set train.batch_size=8 --set train.epochs=2"
+                    " --set data.augment.hflip=false --set output.dir=" + dir + "/plain");
+    REQUIRE(r.exit_code == 0);
+    CHECK(checkpoint_parameters(dir + "/plain" + last, 6) != a);
+}

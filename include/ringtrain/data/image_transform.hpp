@@ -4,6 +4,7 @@
 // whatever the number of workers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -35,6 +36,12 @@ struct ImageTransformOptions {
     std::vector<float> stddev;      // per channel (empty = 1)
     ImageAugment augment;           // applied only when transform_image gets an rng
 };
+
+// (v / 255 - mean[c]) / stddev[c] for every 8-bit value v of each channel c (up to 3): the float a pixel becomes.
+// Entry [c][0] is also what padding shows (the normalised zero). In-memory readers of 8-bit images (CIFAR-10) use it
+// so that their unaugmented reads are bitwise transform_image's.
+using NormalisationTable = std::array<std::array<float, 256>, 3>;
+NormalisationTable normalisation_table(const ImageTransformOptions& options);
 
 // A rectangle of an image: rows top..top+height, columns left..left+width.
 struct CropBox {
