@@ -397,8 +397,12 @@ bool SparseRun::next_batch() {
     int64_t ranks_with_batch = 0, ranks_stopping = 0;
     pending_opening_work_ = telemetry::now_seconds() - stretch_start_ - averaging_in_stretch_s_;
     averaging_in_stretch_s_ = 0;
+    const double parsed_before = parse_in_waits_s_;
     reduce_pending_loss(have, &ranks_with_batch, &ranks_stopping);
     opening_end_ = telemetry::now_seconds();
+    // Local SGD's per-step work log: rows a rank parsed ahead while it waited here are its work too (they shorten
+    // its next stretch); left out, the ranks' stretches would differ by the parse each did early, not by a wait.
+    if (plan_.sync.mode == SyncMode::LocalSgd) pending_opening_work_ += parse_in_waits_s_ - parsed_before;
     // Local SGD: the opening allreduce is the step's only wait for every rank, so the next stretch starts here.
     if (plan_.sync.mode == SyncMode::LocalSgd) stretch_start_ = opening_end_;
     // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
