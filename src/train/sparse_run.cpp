@@ -400,9 +400,8 @@ bool SparseRun::next_batch() {
     const double parsed_before = parse_in_waits_s_;
     reduce_pending_loss(have, &ranks_with_batch, &ranks_stopping);
     opening_end_ = telemetry::now_seconds();
-    // Local SGD's per-step work log: rows a rank parsed ahead while it waited here are its work too (they shorten
-    // its next stretch); left out, the ranks' stretches would differ by the parse each did early, not by a wait.
-    if (plan_.sync.mode == SyncMode::LocalSgd) pending_opening_work_ += parse_in_waits_s_ - parsed_before;
+    // The rows parsed ahead while waiting here count with the stretch before it (see run_step).
+    pending_opening_work_ += parse_in_waits_s_ - parsed_before;
     // Local SGD: the opening allreduce is the step's only wait for every rank, so the next stretch starts here.
     if (plan_.sync.mode == SyncMode::LocalSgd) stretch_start_ = opening_end_;
     // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
@@ -451,14 +450,19 @@ float SparseRun::run_step() {
         model_->backward(batch_, dlogits_.data(), grad_, bias_grad_);
     }
     const bool local_sgd = plan_.sync.mode == SyncMode::LocalSgd;
-    if (local_sgd) work_before_opening_.record(pending_opening_work_);  // the step's local work up to its opening
+    // Every rank runs the same steps, so the logs line up step for step across ranks. Each entry is the stretch of
+    // local work before a wait plus the rows parsed ahead inside that wait: they are this rank's work as much as
+    // the stretch's (they shorten its next one), and without them the ranks' stretches would differ by who parsed
+    // early rather than by how long anyone waited.
+    work_before_opening_.record(pending_opening_work_);
     if (!local_sgd) {
-        // Every rank runs the same steps, so the logs line up step for step across ranks.
-        work_before_opening_.record(pending_opening_work_);
-        work_before_exchange_.record(telemetry::now_seconds() - opening_end_);
-        ScopedPhase t(phases_, Phase::SyncWait);
-        gsync_->average(grad_, bias_grad_);
+        const double before_exchange = telemetry::now_seconds() - opening_end_;
+        {
+            ScopedPhase t(phases_, Phase::SyncWait);
+            gsync_->average(grad_, bias_grad_);
+        }
         stretch_start_ = telemetry::now_seconds();
+        work_before_exchange_.record(before_exchange + parsed_while_waiting_s_);
     }
     book_parse_ahead();
     {
