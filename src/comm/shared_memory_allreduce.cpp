@@ -253,7 +253,8 @@ void SharedMemoryAllreduce::allgatherv(const float* mine, std::span<const size_t
     std::vector<size_t>& at = part_starts_;
     at.assign(n, 0);
     for (size_t r = 1; r < n; ++r) at[r] = at[r - 1] + counts[r - 1];
-    std::memcpy(out + at[me], mine, counts[me] * sizeof(float));  // our part never goes through the segment
+    if (counts[me] > 0)  // our part never goes through the segment (a rank with none may pass no pointer at all)
+        std::memcpy(out + at[me], mine, counts[me] * sizeof(float));
     // Rounds: piece k of every rank is its floats [k·chunk, (k+1)·chunk).
     for (size_t off = 0; off < longest; off += chunk_elems_) {
         const int buf = static_cast<int>(chunks_done_++ % 2);
