@@ -89,11 +89,6 @@ void RingCommunicator::shared_memory_allreduce(float* data, size_t count, Reduce
     count_bytes(sent, received);
 }
 
-void RingCommunicator::allgatherv_into(std::span<const float> mine, std::span<const size_t> counts,
-                                       std::span<float> out) {
-    allgatherv_into_while(mine, counts, out, {});
-}
-
 void RingCommunicator::allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts,
                                              std::span<float> out, const std::function<bool()>& idle) {
     const size_t total = check_allgatherv(mine, counts, out);  // the same total on every rank: the same path

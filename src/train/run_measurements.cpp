@@ -73,6 +73,20 @@ double latency_probe(comm::Communicator& comm) {
     return fastest;
 }
 
+namespace {
+// Every rank's work log without its first entry (the first step's allocations fall unevenly on the ranks), analysed.
+// Collective.
+telemetry::StragglerReport stragglers_after_first(comm::Communicator& comm, const telemetry::StepWorkLog& log) {
+    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(log.seconds().size()));
+    const std::vector<float> works = comm.allgather(log.seconds());
+    std::vector<std::vector<float>> per_rank;
+    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
+        per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
+                              works.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
+    return telemetry::analyse_stragglers(per_rank);
+}
+}  // namespace
+
 json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync,
                        const std::vector<nn::Parameter*>& params, const RunPlan& plan, Device device,
                        const RunTotals& totals) {
@@ -121,13 +135,7 @@ json predicted_section(comm::Communicator& comm, const sync::GradientSync& gsync
     }
     m.latency_probe_s = totals.latency_probe_s;
     // Every rank's local work per step, the first step left out (its allocations fall unevenly on the ranks).
-    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(totals.work_log.seconds().size()));
-    const std::vector<float> works = comm.allgather(totals.work_log.seconds());
-    std::vector<std::vector<float>> per_rank;
-    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
-        per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
-                              works.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
-    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
+    const telemetry::StragglerReport st = stragglers_after_first(comm, totals.work_log);
     if (st.steps > 0 && !st.mean_work_ms_per_rank.empty()) {
         m.mean_work_s = st.work_s / static_cast<double>(st.steps);
         m.slowest_work_s = (st.work_s + st.straggler_s) / static_cast<double>(st.steps);
@@ -158,14 +166,8 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
     const int world = comm.size();
     const int64_t period = std::max<int64_t>(plan.sync.local_sgd_period, 1);
     // Every rank's entries (the same count on every rank: they wait for each other there), the first left out.
-    const std::vector<uint64_t> counts = comm.allgather(static_cast<uint64_t>(t.work.seconds().size()));
-    const std::vector<float> works = comm.allgather(t.work.seconds());
+    const telemetry::StragglerReport st = stragglers_after_first(comm, t.work);
     const double probe = t.latency_probe_s >= 0 ? t.latency_probe_s : latency_probe(comm);
-    std::vector<std::vector<float>> per_rank;
-    for (size_t r = 0, off = 0; r < counts.size() && off + counts[r] <= works.size(); off += counts[r], ++r)
-        per_rank.emplace_back(works.begin() + static_cast<std::ptrdiff_t>(off + std::min<uint64_t>(counts[r], 1)),
-                              works.begin() + static_cast<std::ptrdiff_t>(off + counts[r]));
-    const telemetry::StragglerReport st = telemetry::analyse_stragglers(per_rank);
     // The averagings' time per step, the mean rank's (a faster rank's holds its wait for the slowest).
     using telemetry::Phase;
     const double steps = static_cast<double>(std::max<int64_t>(t.steps - 1, 1));
@@ -202,15 +204,10 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
                    1.0 / static_cast<double>(period)}};
     m.opening_in_exchange = !t.opening_each_step;  // dense: no per-step collective of its own
     m.latency_probe_s = probe;
+    m.timed = "this run's parameter averages (their time less the wait for the slowest rank)";
     m.backend = comm.backend();
     try {
-        SparseRunPrediction r = predict_sparse_run(m);
-        const std::string fitted = "this run's parameter averages (their time less the wait for the slowest rank)";
-        if (const size_t at = r.link.source.find(" and a one-float"); at != std::string::npos)
-            r.link.source = fitted + r.link.source.substr(at);
-        else if (const size_t ring = r.link.source.find(", ring formulas"); ring != std::string::npos)
-            r.link.source = fitted + r.link.source.substr(ring);
-        json j = sparse_run_prediction_json(r, m);
+        json j = sparse_run_prediction_json(predict_sparse_run(m), m);
         for (const char* k : {"merge_rows_per_step", "merge_s_per_row", "merge_s_per_row_probe"}) j.erase(k);
         j["setting"] = "local SGD: every tensor averaged every " + std::to_string(period) + " steps, ring formulas";
         return j;

@@ -230,8 +230,7 @@ SparseRunPrediction predict_sparse_run(const SparseRunMeasurements& m) {
     r.merge_s_per_row = m.merge_rows > 0 ? std::min(m.merge_s_per_row, 0.95 * sync_left / m.merge_rows) : 0.0;
     const double merge = m.merge_rows * r.merge_s_per_row;
     r.exchange_s = std::max(0.05 * m.sync_s, m.sync_s - wait - merge);
-    std::string source = "this run's sparse gradient exchange (its sync time less the wait for the slowest rank and "
-                         "the merge)";
+    std::string source = m.timed;
     std::vector<scaling::TimedCollectives> samples = {{m.exchange, r.exchange_s}};
     if (m.latency_probe_s > 0) {
         samples.push_back({{{"latency probe", scaling::CollectiveKind::Allreduce, sizeof(float), 1}}, m.latency_probe_s});

@@ -91,7 +91,7 @@ public:
     // Single node with shared memory: these go through the segment (the sparse path's per-step collectives; see
     // SharedMemoryAllreduce), under the same size rule as the allreduce (by the gathered float32 total); otherwise
     // MPI's, as for the mpi backend.
-    void allgatherv_into(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out) override;
+    // (allgatherv_into is the base's, which calls this one without idle work.)
     void allgatherv_into_while(std::span<const float> mine, std::span<const size_t> counts, std::span<float> out,
                                const std::function<bool()>& idle) override;
     void allreduce_while(std::span<double> data, ReduceOp op, const std::function<bool()>& idle) override;

@@ -104,6 +104,9 @@ struct SparseRunMeasurements {
     double merge_rows = 0;                      // rows entering the merge per step (every rank's)
     double merge_s_per_row = 0;                 // from the end-of-run probe
     double latency_probe_s = -1;                // a one-float allreduce (< 0: not taken)
+    // What the sync time measured, for the fitted link's source (local SGD: its parameter averages).
+    std::string timed = "this run's sparse gradient exchange (its sync time less the wait for the slowest rank and "
+                        "the merge)";
     std::string backend;
 };
 
