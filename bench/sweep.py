@@ -577,7 +577,7 @@ def write_report(doc, pngs, out):
              "1-minute load average before the point (other tenants; the model assumes none). The time split is rank 0's, ms per step: "
              "compute (forward + backward), input, optimizer, waiting for gradients (sync_wait less the next column) and "
              "waiting for the slowest rank (the ranks' uneven local work: dense runs' stragglers.wait_for_slowest_s per "
-             "step, sparse runs' predicted straggler term; '-' where the run has neither: one rank, local SGD).", ""]
+             "step, sparse and local SGD runs' predicted straggler term; '-' where the run has neither: one rank, a GPU).", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     has_rate = any(p.get("rate") for p in points)
