@@ -10,8 +10,9 @@ set -euo pipefail
 # The daemons are not started by installing them (no systemd here); the tests start private ones.
 # libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev: JPEG (TurboJPEG, and libjpeg for crop-region decoding) and PNG
 # decoding of image folders (src/data/image_*.cpp);
-# libdnnl-dev: oneDNN, the CPU convolutions train.cpu_conv can pick (optional at build time; im2col without it).
-packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev catch2 zlib1g-dev
+# libdnnl-dev: oneDNN, the CPU convolutions train.cpu_conv can pick (optional at build time; im2col without it);
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL's headers (only a Recommends, so not pulled in).
+packages=(build-essential cmake openmpi-bin libopenmpi-dev libeigen3-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev catch2 zlib1g-dev
           libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
           dataset-fashion-mnist python3-protobuf python3-matplotlib
           slurmctld slurmd slurm-client munge iproute2 util-linux)
