@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Sparse weak scaling 1 -> 2 ranks with the per-step collectives through the ring's shared-memory segment (the
-# default on one host) against Open MPI's (RINGTRAIN_SHARED_MEMORY=0), same binary, interleaved per round and batch:
-# 1 rank pinned to cpu 1, then 2 ranks bound one to a core with shared memory, then without.
-# Usage: bench/sparse/collectives_ab.sh [--rounds R] [--rows N] [--batches "256 1024 4096"]
-# Results and the command used: bench/RESULTS.md, "Sparse collectives through shared memory".
+# Sparse weak scaling 1 -> 2 ranks with a default on and off, same binary, interleaved per round and batch: 1 rank
+# pinned to cpu 1, then 2 ranks bound one to a core with the default, then with the switch's variable set to 0.
+#   --switch RINGTRAIN_SHARED_MEMORY (default): the per-step collectives through the ring's shared-memory segment vs
+#            Open MPI's (bench/RESULTS.md, "Sparse collectives through shared memory")
+#   --switch RINGTRAIN_PEER_PARSING: ranks parsing each other's rows in their waits vs each its own (bench/RESULTS.md,
+#            "Peer parsing")
+# --ceiling adds the ceiling per round and batch: two independent 1-rank copies at once, pinned to cpus 0 and 1
+# (their summed rate over twice the 1-rank rate: what 2 ranks could reach with no communication at all).
+# Usage: bench/sparse/collectives_ab.sh [--rounds R] [--rows N] [--batches "256 1024 4096"] [--switch VAR] [--ceiling]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${RINGTRAIN_BIN:-$root/build/ringtrain}
-rounds=4 rows=3000000 batches="256 1024 4096"
+rounds=4 rows=3000000 batches="256 1024 4096" switch=RINGTRAIN_SHARED_MEMORY ceiling=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --rows) rows=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
+    --switch) switch=$2; shift 2 ;;
+    --ceiling) ceiling=1; shift ;;
     *) echo "collectives_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,16 +39,26 @@ run() {  # run "$@" into $w/log; on failure show the log's end and stop
 rate() {  # samples/s and the sync_wait phase of a run's summary
   /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(round(s['samples_per_s']), round(s['phase_s']['sync_wait'], 3))" "$1/summary.json"
 }
-printf "%-6s %-6s %-10s %-22s %-22s %s\n" round batch "1 rank" "2 ranks shm (wait s)" "2 ranks MPI (wait s)" "efficiency shm / MPI"
+printf "%-6s %-6s %-10s %-22s %-22s %s\n" round batch "1 rank" "2 ranks on (wait s)" "2 ranks $switch=0 (wait s)" \
+  "efficiency on / off$([ $ceiling = 1 ] && echo ' / ceiling')"
 for r in $(seq "$rounds"); do
   for b in $batches; do
     rm -rf "$w/one" "$w/shm" "$w/mpi"  # a run resumes from a checkpoint left in its output folder
     run taskset -c 1 "$bin" "${args[@]}" --set train.batch_size="$b" --set output.dir="$w/one"
     run mpirun --bind-to core -np 2 "$bin" "${args[@]}" --set train.batch_size="$b" --set output.dir="$w/shm"
-    run env RINGTRAIN_SHARED_MEMORY=0 mpirun --bind-to core -x RINGTRAIN_SHARED_MEMORY -np 2 "$bin" "${args[@]}" \
+    run env "$switch=0" mpirun --bind-to core -x "$switch" -np 2 "$bin" "${args[@]}" \
       --set train.batch_size="$b" --set output.dir="$w/mpi"
     read -r one _ < <(rate "$w/one"); read -r shm ws < <(rate "$w/shm"); read -r mpi wm < <(rate "$w/mpi")
-    printf "%-6s %-6s %-10s %-22s %-22s %.2f / %.2f\n" "$r" "$b" "$one" "$shm ($ws)" "$mpi ($wm)" \
-      "$(/usr/bin/python3 -c "print($shm / (2 * $one))")" "$(/usr/bin/python3 -c "print($mpi / (2 * $one))")"
+    ceil=""
+    if [ "$ceiling" = 1 ]; then
+      rm -rf "$w/c0" "$w/c1"
+      taskset -c 0 "$bin" "${args[@]}" --set train.batch_size="$b" --set output.dir="$w/c0" >"$w/log0" 2>&1 & p0=$!
+      taskset -c 1 "$bin" "${args[@]}" --set train.batch_size="$b" --set output.dir="$w/c1" >"$w/log1" 2>&1 & p1=$!
+      wait $p0 && wait $p1 || { echo "collectives_ab.sh: a ceiling copy failed" >&2; tail -5 "$w/log0" "$w/log1" >&2; exit 1; }
+      read -r c0 _ < <(rate "$w/c0"); read -r c1 _ < <(rate "$w/c1")
+      ceil=$(/usr/bin/python3 -c "print(' / %.2f' % (($c0 + $c1) / (2 * $one)))")
+    fi
+    printf "%-6s %-6s %-10s %-22s %-22s %.2f / %.2f%s\n" "$r" "$b" "$one" "$shm ($ws)" "$mpi ($wm)" \
+      "$(/usr/bin/python3 -c "print($shm / (2 * $one))")" "$(/usr/bin/python3 -c "print($mpi / (2 * $one))")" "$ceil"
   done
 done

@@ -1,20 +1,16 @@
-// SharedMemoryAllreduce: the segment's life (create, map, unlink, unmap) and the two-barrier chunk schedule.
+// SharedMemoryAllreduce: the segment's layout and the two-barrier chunk schedule.
 //
-// Segment layout: N arrival counters, one per 128-byte line (two cache lines: no false sharing with the adjacent-line
-// prefetcher), then buffer 0's N slots, then buffer 1's N slots, each slot chunk_bytes rounded up to 4 KiB.
+// Segment layout (a SharedSegment): N arrival counters, one per 128-byte line (two cache lines: no false sharing with
+// the adjacent-line prefetcher), then buffer 0's N slots, then buffer 1's N slots, each slot chunk_bytes rounded up to
+// 4 KiB.
 #include "ringtrain/comm/shared_memory_allreduce.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,7 +28,6 @@ namespace ringtrain::comm {
 namespace {
 
 constexpr size_t kCounterStride = 128;
-constexpr size_t kNameBytes = 64;
 // Polls with a pause before yielding the core: long enough to catch a peer that is a few microseconds behind,
 // short enough not to burn a time slice that a descheduled peer needs when ranks outnumber cores.
 constexpr int kSpinsBeforeYield = 200;
@@ -80,77 +75,31 @@ void wait_until(const std::atomic<uint64_t>& flag, uint64_t epoch) {
 inline size_t seg_off(size_t len, size_t n, size_t j) { return j * (len / n) + std::min(j, len % n); }
 inline size_t seg_len(size_t len, size_t n, size_t j) { return len / n + (j < len % n ? 1 : 0); }
 
-std::string errno_text(const char* what, const char* name) {
-    return std::string(what) + "(" + name + "): " + std::strerror(errno);
-}
-
 }  // namespace
 
 std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(MPI_Comm node, size_t chunk_bytes, std::string* why) {
-    int rank = 0, size = 1;
-    check_mpi(MPI_Comm_rank(node, &rank), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(node, &size), "MPI_Comm_size");
-    const size_t chunk_elems = std::max<size_t>(std::min(chunk_bytes, kMaxChunkBytes) / sizeof(float), 1);
-    const size_t slot_bytes = (chunk_elems * sizeof(float) + 4095) / 4096 * 4096;
-    const size_t n = static_cast<size_t>(size);
-    const size_t bytes = n * kCounterStride + 2 * n * slot_bytes;
-
-    // Local rank 0 names and sizes the segment; the name travels with its success flag.
-    char name[kNameBytes] = {};
-    std::string error;
-    int fd = -1;
-    if (chunk_bytes > kMaxChunkBytes) {
-        error = "shared-memory chunk of " + std::to_string(chunk_bytes) + " bytes is larger than the " +
-                std::to_string(kMaxChunkBytes >> 20) + " MiB allowed";
-    } else if (rank == 0) {
-        static std::atomic<unsigned> serial{0};  // several communicators per process each get their own segment
-        std::snprintf(name, sizeof name, "/ringtrain-%d-%u", static_cast<int>(getpid()), serial.fetch_add(1));
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd < 0) {
-            error = errno_text("shm_open", name);
-        } else {
-            // posix_fallocate reserves the pages now: a /dev/shm too small for the segment fails here, not as a
-            // SIGBUS on first touch in the middle of training.
-            const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-            if (rc != 0) {
-                errno = rc;
-                error = errno_text("posix_fallocate", name) + " (" + std::to_string(bytes) + " bytes; is /dev/shm full or small?)";
-            }
-        }
-        if (!error.empty()) name[0] = '\0';
-    }
-    check_mpi(MPI_Bcast(name, static_cast<int>(kNameBytes), MPI_CHAR, 0, node), "MPI_Bcast");
-    if (rank != 0 && name[0] != '\0') {
-        fd = shm_open(name, O_RDWR, 0600);
-        if (fd < 0) error = errno_text("shm_open", name);
-    }
-    void* base = MAP_FAILED;
-    if (fd >= 0 && error.empty()) {
-        base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (base == MAP_FAILED) error = errno_text("mmap", name);
-    }
-    if (fd >= 0) close(fd);  // the mapping keeps the segment alive
-    if (error.empty() && name[0] == '\0') error = "local rank 0 could not create the shared-memory segment";
-
-    int ok = error.empty() ? 1 : 0, all_ok = 0;
-    check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
-    // Everyone has opened it (or given up): the name is no longer needed.
-    if (rank == 0 && name[0] != '\0') shm_unlink(name);
-    if (!all_ok) {
-        if (base != MAP_FAILED) munmap(base, bytes);
-        if (why) *why = error.empty() ? "another rank of this node could not map the shared-memory segment" : error;
+    if (chunk_bytes > kMaxChunkBytes) {  // the same argument on every rank: every rank returns here
+        if (why)
+            *why = "shared-memory chunk of " + std::to_string(chunk_bytes) + " bytes is larger than the " +
+                   std::to_string(kMaxChunkBytes >> 20) + " MiB allowed";
         return nullptr;
     }
-    return std::unique_ptr<SharedMemoryAllreduce>(new SharedMemoryAllreduce(base, bytes, rank, size, chunk_elems, slot_bytes));
+    int size = 1;
+    check_mpi(MPI_Comm_size(node, &size), "MPI_Comm_size");
+    const size_t chunk_elems = std::max<size_t>(chunk_bytes / sizeof(float), 1);
+    const size_t slot_bytes = (chunk_elems * sizeof(float) + 4095) / 4096 * 4096;
+    const size_t n = static_cast<size_t>(size);
+    std::unique_ptr<SharedSegment> segment = SharedSegment::create(node, n * kCounterStride + 2 * n * slot_bytes, why);
+    if (!segment) return nullptr;
+    return std::unique_ptr<SharedMemoryAllreduce>(new SharedMemoryAllreduce(std::move(segment), chunk_elems, slot_bytes));
 }
 
-SharedMemoryAllreduce::SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems,
+SharedMemoryAllreduce::SharedMemoryAllreduce(std::unique_ptr<SharedSegment> segment, size_t chunk_elems,
                                              size_t slot_bytes)
-    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_elems_(chunk_elems), slot_bytes_(slot_bytes) {}
+    : segment_(std::move(segment)), base_(segment_->base()), rank_(segment_->rank()), size_(segment_->size()),
+      chunk_elems_(chunk_elems), slot_bytes_(slot_bytes) {}
 
-SharedMemoryAllreduce::~SharedMemoryAllreduce() {
-    if (base_) munmap(base_, bytes_);
-}
+SharedMemoryAllreduce::~SharedMemoryAllreduce() = default;
 
 std::atomic<uint64_t>& SharedMemoryAllreduce::arrived(int r) const {
     // The segment starts zero-filled, which is a valid std::atomic<uint64_t> holding 0 (lock-free, address-free).

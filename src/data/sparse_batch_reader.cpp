@@ -16,10 +16,12 @@
 
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/data/sparse_line_parser.hpp"
+#include "ringtrain/data/sparse_peer_board.hpp"
 #include "ringtrain/data/sparse_reader.hpp"
 #include "sparse_chunk_parse.hpp"
 #include "sparse_shuffle_buffer.hpp"
 #include "sparse_text_source.hpp"
+#include "sparse_text_source_impl.hpp"
 
 namespace ringtrain::data {
 
@@ -53,7 +55,14 @@ public:
           source_(open_share_source(opt_)),
           shuffle_(opt_.shuffle_buffer),
           parse_inline_(opt_.parse_on == SparseReaderOptions::ParseOn::Caller ||
-                        (opt_.parse_on == SparseReaderOptions::ParseOn::Auto && sparse_single_cpu())) {}
+                        (opt_.parse_on == SparseReaderOptions::ParseOn::Auto && sparse_single_cpu())) {
+        int64_t begin = 0, end = 0;
+        if (opt_.peer_board && parse_inline_ && source_->byte_range(begin, end)) {
+            own_file_ = std::make_unique<SparsePieceFile>(opt_.file, max_line_bytes());
+            board_ = opt_.peer_board;
+            board_->publish_share(begin, end);
+        }
+    }
     ~StreamingSparseReader() override { stop_thread(); }
 
     void start_epoch(int64_t epoch) override {
@@ -71,6 +80,10 @@ public:
         cache_.clear();
         cached_rows_ = 0;
         source_->rewind();
+        if (board_) {
+            board_->start_pass();
+            next_piece_ = 0;
+        }
         finished_ = false;
         stop_ = false;
         error_ = nullptr;
@@ -122,6 +135,37 @@ public:
     }
 
     bool parses_on_caller() const override { return parse_inline_; }
+    bool parses_with_peers() const override { return board_ != nullptr; }
+
+    bool help_peers() override {
+        SparsePeerBoard::Claim c;
+        if (!board_ || !board_->claim(c)) return false;
+        const auto t0 = std::chrono::steady_clock::now();
+        int64_t rows = 0;
+        try {
+            // A window per peer: its pieces come in order, ~16 to a read.
+            if (peer_files_.size() < static_cast<size_t>(board_->ranks())) peer_files_.resize(static_cast<size_t>(board_->ranks()));
+            auto& file = peer_files_[static_cast<size_t>(c.peer)];
+            if (!file) file = std::make_unique<SparsePieceFile>(opt_.file, 16 * kSparsePieceBytes);
+            int64_t offset = 0;
+            std::string_view text;
+            if (read_sparse_piece(*file, c.begin, c.end, c.piece, max_line_bytes(), text, offset)) {
+                helped_.clear();
+                rows = parse_sparse_piece(text, offset, *parser_, std::string(), helped_);
+                if (!board_->fill(c, helped_)) rows = 0;  // too many for the slot: its owner parses them
+            } else {
+                board_->fail(c);  // a line too long: its owner says so
+            }
+        } catch (...) {
+            board_->fail(c);  // a bad line (or anything else): its owner parses the piece again and names it
+            rows = 0;
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.rows_for_peers += rows;
+        stats_.seconds_for_peers += secs;
+        return true;
+    }
 
     int64_t num_features() const override { return parser_->num_features(); }
 
@@ -231,9 +275,48 @@ private:
         return std::max(kMinBytes, std::max<int64_t>(rows, 1) * per_row * 21 / 20);
     }
 
+    int64_t max_line_bytes() const { return opt_.buffer_bytes / kSparseQueueBlocks; }
+
+    // Peer parsing: the share's next pieces, until `into` holds at least `rows` rows (or the share ends), each
+    // copied from a helper or parsed here.
+    bool take_pieces(CsrBatch& into, int64_t rows) {
+        into.clear();
+        while (into.rows() < std::max<int64_t>(rows, 1)) {
+            if (next_piece_ >= board_->pieces()) {
+                finished_ = true;
+                break;
+            }
+            const int64_t before = into.rows();
+            if (board_->take(next_piece_, into)) {
+                std::lock_guard<std::mutex> lock(mu_);
+                stats_.rows_from_peers += into.rows() - before;
+            } else {
+                const auto t0 = std::chrono::steady_clock::now();
+                int64_t offset = 0;
+                std::string_view text;
+                if (!read_sparse_piece(*own_file_, board_->share_begin(), board_->share_end(), next_piece_,
+                                       max_line_bytes(), text, offset))
+                    throw_line_too_long(opt_.file, sparse_line_number_at(opt_.file, offset), max_line_bytes());
+                const int64_t got = parse_sparse_piece(text, offset, *parser_, opt_.file, into);
+                board_->finish_own(next_piece_);
+                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::lock_guard<std::mutex> lock(mu_);
+                stats_.parse_seconds += secs;
+                stats_.rows_parsed += got;
+                stats_.bytes_parsed += static_cast<int64_t>(text.size());
+            }
+            ++next_piece_;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, into.rows());
+        stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, csr_bytes(into));
+        return into.rows() > 0;
+    }
+
     // The next lines of the share (about `rows` of them) parsed here, on the calling thread, into `into`; false at
     // the end of the share.
     bool parse_chunk_inline(CsrBatch& into, int64_t rows) {
+        if (board_) return !finished_ && take_pieces(into, rows);
         for (;;) {
             const auto t0 = std::chrono::steady_clock::now();
             if (finished_ || !source_->next(chunk_, inline_target_bytes(rows))) {
@@ -294,6 +377,13 @@ private:
     static constexpr size_t kSpareBlocks = 8;
     std::vector<CsrBatch> spare_;  // emptied blocks parse_ahead refills (no allocation per piece)
     TextChunk chunk_;  // the inline parse's text buffer, reused
+    // Peer parsing (board_ set): this reader's window on its share (a chunk's bytes, as the text source reads), the
+    // next piece of the share to take, and for helping a window per peer and the rows of the piece parsed for it.
+    SparsePeerBoard* board_ = nullptr;
+    std::unique_ptr<SparsePieceFile> own_file_;
+    int64_t next_piece_ = 0;
+    std::vector<std::unique_ptr<SparsePieceFile>> peer_files_;
+    CsrBatch helped_;
 
     // Consumer side (the training thread).
     CsrBatch current_;

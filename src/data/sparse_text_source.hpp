@@ -35,6 +35,8 @@ public:
     // Raw text held now at most (read buffer and chunk), for SparseReaderStats.
     virtual int64_t peak_raw_bytes() const = 0;
     virtual std::string describe_share() const = 0;
+    // A plain file's share as the byte range its lines start in, [begin, end); false for a .gz share.
+    virtual bool byte_range(int64_t& begin, int64_t& end) const { return false; }
 };
 
 // Opens `path` (gzip or plain, by its first two bytes). Throws InputError when it cannot be opened.

@@ -1,6 +1,7 @@
 // The two kinds of share behind open_sparse_text_source (see sparse_text_source.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ public:
     int64_t file_line(int64_t share_line) override;
     int64_t peak_raw_bytes() const override { return peak_raw_; }
     std::string describe_share() const override;
+    bool byte_range(int64_t& begin, int64_t& end) const override {
+        begin = begin_;
+        end = std::max(begin_, end_);
+        return true;
+    }
 
 private:
     bool read_block(std::string& text);  // the next lines of the share, at most chunk_bytes_ of text

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "plan_agreement.hpp"
 #include "preflight.hpp"
 #include "run_measurements.hpp"
+#include "ringtrain/comm/mpi_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/nn/click_metrics.hpp"
@@ -136,6 +138,8 @@ struct RankTotals {
     uint64_t bytes_sent, bytes_received, parameter_hash;
     uint64_t sync_bytes_allgather, sync_bytes_dense;
     double parse_in_waits_s;
+    int64_t rows_from_peers, rows_for_peers;
+    double seconds_for_peers;
 };
 
 }  // namespace
@@ -160,6 +164,8 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     // agreement below names the difference.
     double widest = static_cast<double>(max_index);
     comm_.allreduce(std::span<double>(&widest, 1), comm::ReduceOp::Max);
+    deadline.enter("mapping the peer-parsing board shared with its host's ranks");
+    open_peer_board();
     deadline.enter("reading its data and building the model");
     sync::Facts mine;
     sync::run_then_agree(comm_, [&] {
@@ -186,6 +192,33 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     deadline.disarm();
 }
 
+void SparseRun::open_peer_board() {
+    // Every rank decides alike (an environment that differs between ranks must not split the collective below).
+    const char* env = std::getenv("RINGTRAIN_PEER_PARSING");
+    const bool off_by_env = env && (std::string(env) == "0" || std::string(env) == "off" || std::string(env) == "false");
+    double on = world_ > 1 && !off_by_env ? 1.0 : 0.0;
+    comm_.allreduce(std::span<double>(&on, 1), comm::ReduceOp::Min);
+    auto* mpi = dynamic_cast<comm::MpiCommunicatorBase*>(&comm_);
+    if (on == 0 || !mpi) {
+        peer_parsing_off_ = world_ == 1 ? "one rank"
+                            : on == 0   ? "RINGTRAIN_PEER_PARSING=0 on some rank"
+                                        : "the " + comm_.backend() + " backend has no MPI communicator";
+        return;
+    }
+    std::string why;
+    peer_segment_ = comm::SharedSegment::create_on_host(mpi->mpi_comm(), data::sparse_peer_board_bytes(comm_.local_size()),
+                                                        &why);
+    if (!peer_segment_) {
+        peer_parsing_off_ = "no shared memory: " + why;
+    } else if (peer_segment_->size() == 1) {
+        peer_parsing_off_ = "no other rank on this host";
+        peer_segment_.reset();
+    } else {
+        peer_board_ = std::make_unique<data::SparsePeerBoard>(peer_segment_->base(), peer_segment_->bytes(),
+                                                              peer_segment_->size(), peer_segment_->rank());
+    }
+}
+
 // libsvm with data.num_features 0: the largest index in this rank's share (the ranks' maximum is the whole file's,
 // each rank reading 1/N of it); -1 otherwise.
 int64_t SparseRun::scan_share_for_feature_count() const {
@@ -202,7 +235,11 @@ void SparseRun::build_locally(int64_t max_index) {
     train.num_classes = classes;
     if (plan_.data.format == DataFormat::Libsvm && plan_.data.num_features == 0)
         train.num_features = data::sparse_num_features_for(max_index);
+    train.peer_board = peer_board_.get();
     train_reader_ = data::open_sparse_reader(train);
+    if (peer_board_ && !train_reader_->parses_with_peers())
+        peer_parsing_off_ = train_reader_->parses_on_caller() ? "a .gz file (every rank decompresses the whole stream)"
+                                                             : "a parse thread (the rank may use more than one CPU)";
     train_fingerprint_ = file_fingerprint(plan_.data.train_file);
     // Before the table is allocated: a feature space too large for this host is bad input (exit 2) naming the key,
     // not a std::bad_alloc (exit 1) now or when the dense sync buffer is first needed.
@@ -347,7 +384,8 @@ void SparseRun::begin_epoch() {
 bool SparseRun::parse_ahead_while_waiting() {
     constexpr int64_t kBatchesAhead = 2;
     const double t0 = telemetry::now_seconds();
-    const bool did = train_reader_->parse_ahead(kBatchesAhead * plan_.train.batch_size);
+    // A peer's rows first: the rank being waited for is, most of the time, the one whose rows are still unparsed.
+    const bool did = train_reader_->help_peers() || train_reader_->parse_ahead(kBatchesAhead * plan_.train.batch_size);
     if (did) parsed_while_waiting_s_ += telemetry::now_seconds() - t0;
     return did;
 }
@@ -734,12 +772,30 @@ json sync_block(const RunPlan& plan, const sync::SparseSyncStats& st, int64_t lo
             {"parse_in_waits_s_per_rank", parse_in_waits}};
 }
 
+// "peer_parsing": whether this host's ranks parsed each other's rows in their waits, and how many rows each did.
+json peer_parsing_block(const std::string& off, const std::vector<RankTotals>& all) {
+    std::vector<int64_t> from, mine_for;
+    std::vector<double> secs;
+    for (const RankTotals& t : all) {
+        from.push_back(t.rows_from_peers);
+        mine_for.push_back(t.rows_for_peers);
+        secs.push_back(t.seconds_for_peers);
+    }
+    return {{"on", off.empty()},
+            {"off_because", off.empty() ? json(nullptr) : json(off)},
+            {"rows_from_peers_per_rank", from},
+            {"rows_for_peers_per_rank", mine_for},
+            {"seconds_for_peers_per_rank", secs}};
+}
+
 }  // namespace
 
 json SparseRun::write_summary() {
     const sync::SparseSyncStats& st = gsync_->stats();
-    const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(),
-                          st.bytes_allgather, st.bytes_dense, parse_in_waits_s_};
+    const data::SparseReaderStats rs = train_reader_->stats();
+    const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(), st.bytes_allgather,
+                          st.bytes_dense,   parse_in_waits_s_,     rs.rows_from_peers, rs.rows_for_peers,
+                          rs.seconds_for_peers};
     const std::vector<RankTotals> all = comm_.allgather_object(mine);  // before the prediction's probes
     const int64_t batch = plan_.train.batch_size;
     const auto usage = telemetry::current_resource_usage();
@@ -773,6 +829,7 @@ json SparseRun::write_summary() {
         {"lr_scaling", to_string(plan_.optimizer.lr_scaling)},
         {"data", train_reader_->description()},
         {"sync", sync_block(plan_, st, local_sgd_averages_, all)},
+        {"peer_parsing", peer_parsing_block(peer_parsing_off_, all)},
         {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed", resumed_},

@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/shared_segment.hpp"
 #include "ringtrain/core/csr_batch.hpp"
 #include "ringtrain/core/sparse_rows.hpp"
+#include "ringtrain/data/sparse_peer_board.hpp"
 #include "ringtrain/data/sparse_reader.hpp"
 #include "ringtrain/nn/loss.hpp"
 #include "ringtrain/optim/schedule.hpp"
@@ -93,7 +95,9 @@ private:
     // Owner updates (sync.sparse_update owner): the rows this rank updated at the last step shared with every rank
     // (and theirs written in), with the opening allreduce's `sums` in the same collective.
     void share_updated_rows(std::span<double> sums);
-    bool parse_ahead_while_waiting();  // the sync's idle work: a few rows parsed ahead
+    // Peer parsing (data/sparse_peer_board.hpp) among this host's ranks: the shared board, or why not. Collective.
+    void open_peer_board();
+    bool parse_ahead_while_waiting();  // the sync's idle work: a peer's piece parsed, or a few rows of our own ahead
     void book_parse_ahead();
     void broadcast_from_root();
     // The pending loss summed over the ranks; with it, how many ranks have a batch and how many voted to stop.
@@ -115,6 +119,10 @@ private:
     std::string model_path_;
     std::string train_fingerprint_;  // data.train_file's size and edge hash, recorded in checkpoints
     SparseModelFile model_file_;
+    // Before the readers: the training reader borrows the board.
+    std::unique_ptr<comm::SharedSegment> peer_segment_;
+    std::unique_ptr<data::SparsePeerBoard> peer_board_;
+    std::string peer_parsing_off_;  // why there is no board ("" when there is one)
     std::unique_ptr<data::SparseBatchReader> train_reader_, test_reader_;
     std::unique_ptr<nn::SparseLinear> model_;
     std::unique_ptr<optim::SparseOptimizer> opt_;

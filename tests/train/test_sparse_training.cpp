@@ -178,8 +178,8 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
 
 TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the same bits", "[train][sparse][mpi]") {
     // Bound one to a core, a rank parses on its training thread, and while it waits for the other rank in a
-    // gather it parses its next rows (SparseRun::parse_ahead_while_waiting). The batches, so the bits, must not
-    // change. A busy loop on rank 0's core makes rank 1 wait at every step.
+    // gather it parses the other rank's next rows, then its own (SparseRun::parse_ahead_while_waiting). The
+    // batches, so the bits, must not change. A busy loop on rank 0's core makes rank 1 wait at every step.
     if (std::thread::hardware_concurrency() < 2) {
         WARN("skipped: needs 2 CPUs, one per rank");
         return;
@@ -188,26 +188,44 @@ TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the
     write_svm(dir + "/train.svm", svm_rows(800, 60, 31));
     write_svm(dir + "/test.svm", svm_rows(80, 60, 32));
     const std::string common = R"(, "optimizer": {"name": "adagrad", "lr": 0.1}, "checkpoint": {"every_epochs": 1})";
-    const std::string threads = dir + "/threads", bound = dir + "/bound";
+    const std::string threads = dir + "/threads", bound = dir + "/bound", alone = dir + "/alone";
     write_file(dir + "/t.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", threads, common));
     write_file(dir + "/b.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", bound, common));
+    write_file(dir + "/a.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", alone, common));
     const std::string args = " train --set train.batch_size=8 --set train.epochs=1 --config ";
     auto r = run_command(mpirun(2) + binary() + args + dir + "/t.json");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    r = run_command("(taskset -c 0 sh -c 'while :; do :; done' & hog=$!; "
-                    "mpirun --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader,tcp -np 2 " +
-                    binary() + args + dir + "/b.json; rc=$?; kill $hog; exit $rc)");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    const json st = read_json(threads + "/summary.json"), sb = read_json(bound + "/summary.json");
+    // Bound, with peer parsing (the default: rank 1, waiting, parses rank 0's next rows) and without it.
+    for (const std::string peers : {"1", "0"}) {
+        r = run_command("(taskset -c 0 sh -c 'while :; do :; done' & hog=$!; export RINGTRAIN_PEER_PARSING=" + peers +
+                        "; mpirun --allow-run-as-root --oversubscribe --bind-to core --mca btl self,vader,tcp "
+                        "-x RINGTRAIN_PEER_PARSING -np 2 " +
+                        binary() + args + dir + (peers == "1" ? "/b.json" : "/a.json") + "; rc=$?; kill $hog; exit $rc)");
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+    }
+    const json st = read_json(threads + "/summary.json"), sb = read_json(bound + "/summary.json"),
+               sa = read_json(alone + "/summary.json");
     CHECK(sb["steps"] == 50);
     CHECK(checkpoint_parameters(ckpt(threads, 50), 2) == checkpoint_parameters(ckpt(bound, 50), 2));
+    CHECK(checkpoint_parameters(ckpt(alone, 50), 2) == checkpoint_parameters(ckpt(bound, 50), 2));
     CHECK(st["test_logloss"] == sb["test_logloss"]);
     double bound_waits = 0;
     for (const json& v : sb["sync"]["parse_in_waits_s_per_rank"]) bound_waits += v.get<double>();
     CHECK(bound_waits > 0);  // rows were parsed inside the waits
     for (const json& v : st["sync"]["parse_in_waits_s_per_rank"]) CHECK(v.get<double>() == 0);  // a parse thread
+    // Peer parsing: on where ranks parse on their training threads; rank 1 parsed some of the hogged rank 0's rows,
+    // and every row parsed for a peer was taken by it.
+    const json& pb = sb["peer_parsing"];
+    CHECK(pb["on"] == true);
+    CHECK(pb["rows_from_peers_per_rank"][0].get<int64_t>() > 0);
+    CHECK(pb["rows_from_peers_per_rank"][0] == pb["rows_for_peers_per_rank"][1]);
+    CHECK(pb["rows_from_peers_per_rank"][1] == pb["rows_for_peers_per_rank"][0]);
+    CHECK(st["peer_parsing"]["on"] == false);
+    CHECK(st["peer_parsing"]["off_because"].get<std::string>().find("parse thread") != std::string::npos);
+    CHECK(sa["peer_parsing"]["on"] == false);
+    CHECK(sa["peer_parsing"]["rows_from_peers_per_rank"][0] == 0);
 }
 
 namespace {

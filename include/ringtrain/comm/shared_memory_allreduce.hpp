@@ -14,9 +14,7 @@
 // values, scales (Average) and publishes its finished segment as 16 bits, which everyone (itself included) decodes:
 // every value that travels is rounded to 16 bits on the way in, every result once at the end; the bytes are half.
 //
-// The segment is created by local rank 0 (shm_open + posix_fallocate, so a full /dev/shm is an error at creation
-// rather than a SIGBUS later), opened by the others, and unlinked as soon as everyone has mapped it: nothing is left
-// behind if the job dies. Destruction only unmaps (never collective), so unwinding after an error cannot hang.
+// The segment is a SharedSegment (created by local rank 0, unlinked once mapped; destruction only unmaps).
 // Waiting spins briefly, then yields the core, then sleeps between polls (ranks may outnumber cores, or share them
 // with other work: a peer that is not running must get a core). A rank that dies is handled by the launcher
 // (mpirun or srun kills the job); a rank stuck in a collective is reported by the stall watchdog as for MPI.
@@ -43,6 +41,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/half.hpp"
+#include "ringtrain/comm/shared_segment.hpp"
 
 namespace ringtrain::comm {
 
@@ -76,15 +75,15 @@ public:
     std::vector<int> late_ranks() const;
 
 private:
-    SharedMemoryAllreduce(void* base, size_t bytes, int rank, int size, size_t chunk_elems, size_t slot_bytes);
+    SharedMemoryAllreduce(std::unique_ptr<SharedSegment> segment, size_t chunk_elems, size_t slot_bytes);
     std::atomic<uint64_t>& arrived(int r) const;
     void* slot(int buffer, int r) const;
     // Publishes this rank's arrival and waits for every peer's, calling idle (when set) between checks while it
     // has work.
     void barrier(const std::function<bool()>* idle = nullptr);
 
+    std::unique_ptr<SharedSegment> segment_;
     void* base_ = nullptr;
-    size_t bytes_ = 0;
     int rank_ = 0;
     int size_ = 1;
     size_t chunk_elems_ = 1;  // floats per slot

@@ -11,6 +11,8 @@
 
 namespace ringtrain::data {
 
+class SparsePeerBoard;
+
 enum class SparseFormat { Libsvm, Criteo };
 enum class CriteoIntegers { Log2, Hash };
 
@@ -33,6 +35,10 @@ struct SparseReaderOptions {
     // training thread's peers' wait, so a 2-rank job stalls on whichever rank's parser got the core.
     enum class ParseOn { Auto, Thread, Caller };
     ParseOn parse_on = ParseOn::Auto;
+    // Peer parsing (sparse_peer_board.hpp): where set, a reader that parses on the caller over a plain file takes
+    // its rows piece by piece through this board, so that its host's other ranks can parse them while they wait, and
+    // parses theirs in help_peers(). Borrowed: it must outlive the reader. Batches are the same with or without it.
+    SparsePeerBoard* peer_board = nullptr;
 };
 
 // Whether this process may run on one CPU only (its affinity mask has one CPU).
@@ -54,6 +60,9 @@ struct SparseReaderStats {
     int64_t rows_parsed = 0;        // rows parsed from text (all epochs)
     int64_t bytes_parsed = 0;       // text bytes parsed (all epochs, after decompression)
     double parse_seconds = 0;       // parse thread time spent reading and parsing, for parse MB/s and rows/s
+    int64_t rows_from_peers = 0;    // peer parsing: rows of this rank's share other ranks parsed (not in rows_parsed)
+    int64_t rows_for_peers = 0;     // rows of other ranks' shares this rank parsed for them
+    double seconds_for_peers = 0;   // and the time it took
 };
 
 // One rank's stream of batches over its share of one file, epoch after epoch.
@@ -76,6 +85,11 @@ public:
     // Whether next() parses on the calling thread (one usable CPU, or ParseOn::Caller): only then has parse_ahead
     // anything to do.
     virtual bool parses_on_caller() const = 0;
+    // Peer parsing: parses one piece of another rank's share that is open for help, for that rank (microseconds);
+    // false when there is none, or no board. For the same waits as parse_ahead, before it.
+    virtual bool help_peers() { return false; }
+    // Whether this reader takes its rows through a peer board (options.peer_board, parsing on the caller, plain file).
+    virtual bool parses_with_peers() const { return false; }
 };
 
 // Opens rank options.rank's share of options.file. Shares: a plain file is split into `world` byte ranges and a
