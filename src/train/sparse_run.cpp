@@ -384,8 +384,10 @@ void SparseRun::begin_epoch() {
 bool SparseRun::parse_ahead_while_waiting() {
     constexpr int64_t kBatchesAhead = 2;
     const double t0 = telemetry::now_seconds();
-    // A peer's rows first: the rank being waited for is, most of the time, the one whose rows are still unparsed.
-    const bool did = train_reader_->help_peers() || train_reader_->parse_ahead(kBatchesAhead * plan_.train.batch_size);
+    // Our own rows first, then a peer's: a short wait (jitter) is best spent on rows this rank needs anyway, with no
+    // hand-over; a rank whose bank is full keeps waiting for as long as the other is slower, and that time goes to
+    // the slower rank's rows.
+    const bool did = train_reader_->parse_ahead(kBatchesAhead * plan_.train.batch_size) || train_reader_->help_peers();
     if (did) parsed_while_waiting_s_ += telemetry::now_seconds() - t0;
     return did;
 }
