@@ -221,13 +221,16 @@ SparsePieceFile::~SparsePieceFile() {
 }
 
 std::string_view SparsePieceFile::bytes(int64_t offset, int64_t n) {
-    const auto held = static_cast<int64_t>(buf_.size());
-    if (offset < buf_offset_ || offset > buf_offset_ + held || (offset + n > buf_offset_ + held && !buf_ends_file_)) {
+    if (offset < buf_offset_ || offset > buf_offset_ + buf_size_ ||
+        (offset + n > buf_offset_ + buf_size_ && !buf_ends_file_)) {
         const int64_t want = std::max(n, window_);
-        buf_.resize(static_cast<size_t>(want));
+        if (want > buf_capacity_) {
+            buf_ = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(want));
+            buf_capacity_ = want;
+        }
         int64_t got = 0;
         while (got < want) {
-            const ssize_t r = pread(fd_, buf_.data() + got, static_cast<size_t>(want - got), offset + got);
+            const ssize_t r = pread(fd_, buf_.get() + got, static_cast<size_t>(want - got), offset + got);
             if (r < 0) {
                 if (errno == EINTR) continue;
                 throw InputError(path_ + ": read error (" + std::strerror(errno) + ")");
@@ -235,13 +238,13 @@ std::string_view SparsePieceFile::bytes(int64_t offset, int64_t n) {
             if (r == 0) break;
             got += r;
         }
-        buf_.resize(static_cast<size_t>(got));
+        buf_size_ = got;
         buf_offset_ = offset;
         buf_ends_file_ = got < want;
     }
     const int64_t from = offset - buf_offset_;
-    const int64_t len = std::max<int64_t>(0, std::min<int64_t>(n, static_cast<int64_t>(buf_.size()) - from));
-    return std::string_view(buf_.data() + from, static_cast<size_t>(len));
+    const int64_t len = std::max<int64_t>(0, std::min<int64_t>(n, buf_size_ - from));
+    return std::string_view(buf_.get() + from, static_cast<size_t>(len));
 }
 
 bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_t k, int64_t max_line_bytes,

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -111,7 +112,8 @@ private:
     std::string path_;
     int fd_ = -1;
     int64_t window_;
-    std::string buf_;
+    std::unique_ptr<char[]> buf_;  // not zero-filled: a 2 MiB std::string resize cost a memset per window
+    int64_t buf_capacity_ = 0, buf_size_ = 0;
     int64_t buf_offset_ = 0;
     bool buf_ends_file_ = false;  // the last read stopped at the end of the file
 };
