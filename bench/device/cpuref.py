@@ -154,12 +154,14 @@ def main():
                    "ratio_wall": ours_row["samples_per_s"] / torch_row["samples_per_s"],
                    "ratio_cpu_s": ours_row["samples_per_cpu_s"] / torch_row["samples_per_cpu_s"],
                    "cpu_model": torch_row.get("cpu_model"), "torch": torch_row.get("torch"),
+                   "pytorch_minor_faults_per_step": torch_row.get("minor_faults_per_step"),
                    "pinned": [cores[0], cores[1]] if pinned else None, "wall_s": last}
             with open(rows_path, "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"[{last:5.1f}s] {m} round {rnd + 1}: ringtrain {row['ringtrain_samples_per_s']:.0f}, PyTorch "
                   f"{row['pytorch_samples_per_s']:.0f} samples/s: {row['ratio_wall']:.2f}x wall, "
-                  f"{row['ratio_cpu_s']:.2f}x per CPU second", flush=True)
+                  f"{row['ratio_cpu_s']:.2f}x per CPU second (PyTorch page faults a step: "
+                  f"{row['pytorch_minor_faults_per_step']})", flush=True)
     with open(os.path.join(a.out, "env.json"), "w") as f:
         json.dump({"python": py, "torch": version, "reference_env": env_row, "cores": cores[:2] if pinned else None,
                    "concurrent": pinned, "rounds": a.rounds, "steps_scale": a.steps_scale}, f, indent=2)

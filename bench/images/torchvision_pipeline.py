@@ -7,8 +7,15 @@ same folder, in images/s. Run with Debian's /usr/bin/python3 (python3-torchvisio
     torchvision_pipeline.py --dir DIR --size H W [--eval] [--passes N]
 """
 import argparse
+import os
+import sys
 import platform
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import peer_malloc  # noqa: E402  (bench/peer_malloc.py: before torch, it may re-execute this script)
+
+peer_malloc.ensure()
 
 
 def cpu_model():
@@ -43,7 +50,7 @@ def main():
         print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, threads {torch.get_num_threads()}")
         print(f"PIL {PIL.__version__}, libjpeg-turbo: {features.check_feature('libjpeg_turbo')}, "
               f"jpeg version {features.version('jpg')}, SIMD resize: {'post' in PIL.__version__}")
-        print(f"CPU: {cpu_model()}")
+        print(f"CPU: {cpu_model()}; malloc: {peer_malloc.describe()}")
         if not args.dir:
             return
     if not args.dir or not args.size:

@@ -11,13 +11,20 @@ Run with Debian's /usr/bin/python3 (python3-torch 1.13). It prints the build con
 the CPU so that a ratio can be checked against a peer running at full speed.
 """
 import argparse
+import os
+import sys
 import json
 import math
 import platform
 import time
 
-import numpy as np
-import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import peer_malloc  # noqa: E402  (bench/peer_malloc.py: before torch, it may re-execute this script)
+
+peer_malloc.ensure()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 
 def cpu_model():
@@ -99,7 +106,7 @@ def main():
     torch.manual_seed(0)
     if not a.quiet_config:
         print(torch.__config__.show())
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU {cpu_model()}")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU {cpu_model()}, malloc: {peer_malloc.describe()}")
 
     t0 = time.perf_counter()
     tr = read_libsvm(a.train, a.index_base, a.features)

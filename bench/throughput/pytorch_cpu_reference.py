@@ -10,10 +10,13 @@ session. First prints what it runs on (stderr: torch.__config__.show(); stdout: 
 the CPU model, oneDNN availability, the OpenBLAS core and threads), then one JSON line per model.
 Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5] [--steps N]"""
 import argparse, ctypes, json, os, statistics, sys, time
-import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import peer_malloc  # noqa: E402  (bench/peer_malloc.py: before torch, it may re-execute this script)
+
+peer_malloc.ensure()
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 from pytorch_models import lenet5, logreg, mnist_cnn  # noqa: E402  (bench/pytorch_models.py)
 
 
@@ -85,7 +88,8 @@ def print_environment():
     print(json.dumps({"impl": "pytorch-cpu-env", "torch": torch.__version__, "cpu_model": cpu_model(),
                       "cpu_flags": cpu_flags(), "mkldnn_available": torch.backends.mkldnn.is_available(),
                       "mkldnn_enabled": torch.backends.mkldnn.enabled, "threads": torch.get_num_threads(),
-                      "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"), "openblas": openblas_info()}),
+                      "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"), "openblas": openblas_info(),
+                      "malloc": peer_malloc.describe()}),
           flush=True)
 
 
@@ -117,6 +121,7 @@ def run(name, runs, steps_override=0):
     for i in range(warmup):
         step(i)
     rates, cpu_rates = [], []
+    faults0 = peer_malloc.minor_faults()
     for _ in range(runs):
         t0, c0 = time.perf_counter(), time.process_time()
         for i in range(steps):
@@ -126,6 +131,8 @@ def run(name, runs, steps_override=0):
     print(json.dumps({"impl": "pytorch-cpu", "model": name, "batch": batch, "optimizer": opt_name,
                       "samples_per_s": statistics.median(rates), "runs": rates,
                       "samples_per_cpu_s": statistics.median(cpu_rates), "cpu_runs": cpu_rates, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
+                      # page faults per timed step: near 0 at full speed (bench/peer_malloc.py)
+                      "minor_faults_per_step": (peer_malloc.minor_faults() - faults0) / (runs * steps),
                       "torch": torch.__version__}), flush=True)
 
 if __name__ == "__main__":
