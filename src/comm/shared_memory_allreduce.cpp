@@ -16,12 +16,9 @@
 #include <vector>
 
 #include "ringtrain/comm/mpi_runtime.hpp"
+#include "ringtrain/core/cpu_relax.hpp"
 #include "ringtrain/core/error.hpp"
 #include "reduce_kernels.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace ringtrain::comm {
 
@@ -40,14 +37,6 @@ constexpr auto kYieldFor = std::chrono::milliseconds(1);
 constexpr size_t kMaxChunkBytes = size_t{64} << 20;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the arrival counters must be lock-free to work across processes");
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
 
 void nap() {
     const timespec t{0, 20'000};  // 20 µs asked; the kernel's timer slack makes it longer (see kYieldFor)

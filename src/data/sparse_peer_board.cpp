@@ -10,12 +10,10 @@
 #include <cstring>
 #include <vector>
 
+#include "ringtrain/core/cpu_relax.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sparse_line_parser.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "sparse_text_source.hpp"
 
 namespace ringtrain::data {
 
@@ -32,14 +30,6 @@ constexpr size_t round_up(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 constexpr size_t kPayloadBytes = round_up(4 * static_cast<size_t>((kRowCap + 1) + kRowCap + 2 * kNnzCap));
 
 inline uint64_t word(uint64_t generation, State s) { return (generation << 3) | s; }
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
 
 // Waits a little: spins first (a helper finishes a piece in tens of microseconds), then yields the core (a helper
 // that shares it, more ranks than cores, must get to run).
@@ -295,21 +285,6 @@ bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_
     text = v.substr(static_cast<size_t>(s - off), static_cast<size_t>(e - s));
     text_offset = s;
     return true;
-}
-
-int64_t sparse_line_number_at(const std::string& path, int64_t offset) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return -1;
-    std::vector<char> block(1 << 20);
-    int64_t left = offset, count = 0;
-    while (left > 0) {
-        const size_t got = std::fread(block.data(), 1, static_cast<size_t>(std::min<int64_t>(left, 1 << 20)), f);
-        if (got == 0) break;
-        count += std::count(block.data(), block.data() + got, '\n');
-        left -= static_cast<int64_t>(got);
-    }
-    std::fclose(f);
-    return count + 1;
 }
 
 int64_t parse_sparse_piece(std::string_view text, int64_t text_offset, const SparseLineParser& parser,

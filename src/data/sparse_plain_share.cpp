@@ -154,20 +154,11 @@ bool PlainShareSource::read_block(std::string& text) {
 }
 
 int64_t PlainShareSource::file_line(int64_t share_line) {
+    // Only on the error path: the newlines before the share, counted once.
     if (lines_before_ < 0) {
-        // Only on the error path: count the newlines before the share with a separate handle.
-        std::FILE* f = std::fopen(path_.c_str(), "rb");
-        if (!f) return -1;
-        std::vector<char> block(1 << 20);
-        int64_t left = begin_, count = 0;
-        while (left > 0) {
-            const size_t got = std::fread(block.data(), 1, static_cast<size_t>(std::min<int64_t>(left, 1 << 20)), f);
-            if (got == 0) break;
-            count += count_newlines(block.data(), static_cast<int64_t>(got));
-            left -= static_cast<int64_t>(got);
-        }
-        std::fclose(f);
-        lines_before_ = count;
+        const int64_t first = sparse_line_number_at(path_, begin_);
+        if (first < 0) return -1;
+        lines_before_ = first - 1;
     }
     return lines_before_ + share_line + 1;
 }

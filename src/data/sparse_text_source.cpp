@@ -1,7 +1,10 @@
 #include "sparse_text_source.hpp"
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "ringtrain/core/error.hpp"
 #include "sparse_text_source_impl.hpp"
@@ -21,6 +24,21 @@ std::unique_ptr<SparseTextSource> open_sparse_text_source(const std::string& pat
         return std::make_unique<GzipShareSource>(path, rank, world, chunk_bytes);
     }
     return std::make_unique<PlainShareSource>(path, f, rank, world, chunk_bytes);
+}
+
+int64_t sparse_line_number_at(const std::string& path, int64_t offset) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return -1;
+    std::vector<char> block(1 << 20);
+    int64_t left = offset, count = 0;
+    while (left > 0) {
+        const size_t got = std::fread(block.data(), 1, static_cast<size_t>(std::min<int64_t>(left, 1 << 20)), f);
+        if (got == 0) break;
+        count += std::count(block.data(), block.data() + got, '\n');
+        left -= static_cast<int64_t>(got);
+    }
+    std::fclose(f);
+    return count + 1;
 }
 
 void throw_line_too_long(const std::string& path, int64_t line, int64_t chunk_bytes) {

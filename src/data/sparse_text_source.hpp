@@ -39,6 +39,10 @@ public:
     virtual bool byte_range(int64_t& begin, int64_t& end) const { return false; }
 };
 
+// The 1-based number of the line starting at byte `offset` of `path` (reads the file up to it: error paths only);
+// -1 when the file cannot be opened.
+int64_t sparse_line_number_at(const std::string& path, int64_t offset);
+
 // Opens `path` (gzip or plain, by its first two bytes). Throws InputError when it cannot be opened.
 // chunk_bytes also bounds a line's length (a longer line is an InputError naming file and line).
 std::unique_ptr<SparseTextSource> open_sparse_text_source(const std::string& path, int rank, int world,

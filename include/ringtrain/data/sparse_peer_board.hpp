@@ -131,7 +131,4 @@ bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_
 int64_t parse_sparse_piece(std::string_view text, int64_t text_offset, const SparseLineParser& parser,
                            const std::string& path, CsrBatch& out);
 
-// The 1-based number of the line starting at byte `offset` of `path` (reads the file up to it: error paths only).
-int64_t sparse_line_number_at(const std::string& path, int64_t offset);
-
 }  // namespace ringtrain::data
