@@ -22,7 +22,7 @@ UpdatedRowShare::Sent UpdatedRowShare::share(SparseRows& rows, std::span<double>
     send_.resize(slot);
     const auto count = static_cast<uint64_t>(mine);
     std::memcpy(send_.data(), &count, sizeof count);  // bit for bit in two floats
-    std::memcpy(send_.data() + 2, sums.data(), sums.size_bytes());
+    if (!sums.empty()) std::memcpy(send_.data() + 2, sums.data(), sums.size_bytes());  // (an empty span's data may be null)
     float* ids = send_.data() + head;
     for (size_t i = 0; i < fit; ++i) ids[i] = std::bit_cast<float>(rows.rows[i]);
     std::copy_n(rows.values.data(), fit * w, ids + room);
