@@ -13,6 +13,7 @@
 #include "ringtrain/core/cpu_relax.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sparse_line_parser.hpp"
+#include "sparse_chunk_parse.hpp"
 #include "sparse_text_source.hpp"
 
 namespace ringtrain::data {
@@ -289,22 +290,11 @@ bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_
 
 int64_t parse_sparse_piece(std::string_view text, int64_t text_offset, const SparseLineParser& parser,
                            const std::string& path, CsrBatch& out) {
-    const char* p = text.data();
-    const char* end = p + text.size();
-    const int64_t rows_before = out.rows();
-    while (p < end) {
-        const auto* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
-        const char* line_end = nl ? nl : end;
-        try {
-            parser.parse(std::string_view(p, static_cast<size_t>(line_end - p)), out);
-        } catch (const SparseLineError& e) {
-            if (path.empty()) throw;
-            throw InputError(path + ":" + std::to_string(sparse_line_number_at(path, text_offset + (p - text.data()))) + ": " +
-                             e.what());
-        }
-        p = nl ? nl + 1 : end;
-    }
-    return out.rows() - rows_before;
+    return parse_lines(text, parser, out, [&](int64_t, int64_t line_offset, const SparseLineError& e) {
+        if (path.empty()) throw e;
+        throw InputError(path + ":" + std::to_string(sparse_line_number_at(path, text_offset + line_offset)) + ": " +
+                         e.what());
+    });
 }
 
 }  // namespace ringtrain::data
