@@ -221,11 +221,13 @@ TEST_CASE("libsvm: the short-decimal fast path gives from_chars' float, bit for 
     }
 }
 
-TEST_CASE("libsvm: the eight-bytes-at-a-time token path gives the byte path's ids and floats, bit for bit") {
-    // Tokens followed by at least 24 bytes of line take the eight-byte path; the same token at a line's end takes
-    // the byte loop. Indices of 1-8 digits (8 goes the byte way), values of every point position and length.
+TEST_CASE("libsvm: the fast token paths give from_chars' ids and floats, bit for bit, wherever the token sits") {
+    // A token with 16 or more bytes of line from its start is classified in place; nearer the line's end, from the
+    // line's last bytes (or a copy, for a short line); values of more than 7 digits, signs and exponents take the
+    // byte loop or the general one. Every place must give what from_chars gives.
     std::vector<std::string> values = {"0", "1", "5.", "9999999", "0.0000001", "1234.567", "0.1", "0.25", "7.5",
-                                       "12345678", "0.12345678", "1e-3", "-0.5", "1.0000001", "0.", "00000001"};
+                                       "12345678", "0.12345678", "1e-3", "-0.5", "1.0000001", "0.", "00000001",
+                                       "+3", "2.5E+2", "1234567.", "1.234567", "9.999999"};
     uint64_t state = 777;
     for (int i = 0; i < 5000; ++i) {
         const uint64_t r = splitmix64_next(state);
@@ -235,22 +237,44 @@ TEST_CASE("libsvm: the eight-bytes-at-a-time token path gives the byte path's id
     }
     const std::string tail = " 90000001:1 90000002:0.5 90000003:2";  // 35 bytes after the tested token
     const std::vector<uint64_t> indices = {1, 9, 10, 4711, 999999, 1000000, 9999999, 12345678};
+    const std::vector<std::string> separators = {" ", "\t", "  ", " \t "};
     LibsvmOptions o;
     o.num_features = 100000000;
     for (size_t i = 0; i < values.size(); ++i) {
         const uint64_t idx = indices[i % indices.size()];
         const std::string token = std::to_string(idx) + ":" + values[i];
+        std::string_view v = values[i];
+        if (v[0] == '+') v.remove_prefix(1);
+        float want = 0;
+        std::from_chars(v.data(), v.data() + v.size(), want);
         INFO(token);
-        const CsrBatch fast = parse_libsvm("1 " + token + tail, o);
-        const CsrBatch slow = parse_libsvm("1 " + token, o);
-        REQUIRE(fast.indices.size() == 4);
-        REQUIRE(slow.indices.size() == 1);
-        CHECK(fast.indices[0] == idx - 1);
-        CHECK(fast.indices[0] == slow.indices[0]);
-        CHECK(std::bit_cast<uint32_t>(fast.values[0]) == std::bit_cast<uint32_t>(slow.values[0]));
-        CHECK(fast.indices[3] == 90000002u);
-        CHECK(fast.values[2] == 0.5f);
+        const std::string sep = separators[i % separators.size()];
+        // Before a long tail; last on a long line; last on a short line; last before a '\r'; after a run of blanks.
+        const std::vector<std::string> lines = {"1" + sep + token + tail, "1" + std::string(20, ' ') + token,
+                                                "1" + sep + token, "1 " + token + "\r",
+                                                "0\t\t\t\t\t\t\t\t\t\t" + token + tail};
+        for (const std::string& line : lines) {
+            INFO(line);
+            const CsrBatch b = parse_libsvm(line, o);
+            REQUIRE(b.rows() == 1);
+            bool found = false;
+            for (size_t k = 0; k < b.indices.size(); ++k) {
+                if (b.indices[k] != idx - 1) continue;
+                found = true;
+                CHECK(std::bit_cast<uint32_t>(b.values[k]) == std::bit_cast<uint32_t>(want));
+            }
+            CHECK(found);
+        }
     }
+    // Comments stop the fast path wherever they start; what comes before them is kept.
+    CHECK(parse_libsvm("1 2:1#c 3:1", o).indices == std::vector<uint32_t>{1});
+    CHECK(parse_libsvm("1 2:1 3:0.5 4:1 5:1 6:1 7:1 8:1 9:1 #c 10:1", o).indices.size() == 8);
+    CHECK(parse_libsvm("1 2:1 3:0.5 4:1 5:1 6:1 7:1 8:1 9:0.25#c 10:1", o).values.back() == 0.25f);
+    CHECK(parse_libsvm("1#c 2:1", o).nnz() == 0);
+    CHECK(parse_libsvm("1#c 2:1", o).labels == std::vector<float>{1.0f});
+    CsrBatch none;
+    CHECK_FALSE(LibsvmLineParser(o).parse("#1 2:1", none));
+    CHECK_FALSE(LibsvmLineParser(o).parse("  # 1 2:1", none));
     // Errors are the byte path's, whichever path met the token first.
     CHECK_THROWS_WITH(parse_libsvm("1 5:1 3:1" + tail, o), Catch::Contains("feature index 3 does not increase"));
     CHECK_THROWS_WITH(parse_libsvm("1 0:1" + tail, o), Catch::Contains("feature index 0"));
