@@ -59,7 +59,7 @@ bool GzipShareSource::fill() {
 }
 
 bool GzipShareSource::next(TextChunk& chunk, int64_t target_bytes) {
-    std::string& text = chunk.text;
+    std::string& text = chunk.storage;
     text.clear();
     chunk.first_line = -1;
     chunk.line_stride = world_;
@@ -83,6 +83,7 @@ bool GzipShareSource::next(TextChunk& chunk, int64_t target_bytes) {
         ++line_;
         peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(buf_.size() + text.capacity()));
     }
+    chunk.text = text;
     return !text.empty();
 }
 

@@ -29,6 +29,7 @@ PlainShareSource::PlainShareSource(std::string path, std::FILE* file, int rank, 
     const int64_t raw_begin = size_ * rank / world, raw_end = size_ * (rank + 1) / world;
     begin_ = first_line_start_at_or_after(raw_begin);
     end_ = raw_end;
+    buf_.reset(static_cast<char*>(allocate_host(static_cast<size_t>(chunk_bytes_))));
     rewind();
 }
 
@@ -57,9 +58,7 @@ int64_t PlainShareSource::first_line_start_at_or_after(int64_t offset) {
 
 void PlainShareSource::rewind() {
     pos_ = begin_;
-    carry_.clear();
-    block_.clear();
-    block_pos_ = 0;
+    filled_ = lines_end_ = block_pos_ = 0;
     lines_done_ = 0;
     done_ = begin_ >= end_;
     if (!done_ && fseeko(file_, pos_, SEEK_SET) != 0) throw InputError(path_ + ": cannot seek");
@@ -70,87 +69,76 @@ void PlainShareSource::line_too_long(int64_t share_line) {
 }
 
 bool PlainShareSource::next(TextChunk& chunk, int64_t target_bytes) {
-    if (block_pos_ >= block_.size()) {
-        block_pos_ = 0;
-        if (!read_block(block_)) return false;
+    if (block_pos_ >= lines_end_ && !read_block()) return false;
+    // Whole lines of the block: up to the first line end at or past target_bytes.
+    char* const buf = buf_.get();
+    const int64_t start = block_pos_;
+    int64_t end = lines_end_;
+    if (target_bytes < end - start) {
+        const int64_t from = start + std::max<int64_t>(target_bytes, 1) - 1;
+        if (const void* nl = std::memchr(buf + from, '\n', static_cast<size_t>(end - from)))
+            end = static_cast<const char*>(nl) - buf + 1;
     }
-    // Whole lines from the block read: up to the first line end at or past target_bytes.
-    const size_t start = block_pos_;
-    size_t end = block_.size();
-    if (target_bytes < static_cast<int64_t>(end - start))
-        if (const size_t nl = block_.find('\n', start + static_cast<size_t>(std::max<int64_t>(target_bytes, 1)) - 1);
-            nl != std::string::npos)
-            end = nl + 1;
-    if (start == 0 && end == block_.size()) {
-        chunk.text.swap(block_);  // the whole block: no copy
-        block_.clear();
-        block_pos_ = 0;
-    } else {
-        chunk.text.assign(block_, start, end - start);
-        block_pos_ = end;
-        if (block_pos_ >= block_.size()) block_.clear(), block_pos_ = 0;
-    }
-    const std::string& text = chunk.text;
+    block_pos_ = end;
+    chunk.text = std::string_view(buf + start, static_cast<size_t>(end - start));
     chunk.first_line = lines_done_;
     chunk.line_stride = 1;
-    lines_done_ += count_newlines(text.data(), static_cast<int64_t>(text.size())) + (text.back() == '\n' ? 0 : 1);
-    peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(block_.capacity() + text.size()));
+    lines_done_ += count_newlines(chunk.text.data(), end - start) + (chunk.text.back() == '\n' ? 0 : 1);
     return true;
 }
 
-// Called only once the last block is all handed out, so lines_done_ is also the share line being read (for
+// Called only once the block's lines are all handed out, so lines_done_ is also the share line being read (for
 // line_too_long's message), with no count of its own.
-bool PlainShareSource::read_block(std::string& text) {
-    text.swap(carry_);
-    carry_.clear();
-    if (done_ && text.empty()) return false;
-    text.reserve(static_cast<size_t>(chunk_bytes_));
+bool PlainShareSource::read_block() {
+    char* const buf = buf_.get();
+    // The start of a line read past the last '\n' moves to the front.
+    std::memmove(buf, buf + lines_end_, static_cast<size_t>(filled_ - lines_end_));
+    filled_ -= lines_end_;
+    lines_end_ = block_pos_ = 0;
+    if (done_ && filled_ == 0) return false;
     // Read whole lines while inside the range; past its end, only the rest of the last line started inside it.
     while (!done_) {
         if (pos_ < end_) {
-            const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), end_ - pos_);
+            const int64_t want = std::min(chunk_bytes_ - filled_, end_ - pos_);
             if (want <= 0) line_too_long(lines_done_);
-            const size_t old = text.size();
-            text.resize(old + static_cast<size_t>(want));
-            const int64_t got = read_at_most(text.data() + old, want);
-            text.resize(old + static_cast<size_t>(got));
+            const int64_t got = read_at_most(buf + filled_, want);
+            filled_ += got;
             pos_ += got;
-            peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(text.size()));
+            peak_raw_ = std::max(peak_raw_, filled_);
             if (got < want) {  // the file shrank under us: what is there is the last line
                 done_ = true;
                 break;
             }
-            const size_t last_nl = text.rfind('\n');
-            if (last_nl == std::string::npos) continue;  // one partial line so far
-            carry_.assign(text, last_nl + 1);
-            text.resize(last_nl + 1);
-            if (pos_ >= end_ && carry_.empty()) done_ = true;  // the range ends exactly at a line start
-            break;
+            const void* last_nl = memrchr(buf, '\n', static_cast<size_t>(filled_));
+            if (last_nl == nullptr) continue;  // one partial line so far
+            lines_end_ = static_cast<const char*>(last_nl) - buf + 1;
+            if (pos_ >= end_ && lines_end_ == filled_) done_ = true;  // the range ends exactly at a line start
+            return true;
         }
         // Past the range: finish the line that started inside it.
-        if (text.empty()) {
+        if (filled_ == 0) {
             done_ = true;
             break;
         }
-        const int64_t want = std::min<int64_t>(chunk_bytes_ - static_cast<int64_t>(text.size()), 64 << 10);
+        const int64_t want = std::min<int64_t>(chunk_bytes_ - filled_, 64 << 10);
         if (want <= 0) line_too_long(lines_done_);
-        const size_t old = text.size();
-        text.resize(old + static_cast<size_t>(want));
-        const int64_t got = read_at_most(text.data() + old, want);
-        text.resize(old + static_cast<size_t>(got));
+        const int64_t old = filled_;
+        const int64_t got = read_at_most(buf + filled_, want);
+        filled_ += got;
         pos_ += got;
-        peak_raw_ = std::max<int64_t>(peak_raw_, static_cast<int64_t>(text.size()));
+        peak_raw_ = std::max(peak_raw_, filled_);
         if (got == 0) {  // end of file: the last line has no '\n'
             done_ = true;
             break;
         }
-        if (const size_t nl = text.find('\n', old); nl != std::string::npos) {
-            text.resize(nl + 1);
+        if (const void* nl = std::memchr(buf + old, '\n', static_cast<size_t>(got))) {
+            filled_ = static_cast<const char*>(nl) - buf + 1;
             done_ = true;
             break;
         }
     }
-    return !text.empty();
+    lines_end_ = filled_;  // done: what the buffer holds is the share's last lines
+    return filled_ > 0;
 }
 
 int64_t PlainShareSource::file_line(int64_t share_line) {

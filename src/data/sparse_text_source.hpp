@@ -9,11 +9,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ringtrain::data {
 
 struct TextChunk {
-    std::string text;        // whole lines, each ending in '\n' except possibly the file's last line
+    // Whole lines, each ending in '\n' except possibly the file's last line; valid until the source's next call
+    // (a plain file's lines are a view of its read buffer: no copy a chunk).
+    std::string_view text;
+    std::string storage;     // the lines, where a source gathers them (a .gz share keeps every world-th line)
     int64_t first_line = 0;  // share-relative number of the first line (see SparseTextSource::file_line)
     int64_t line_stride = 1; // the k-th line of the chunk is share line first_line + k * line_stride
 };

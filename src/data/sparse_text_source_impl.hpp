@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <zlib.h>
 
+#include "ringtrain/core/host_memory.hpp"
 #include "sparse_text_source.hpp"
 
 namespace ringtrain::data {
@@ -32,7 +34,7 @@ public:
     }
 
 private:
-    bool read_block(std::string& text);  // the next lines of the share, at most chunk_bytes_ of text
+    bool read_block();  // the next lines of the share into buf_, at most chunk_bytes_ of text
     int64_t read_at_most(char* dst, int64_t n);
     int64_t first_line_start_at_or_after(int64_t offset);
     [[noreturn]] void line_too_long(int64_t share_line);
@@ -42,9 +44,10 @@ private:
     int64_t chunk_bytes_;
     int64_t size_ = 0, begin_ = 0, end_ = 0;  // share: lines starting in [begin_, end_)
     int64_t pos_ = 0;                         // next byte to read
-    std::string carry_;                       // a partial line read past the last '\n'
-    std::string block_;                       // lines read and not yet handed out (from block_pos_)
-    size_t block_pos_ = 0;
+    // The read buffer (chunk_bytes_, from core's allocate_host, written only by reads: no zero fill): whole lines
+    // [0, lines_end_) handed out as views from block_pos_, then [lines_end_, filled_) the start of the next line.
+    std::unique_ptr<char, void (*)(void*)> buf_{nullptr, free_host};
+    int64_t filled_ = 0, lines_end_ = 0, block_pos_ = 0;
     int64_t lines_done_ = 0;                  // share lines handed out so far
     bool done_ = false;
     int64_t lines_before_ = -1;               // newlines before begin_ (counted on demand)
