@@ -22,7 +22,7 @@ bool huge_pages_wanted() {
 
 }  // namespace
 
-void* allocate_host(size_t bytes) {
+void* allocate_huge_page_block(size_t bytes) {
     if (bytes == 0) bytes = 1;
     if (bytes >= kHugePageBytes && huge_pages_wanted()) {
         const size_t whole = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
@@ -37,6 +37,6 @@ void* allocate_host(size_t bytes) {
     return p;
 }
 
-void free_host(void* p) noexcept { std::free(p); }
+void free_huge_page_block(void* p) noexcept { std::free(p); }
 
 }  // namespace ringtrain

@@ -6,16 +6,18 @@
 #include <new>
 
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/core/host_memory.hpp"
 
 namespace ringtrain {
 
 #ifndef RINGTRAIN_WITH_CUDA  // CUDA builds: src/core/cuda/cuda_memory.cpp
 namespace {
+constexpr size_t kAlignment = 64;  // a cache line, and enough for AVX-512 loads
 
 std::shared_ptr<float> allocate_cpu(size_t count) {
-    return std::shared_ptr<float>(static_cast<float*>(allocate_host(count * sizeof(float))),
-                                  [](float* q) { free_host(q); });
+    size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { std::free(q); });
 }
 }  // namespace
 

@@ -29,7 +29,7 @@ PlainShareSource::PlainShareSource(std::string path, std::FILE* file, int rank, 
     const int64_t raw_begin = size_ * rank / world, raw_end = size_ * (rank + 1) / world;
     begin_ = first_line_start_at_or_after(raw_begin);
     end_ = raw_end;
-    buf_.reset(static_cast<char*>(allocate_host(static_cast<size_t>(chunk_bytes_))));
+    buf_.reset(static_cast<char*>(allocate_huge_page_block(static_cast<size_t>(chunk_bytes_))));
     rewind();
 }
 

@@ -44,9 +44,9 @@ private:
     int64_t chunk_bytes_;
     int64_t size_ = 0, begin_ = 0, end_ = 0;  // share: lines starting in [begin_, end_)
     int64_t pos_ = 0;                         // next byte to read
-    // The read buffer (chunk_bytes_, from core's allocate_host, written only by reads: no zero fill): whole lines
+    // The read buffer (chunk_bytes_, a huge-page block, written only by reads: no zero fill): whole lines
     // [0, lines_end_) handed out as views from block_pos_, then [lines_end_, filled_) the start of the next line.
-    std::unique_ptr<char, void (*)(void*)> buf_{nullptr, free_host};
+    std::unique_ptr<char, void (*)(void*)> buf_{nullptr, free_huge_page_block};
     int64_t filled_ = 0, lines_end_ = 0, block_pos_ = 0;
     int64_t lines_done_ = 0;                  // share lines handed out so far
     bool done_ = false;

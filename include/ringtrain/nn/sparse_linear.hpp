@@ -76,8 +76,8 @@ private:
     // row-order sums as a per-row list) or (K > 1) each touched feature's position in the gradient (slot_, valid
     // for this step's touched features only).
     std::vector<uint64_t> touched_, touched_words_;
-    std::vector<float, HostAllocator<float>> acc_;      // num_features_ floats: huge-page backed (core/host_memory)
-    std::vector<int32_t, HostAllocator<int32_t>> slot_;
+    std::vector<float, HugePageAllocator<float>> acc_;  // num_features_ floats, touched at random: huge pages
+    std::vector<int32_t, HugePageAllocator<int32_t>> slot_;
 };
 
 }  // namespace ringtrain::nn

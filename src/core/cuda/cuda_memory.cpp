@@ -20,7 +20,6 @@
 #include "fill_kernel.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/core/host_memory.hpp"
 #include "ringtrain/core/memory.hpp"
 
 namespace ringtrain {
@@ -34,9 +33,13 @@ void cuda_check(int status, const char* call) {
 
 namespace {
 
+constexpr size_t kAlignment = 64;
+
 std::shared_ptr<float> allocate_cpu(size_t count) {
-    return std::shared_ptr<float>(static_cast<float*>(allocate_host(count * sizeof(float))),
-                                  [](float* q) { free_host(q); });
+    size_t bytes = (count * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { std::free(q); });
 }
 
 std::string mib(size_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
