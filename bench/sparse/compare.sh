@@ -46,19 +46,31 @@ peer_args=(--train "$w/train.svm" --test "$w/test.svm" --features "$features" --
 "$py" "$root/bench/sparse/pytorch_sparse_logreg.py" "${peer_args[@]}" --json "$w/peer_warm.json" | head -n 40 \
   | grep -E "MKL-DNN|CPU capability|BLAS_INFO|^torch " || true
 
+# The vCPUs of a development VM drift in speed (one has run at half the other's clock for minutes), and a slow vCPU
+# slows the Python peer more than ringtrain: each round records both vCPUs' speed (M loop iterations/s of a fixed
+# Python loop, pinned), so a ratio can be read next to the speed it was measured at.
+vcpu_speed() {
+  taskset -c "$1" "$py" -c 'import time
+t = time.perf_counter(); i = 0
+while i < 2000000: i += 1
+print(round(2 / (time.perf_counter() - t), 2))'
+}
 rows_json="["
 for r in $(seq 1 "$rounds"); do
+  speed0=$(vcpu_speed 0); speed1=$(vcpu_speed 1)
   taskset -c "$cpu" "$bin" "${rt_args[@]}" --set output.dir="$w/rt$r" >/dev/null 2>"$w/rt$r.log" \
     || { cat "$w/rt$r.log" >&2; exit 1; }
   taskset -c "$cpu" "$py" "$root/bench/sparse/pytorch_sparse_logreg.py" "${peer_args[@]}" --quiet-config \
     --json "$w/peer$r.json" >/dev/null
-  line=$("$py" - "$w/rt$r/summary.json" "$w/peer$r.json" "$r" <<'PY'
+  line=$("$py" - "$w/rt$r/summary.json" "$w/peer$r.json" "$r" "$speed0" "$speed1" <<'PY'
 import json, sys
 rt = json.load(open(sys.argv[1])); pe = json.load(open(sys.argv[2])); r = int(sys.argv[3])
+speed = {"0": float(sys.argv[4]), "1": float(sys.argv[5])}
 row = {"round": r, "ringtrain_samples_per_s": rt["samples_per_s"], "pytorch_samples_per_s": pe["samples_per_s"],
        "ratio": rt["samples_per_s"] / pe["samples_per_s"], "ringtrain_test_logloss": rt["test_logloss"],
        "pytorch_test_logloss": pe["test_logloss"], "ringtrain_test_auc": rt["test_auc"], "pytorch_test_auc": pe["test_auc"],
-       "pytorch_parse_s": pe["parse_s"], "load1": float(open("/proc/loadavg").read().split()[0])}
+       "pytorch_parse_s": pe["parse_s"], "load1": float(open("/proc/loadavg").read().split()[0]),
+       "vcpu_speed_before": speed}
 print(json.dumps(row))
 PY
 )
@@ -69,15 +81,17 @@ done
 # Weak scaling, one core per rank: the same per-rank batch, each rank its half of the file (mpirun --bind-to core),
 # against 1 rank on one core and the ceiling: two independent 1-rank copies at once, each on its own core.
 for r in $(seq 1 "$rounds"); do
+  speed0=$(vcpu_speed 0); speed1=$(vcpu_speed 1)
   taskset -c 0 "$bin" "${rt_args[@]}" --set output.dir="$w/n1_$r" >/dev/null 2>&1
   mpirun --bind-to core -np 2 "$bin" "${rt_args[@]}" --set sync.sparse=auto \
     --set output.dir="$w/n2_$r" >/dev/null 2>&1
   taskset -c 0 "$bin" "${rt_args[@]}" --set output.dir="$w/c1_$r" >/dev/null 2>&1 &
   taskset -c 1 "$bin" "${rt_args[@]}" --set output.dir="$w/c2_$r" >/dev/null 2>&1
   wait
-  line=$("$py" - "$w" "$r" <<'PY'
+  line=$("$py" - "$w" "$r" "$speed0" "$speed1" <<'PY'
 import json, sys
 w, r = sys.argv[1], sys.argv[2]
+speed = {"0": float(sys.argv[3]), "1": float(sys.argv[4])}
 s = lambda d: json.load(open(f"{w}/{d}_{r}/summary.json"))
 n1, n2, c1, c2 = s("n1"), s("n2"), s("c1"), s("c2")
 ceiling = c1["samples_per_s"] + c2["samples_per_s"]
@@ -86,7 +100,7 @@ print(json.dumps({"round": int(r), "n1_samples_per_s": n1["samples_per_s"], "n2_
                   "ceiling_samples_per_s": ceiling, "of_ceiling": n2["samples_per_s"] / ceiling,
                   "allgather_steps": n2["sync"]["allgather_steps"], "dense_steps": n2["sync"]["dense_steps"],
                   "bytes_per_step_per_rank": n2["sync"]["bytes_allgather"] / max(1, n2["steps"]),
-                  "load1": float(open("/proc/loadavg").read().split()[0])}))
+                  "load1": float(open("/proc/loadavg").read().split()[0]), "vcpu_speed_before": speed}))
 PY
 )
   echo "$line"
