@@ -143,15 +143,18 @@ TEST_CASE("sync.balance speed gives a throttled rank fewer samples and keeps the
                                    "checkpoint": {"every_epochs": 0, "every_steps": )" + std::to_string(kSteps) + "}";
     write_file(dir + "/s.json", tiny_config(dir + "/tiny.json", dir + "/single", common));
     write_file(dir + "/m.json", tiny_config(dir + "/tiny.json", dir + "/multi", common));
-    // 20 steps of 2 x 1000, one epoch. Rank 1 is stopped most of the time (SIGSTOP/SIGCONT, as in the straggler
-    // test): its share of each step should shrink towards the floor of a quarter of 1000. (With 10 steps, on a VM
+    // 20 steps of 2 x 4000, one epoch. Rank 1 is stopped most of the time (SIGSTOP/SIGCONT, as in the straggler
+    // test): its share of each step should shrink towards the floor of a quarter of 4000. (With 10 steps, on a VM
     // fast enough that the first new split came at the last exchange, the exchanges' sample counts were still even
-    // in 1 of 3 runs; the parameters are compared at step 10, checkpointed in both runs.)
-    const std::string data = " --set data.synthetic_train_size=40000 --set train.max_steps=" + std::to_string(2 * kSteps);
-    auto r = run_command(binary() + " train --config " + dir + "/s.json --set train.batch_size=2000" + data);
+    // in 1 of 3 runs; the parameters are compared at step 10, checkpointed in both runs.) A step's work must outlast
+    // the throttle's few running milliseconds: at 2 x 1000 (~2.5 ms of work) rank 1 could finish a step's work
+    // inside one running spell and be stopped only while it waited in the allreduce, so its measured speed was rank
+    // 0's and the split never moved (3 of 9 runs on a fast VM, 2026-11-27).
+    const std::string data = " --set data.synthetic_train_size=160000 --set train.max_steps=" + std::to_string(2 * kSteps);
+    auto r = run_command(binary() + " train --config " + dir + "/s.json --set train.batch_size=8000" + data);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    const std::string args = " train --config " + dir + "/m.json --set train.batch_size=1000 --set sync.balance=speed" + data;
+    const std::string args = " train --config " + dir + "/m.json --set train.batch_size=4000 --set sync.balance=speed" + data;
     const std::string throttled = "bash -c '" + binary() + args +
                                   " & p=$!; while kill -STOP $p 2>/dev/null; do sleep 0.05; kill -CONT $p; sleep 0.005; done;"
                                   " wait $p'";
@@ -166,11 +169,11 @@ TEST_CASE("sync.balance speed gives a throttled rank fewer samples and keeps the
     // Rank 0 read more than its even share in some step, rank 1 less, and the run ended with rank 1 reading less.
     // (Not "over the run rank 0 read more": on a fast VM the split moved both ways while a stop landed now in rank
     // 1's work, now in its wait, and the two ranks' samples came out even in 2 of 7 runs, 2026-11-27.)
-    CHECK(bal["batch_max_per_rank"][0].get<int>() > 1000);
-    CHECK(bal["batch_min_per_rank"][1].get<int>() < 1000);
-    CHECK(bal["batch_min_per_rank"][1].get<int>() >= 250);
-    CHECK(bal["batch_last_per_rank"][1].get<int>() < 1000);
-    CHECK(bal["batch_last_per_rank"][0].get<int>() + bal["batch_last_per_rank"][1].get<int>() == 2000);
+    CHECK(bal["batch_max_per_rank"][0].get<int>() > 4000);
+    CHECK(bal["batch_min_per_rank"][1].get<int>() < 4000);
+    CHECK(bal["batch_min_per_rank"][1].get<int>() >= 1000);
+    CHECK(bal["batch_last_per_rank"][1].get<int>() < 4000);
+    CHECK(bal["batch_last_per_rank"][0].get<int>() + bal["batch_last_per_rank"][1].get<int>() == 8000);
     CHECK(s["parameters_identical"] == true);
     // The same samples in every step, the same mean gradient: the parameters of one rank at batch 2000, up to the
     // order of float sums (the uneven shares sum in other groups).
