@@ -13,6 +13,7 @@ StragglerReport analyse_stragglers(const std::vector<std::vector<float>>& per_ra
     for (const auto& log : per_rank) steps = std::min(steps, log.size());
     r.steps = static_cast<int64_t>(steps);
     r.slowest_steps_per_rank.assign(ranks, 0);
+    r.wait_caused_s_per_rank.assign(ranks, 0.0);
     r.mean_work_ms_per_rank.assign(ranks, 0.0);
     for (size_t s = 0; s < steps; ++s) {
         size_t slowest = 0;
@@ -26,6 +27,7 @@ StragglerReport analyse_stragglers(const std::vector<std::vector<float>>& per_ra
         const double mean = sum / static_cast<double>(ranks);
         r.work_s += mean;
         r.straggler_s += static_cast<double>(per_rank[slowest][s]) - mean;
+        r.wait_caused_s_per_rank[slowest] += static_cast<double>(per_rank[slowest][s]) - mean;
         ++r.slowest_steps_per_rank[slowest];
     }
     if (steps > 0)

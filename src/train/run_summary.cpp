@@ -47,6 +47,7 @@ json stragglers_json(const telemetry::StragglerReport& r, double train_s, uint64
             {"wait_for_slowest_s", r.straggler_s},
             {"wait_for_slowest_fraction", train_s > 0 ? r.straggler_s / train_s : 0.0},
             {"slowest_steps_per_rank", r.slowest_steps_per_rank},
+            {"wait_caused_s_per_rank", r.wait_caused_s_per_rank},
             {"mean_work_ms_per_rank", r.mean_work_ms_per_rank}};
 }
 

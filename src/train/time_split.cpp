@@ -23,15 +23,32 @@ std::string describe_time_split(const nlohmann::json& summary) {
     if (st != summary.end() && st->value("steps", int64_t{0}) > 0 && st->contains("slowest_steps_per_rank")) {
         const double steps = static_cast<double>((*st)["steps"].get<int64_t>());
         const auto& last = (*st)["slowest_steps_per_rank"];
+        // The rank named is the one that caused the most wait, where the summary says (a rank stopped for long
+        // spells was last in 10 of 20 steps and caused ~90 % of the wait, and naming the rank last most often named
+        // the other one on the tie); else the one last most often.
+        const auto caused = st->find("wait_caused_s_per_rank");
+        const bool by_wait = caused != st->end() && caused->is_array() && caused->size() == last.size() &&
+                             std::all_of(caused->begin(), caused->end(), [](const nlohmann::json& v) { return v.is_number(); });
         size_t worst = 0;
         for (size_t r = 1; r < last.size(); ++r)
-            if (last[r].get<int64_t>() > last[worst].get<int64_t>()) worst = r;
+            if (by_wait ? (*caused)[r].get<double>() > (*caused)[worst].get<double>()
+                        : last[r].get<int64_t>() > last[worst].get<int64_t>())
+                worst = r;
         const double frac = st->value("wait_for_slowest_fraction", 0.0);
         n = std::snprintf(line, sizeof line,
                           "; the ranks' uneven local work cost %.1f %% of the run (rank %zu was the slowest in %.0f %% of "
-                          "the steps)",
+                          "the steps",
                           100 * frac, worst, 100 * static_cast<double>(last[worst].get<int64_t>()) / steps);
         out.append(line, static_cast<size_t>(n));
+        double caused_total = 0;
+        if (by_wait)
+            for (const auto& v : *caused) caused_total += v.get<double>();
+        if (by_wait && caused_total > 0) {
+            n = std::snprintf(line, sizeof line, " and caused %.0f %% of that wait",
+                              100 * (*caused)[worst].get<double>() / caused_total);
+            out.append(line, static_cast<size_t>(n));
+        }
+        out += ")";
         // A rank that is last in most steps is slower, not unlucky; so are ranks whose mean work over the whole run
         // differs by 15 % or more (on the H200 host's vCPUs two of four ranks took 1.6x as long, taking turns at being
         // last: bench/RESULTS.md, 2026-11-27). Balancing by speed wins that wait back (a CPU run in allreduce mode is

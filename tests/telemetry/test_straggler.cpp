@@ -13,6 +13,9 @@ TEST_CASE("analyse_stragglers sums slowest-minus-mean over the steps every rank 
     CHECK(r.straggler_s == Approx(1.5));
     CHECK(r.work_s == Approx(1.5 + 2.0 + 2.0));
     CHECK(r.slowest_steps_per_rank == std::vector<int64_t>{2, 1});
+    REQUIRE(r.wait_caused_s_per_rank.size() == 2);  // rank 0: 1.0 in step 1 (and the tie's 0); rank 1: 0.5
+    CHECK(r.wait_caused_s_per_rank[0] == Approx(1.0));
+    CHECK(r.wait_caused_s_per_rank[1] == Approx(0.5));
     REQUIRE(r.mean_work_ms_per_rank.size() == 2);
     CHECK(r.mean_work_ms_per_rank[0] == Approx(2000.0));
     CHECK(r.mean_work_ms_per_rank[1] == Approx(5000.0 / 3));
@@ -23,6 +26,8 @@ TEST_CASE("analyse_stragglers: three ranks, one always slow", "[telemetry]") {
     CHECK(r.steps == 2);
     CHECK(r.straggler_s == Approx((4.0 - 2.0) + (2.5 - 1.5)));
     CHECK(r.slowest_steps_per_rank == std::vector<int64_t>{0, 0, 2});
+    CHECK(r.wait_caused_s_per_rank[2] == Approx(3.0));
+    CHECK(r.wait_caused_s_per_rank[0] == 0.0);
 }
 
 TEST_CASE("analyse_stragglers: one rank, empty and missing logs", "[telemetry]") {

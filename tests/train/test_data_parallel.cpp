@@ -124,10 +124,11 @@ TEST_CASE("the straggler report names the rank that does more work per step", "[
     const auto& st = s["stragglers"];
     INFO(st.dump());
     REQUIRE(st["steps"] == 20);
-    // A majority, not "nearly all": the throttle is wall-clock, so on a loaded 2-vCPU machine a step of rank 0 can
-    // still come out slower now and then (13 of 20 for rank 1 seen once in a clean-clone CI run, 2026-11-26).
-    CHECK(st["slowest_steps_per_rank"][1].get<int>() > st["slowest_steps_per_rank"][0].get<int>());
-    CHECK(st["slowest_steps_per_rank"][1].get<int>() >= 11);
+    // Not "last in most steps": the throttle is wall-clock, so on a loaded 2-vCPU machine rank 1 can be last in only
+    // half the steps (10 of 20 in a clean-clone CI run, 2026-11-27, with 4x rank 0's mean work). What it costs is
+    // the signal: rank 1 caused more of the wait, and the closing line names it.
+    CHECK(st["wait_caused_s_per_rank"][1].get<double>() > st["wait_caused_s_per_rank"][0].get<double>());
+    CHECK_THAT(r.output, Catch::Contains("rank 1 was the slowest in"));
     // (Means, not medians: one slow first step on rank 0 can pull its mean up, so only the order is checked.)
     CHECK(st["mean_work_ms_per_rank"][1].get<double>() > st["mean_work_ms_per_rank"][0].get<double>());
     // Rank 0 waited for rank 1 in those steps, a real share of the run.

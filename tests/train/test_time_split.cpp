@@ -33,6 +33,18 @@ TEST_CASE("the time split adds the straggler share and the rank most often last"
     CHECK_THAT(line, Contains("rank 1 was the slowest in 75 % of the steps"));
 }
 
+TEST_CASE("the time split names the rank that caused the most wait, not the first of ranks last equally often", "[train]") {
+    // The throttled rank of the straggler test in a loaded CI run (2026-11-27): last in 10 of 20 steps, like rank 0,
+    // and 4x rank 0's mean work.
+    json s = summary(2);
+    s["stragglers"] = {{"steps", 20},
+                       {"wait_for_slowest_fraction", 0.354},
+                       {"slowest_steps_per_rank", {10, 10}},
+                       {"wait_caused_s_per_rank", {0.05, 0.74}}};
+    const std::string line = describe_time_split(s);
+    CHECK_THAT(line, Contains("rank 1 was the slowest in 50 % of the steps and caused 94 % of that wait)"));
+}
+
 TEST_CASE("no time split for one rank, a summary without phases, or an unmeasured straggler block", "[train]") {
     CHECK(describe_time_split(summary(1)).empty());
     CHECK(describe_time_split(json{{"world_size", 2}}).empty());

@@ -34,6 +34,9 @@ struct StragglerReport {
     double work_s = 0;                            // sum over steps of the mean local work
     double straggler_s = 0;                       // sum over steps of (slowest - mean) local work
     std::vector<int64_t> slowest_steps_per_rank;  // steps in which each rank was the slowest (first on ties)
+    // Each rank's share of straggler_s: its (work - mean) summed over the steps it was the slowest. A rank stopped
+    // for long spells can be last in only half the steps and still cause nearly all of the wait.
+    std::vector<double> wait_caused_s_per_rank;
     std::vector<double> mean_work_ms_per_rank;
 };
 
