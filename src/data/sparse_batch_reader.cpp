@@ -291,13 +291,21 @@ private:
                 std::lock_guard<std::mutex> lock(mu_);
                 stats_.rows_from_peers += into.rows() - before;
             } else {
+                // This piece and the next ones no helper has claimed, up to about the rows still wanted, read and
+                // parsed as one text: a piece at a time, the owner's bookkeeping (finding its lines, a parse loop,
+                // two clock reads and a lock) came a piece at a time too.
                 const auto t0 = std::chrono::steady_clock::now();
+                int64_t last = next_piece_;
+                const int64_t run = std::min<int64_t>(kMaxOwnRun, own_run_pieces(std::max<int64_t>(rows, 1) - into.rows()));
+                while (last + 1 < board_->pieces() && last + 1 < next_piece_ + run && board_->claim_own(last + 1))
+                    ++last;
                 int64_t offset = 0;
                 std::string_view text;
-                if (!read_sparse_piece(*own_file_, board_->share_begin(), board_->share_end(), next_piece_,
-                                       max_line_bytes(), text, offset))
+                if (!read_sparse_pieces(*own_file_, board_->share_begin(), board_->share_end(), next_piece_, last,
+                                        max_line_bytes(), text, offset))
                     throw_line_too_long(opt_.file, sparse_line_number_at(opt_.file, offset), max_line_bytes());
                 const int64_t got = parse_sparse_piece(text, offset, *parser_, opt_.file, into);
+                for (; next_piece_ < last; ++next_piece_) board_->finish_own(next_piece_);
                 board_->finish_own(next_piece_);
                 const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 std::lock_guard<std::mutex> lock(mu_);
@@ -311,6 +319,14 @@ private:
         stats_.peak_queued_rows = std::max(stats_.peak_queued_rows, into.rows());
         stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, csr_bytes(into));
         return into.rows() > 0;
+    }
+
+    // Pieces of the share that hold about `rows` rows, by the bytes a row took so far (at least one). At most
+    // kMaxOwnRun at once: well inside the window of SparsePeerBoard::kSlots, so helpers still find pieces to claim.
+    static constexpr int64_t kMaxOwnRun = 16;
+    int64_t own_run_pieces(int64_t rows) const {
+        const int64_t per_row = stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : 256;
+        return std::max<int64_t>(1, (rows * per_row + kSparsePieceBytes - 1) / kSparsePieceBytes);
     }
 
     // The next lines of the share (about `rows` of them) parsed here, on the calling thread, into `into`; false at

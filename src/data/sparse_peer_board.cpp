@@ -148,6 +148,14 @@ bool SparsePeerBoard::take(int64_t k, CsrBatch& out) {
     return true;
 }
 
+bool SparsePeerBoard::claim_own(int64_t k) {
+    Slot& s = slot(me_, k);
+    const uint64_t gen = generation(k);
+    uint64_t seen = s.word.load(std::memory_order_acquire);
+    if (seen != word(gen, Empty) && seen != word(gen, Failed)) return false;  // a helper's: take() collects it
+    return s.word.compare_exchange_strong(seen, word(gen, Mine), std::memory_order_acq_rel);
+}
+
 void SparsePeerBoard::finish_own(int64_t k) {
     // The slot is Mine or a consumed Ready: no helper can claim it until it reads Empty for the piece kSlots later.
     slot(me_, k).word.store(word(generation(k + kSlots), Empty), std::memory_order_release);
@@ -240,8 +248,13 @@ std::string_view SparsePieceFile::bytes(int64_t offset, int64_t n) {
 
 bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_t k, int64_t max_line_bytes,
                        std::string_view& text, int64_t& text_offset) {
+    return read_sparse_pieces(file, begin, end, k, k, max_line_bytes, text, text_offset);
+}
+
+bool read_sparse_pieces(SparsePieceFile& file, int64_t begin, int64_t end, int64_t k, int64_t k_last,
+                        int64_t max_line_bytes, std::string_view& text, int64_t& text_offset) {
     const int64_t a = begin + k * kSparsePieceBytes;
-    const int64_t b = std::min(a + kSparsePieceBytes, end);
+    const int64_t b = std::min(begin + (k_last + 1) * kSparsePieceBytes, end);
     text = {};
     text_offset = a;
     if (a >= b) return true;

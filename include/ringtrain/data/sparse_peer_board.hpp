@@ -64,6 +64,9 @@ public:
     // Piece k of this pass (taken in order): true when a helper's rows were appended to `out`; false when the owner
     // must parse it itself (then finish_own(k) after parsing).
     bool take(int64_t k, CsrBatch& out);
+    // Piece k (after the one being taken, within the window) for the owner to parse with it, when no helper has
+    // claimed it: true and the slot is the owner's (finish_own(k) after parsing); false when a helper has it.
+    bool claim_own(int64_t k);
     void finish_own(int64_t k);
     int64_t pieces() const;  // of this rank's share
     int64_t share_begin() const;
@@ -124,6 +127,9 @@ private:
 // `max_line_bytes` (text_offset is then where it starts).
 bool read_sparse_piece(SparsePieceFile& file, int64_t begin, int64_t end, int64_t k, int64_t max_line_bytes,
                        std::string_view& text, int64_t& text_offset);
+// Pieces k..k_last as one text (the lines of each in turn), the same way.
+bool read_sparse_pieces(SparsePieceFile& file, int64_t begin, int64_t end, int64_t k, int64_t k_last,
+                        int64_t max_line_bytes, std::string_view& text, int64_t& text_offset);
 
 // Parses a piece's lines into `out` (appending). A malformed line throws InputError naming `path` and its true line
 // number (counted from the start of the file, only then); with an empty `path` the line's SparseLineError as it is
