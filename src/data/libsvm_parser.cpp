@@ -154,136 +154,144 @@ struct FeatureSink {
     }
 };
 
-// The features of [p, e) in the common form — blank-separated "digits:value", index of at most 7 digits, value
-// a decimal of at most 7 digits, ids in range and increasing — appended to ids/vals. Returns where it stopped: e,
-// or the first token it does not take, which the general loop then reads (and names, when it is wrong). It takes
-// only digits, ':', '.' and blanks, so a '#' (a comment) always stops it. The values are parse_value's fast path:
-// m and 10^k exact floats, one correctly rounded division.
-const char* parse_common_features_into(const char* p, const char* const e, uint64_t base, uint64_t limit,
-                                       int64_t& previous, FeatureSink& sink) {
-    for (;;) {
-        while (p < e && is_blank(*p)) ++p;
-        if (p == e) return p;
-        const char* const token = p;
+// Where a line's features go, and the checks every path makes: an id in range and above the line's previous one.
+struct FeatureTarget {
+    uint64_t base, limit;
+    int64_t& previous;
+    FeatureSink& sink;
+    // Appends index idx's value; false when the id is out of range or does not increase (the general loop then
+    // names what is wrong).
+    bool take(uint64_t idx, float value) {
+        const uint64_t id = idx - base;
+        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return false;
+        sink.push(static_cast<uint32_t>(id), value);
+        previous = static_cast<int64_t>(id);
+        return true;
+    }
+};
+
+// Each take_*_token reads the token at p (not a blank) in the common form — "digits:value", an index of at most 7
+// digits, a value of at most 7 digits (the byte loop also takes a sign), then a blank or the line's end — appends
+// it and returns where it ends; nullptr when it does not take it. The values are parse_value's fast path: m and 10^k
+// exact floats, one correctly rounded division.
 #if defined(__SSE2__)
-        {
-            // 16 bytes from the token: loaded in place while the line has them, else copied (zero-padded, so
-            // the line's end reads as a stop that is not a blank).
-            const size_t left = static_cast<size_t>(e - p);
-            alignas(16) char tail[16];
-            const char* q = p;
-            if (left < 16) {
-                std::memset(tail, 0, sizeof tail);
-                std::memcpy(tail, p, left);
-                q = tail;
-            }
-            const ByteClasses k = classify16(q);
-            const uint32_t stop = ~k.digit | 0x10000u;  // a non-digit, or the 17th byte
-            const unsigned li = static_cast<unsigned>(std::countr_zero(stop));
-            if (li >= 1 && li <= 7 && ((k.colon >> li) & 1)) {
-                // The value's parts without a branch on its '.': in click logs "1" and "0.25" come in no order a
-                // branch predictor could learn (such a branch cost ~12 % of the parser's time).
-                const unsigned v = li + 1;
-                const unsigned lv = static_cast<unsigned>(std::countr_zero(stop >> v));
-                const unsigned has_dot = (k.dot >> (v + lv)) & 1;
-                const unsigned fraction = has_dot * static_cast<unsigned>(std::countr_zero(stop >> (v + lv + 1)));
-                const unsigned end = v + lv + has_dot * (1 + fraction);
-                // The token ends at a blank inside the 16 bytes, or exactly where the line ends.
-                const bool ended = end < 16 && (((k.blank >> end) & 1) || end == left);
-                if (lv >= 1 && lv + fraction <= 7 && ended) {
-                    const uint64_t idx = digits_value(k.lo, li);
-                    const uint64_t id = idx - base;
-                    if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
-                    // The value's digits with the '.' taken out, as one number: "0.25" -> 25, then / 10^2.
-                    const uint64_t value = bytes_from(k.lo, k.hi, v);
-                    const uint64_t before = (uint64_t{1} << (8 * lv)) - 1;  // lv <= 7
-                    const uint64_t joined = (value & before) | ((value >> 8) & ~before);
-                    const uint64_t pick = uint64_t{0} - has_dot;  // all ones with a dot (a ?: here became a branch)
-                    const uint32_t m = digits_value(value ^ ((value ^ joined) & pick), lv + fraction);
-                    sink.push(static_cast<uint32_t>(id), static_cast<float>(m) / kPow10[fraction]);  // 10^0: exact
-                    previous = static_cast<int64_t>(id);
-                    p += end;
-                    continue;
-                }
-            }
-        }
+const char* take_sse2_token(const char* p, const char* e, FeatureTarget& to) {
+    // 16 bytes from the token: loaded in place while the line has them, else copied (zero-padded, so the line's end
+    // reads as a stop that is not a blank).
+    const size_t left = static_cast<size_t>(e - p);
+    alignas(16) char tail[16];
+    const char* q = p;
+    if (left < 16) {
+        std::memset(tail, 0, sizeof tail);
+        std::memcpy(tail, p, left);
+        q = tail;
+    }
+    const ByteClasses k = classify16(q);
+    const uint32_t stop = ~k.digit | 0x10000u;  // a non-digit, or the 17th byte
+    const unsigned li = static_cast<unsigned>(std::countr_zero(stop));
+    if (li < 1 || li > 7 || ((k.colon >> li) & 1) == 0) return nullptr;
+    // The value's parts without a branch on its '.': in click logs "1" and "0.25" come in no order a branch
+    // predictor could learn (such a branch cost ~12 % of the parser's time).
+    const unsigned v = li + 1;
+    const unsigned lv = static_cast<unsigned>(std::countr_zero(stop >> v));
+    const unsigned has_dot = (k.dot >> (v + lv)) & 1;
+    const unsigned fraction = has_dot * static_cast<unsigned>(std::countr_zero(stop >> (v + lv + 1)));
+    const unsigned end = v + lv + has_dot * (1 + fraction);
+    // The token ends at a blank inside the 16 bytes, or exactly where the line ends.
+    const bool ended = end < 16 && (((k.blank >> end) & 1) || end == left);
+    if (lv < 1 || lv + fraction > 7 || !ended) return nullptr;
+    // The value's digits with the '.' taken out, as one number: "0.25" -> 25, then / 10^2.
+    const uint64_t value = bytes_from(k.lo, k.hi, v);
+    const uint64_t before = (uint64_t{1} << (8 * lv)) - 1;  // lv <= 7
+    const uint64_t joined = (value & before) | ((value >> 8) & ~before);
+    const uint64_t pick = uint64_t{0} - has_dot;  // all ones with a dot (a ?: here became a branch)
+    const uint32_t m = digits_value(value ^ ((value ^ joined) & pick), lv + fraction);
+    if (!to.take(digits_value(k.lo, li), static_cast<float>(m) / kPow10[fraction])) return nullptr;  // 10^0: exact
+    return p + end;
+}
 #else
-        if constexpr (std::endian::native == std::endian::little) {
-            // Index and value eight bytes at a time while 24 bytes are left (every load stays inside the line):
-            // up to 7 index digits, ':', up to 7 value digits with an optional '.', then a blank or the end.
-            if (e - p >= 24) {
-                const uint64_t x = load8(p);
-                const size_t li = leading_digits(x);
-                if (li >= 1 && li <= 7 && p[li] == ':') {
-                    const char* const v = p + li + 1;
-                    const uint64_t y = load8(v);
-                    const size_t lv = leading_digits(y);
-                    const char* end = nullptr;
-                    uint32_t m = 0;
-                    size_t fraction = 0;
-                    if (lv >= 1 && lv <= 7 && v[lv] == '.') {
-                        const uint64_t z = load8(v + lv + 1);
-                        fraction = leading_digits(z);
-                        if (lv + fraction <= 7) {
-                            m = digits_value(y, lv) * kPow10Int[fraction] + (fraction > 0 ? digits_value(z, fraction) : 0);
-                            end = v + lv + 1 + fraction;
-                        }
-                    } else if (lv >= 1 && lv <= 7) {
-                        m = digits_value(y, lv);
-                        end = v + lv;
-                    }
-                    if (end != nullptr && (end == e || is_blank(*end))) {
-                        const uint64_t idx = digits_value(x, li);
-                        const uint64_t id = idx - base;
-                        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
-                        float f = static_cast<float>(m);
-                        if (fraction > 0) f /= kPow10[fraction];
-                        sink.push(static_cast<uint32_t>(id), f);
-                        previous = static_cast<int64_t>(id);
-                        p = end;
-                        continue;
-                    }
-                }
-            }
-        }
+const char* take_swar_token(const char* p, const char* e, FeatureTarget& to) {
+    if constexpr (std::endian::native != std::endian::little) return nullptr;
+    // Index and value eight bytes at a time while 24 bytes are left (every load stays inside the line).
+    if (e - p < 24) return nullptr;
+    const uint64_t x = load8(p);
+    const size_t li = leading_digits(x);
+    if (li < 1 || li > 7 || p[li] != ':') return nullptr;
+    const char* const v = p + li + 1;
+    const uint64_t y = load8(v);
+    const size_t lv = leading_digits(y);
+    if (lv < 1 || lv > 7) return nullptr;
+    const char* end = v + lv;
+    uint32_t m = digits_value(y, static_cast<unsigned>(lv));
+    size_t fraction = 0;
+    if (v[lv] == '.') {
+        const uint64_t z = load8(v + lv + 1);
+        fraction = leading_digits(z);
+        if (lv + fraction > 7) return nullptr;
+        m = m * kPow10Int[fraction] + (fraction > 0 ? digits_value(z, static_cast<unsigned>(fraction)) : 0);
+        end = v + lv + 1 + fraction;
+    }
+    if (end != e && !is_blank(*end)) return nullptr;
+    float f = static_cast<float>(m);
+    if (fraction > 0) f /= kPow10[fraction];
+    return to.take(digits_value(x, static_cast<unsigned>(li)), f) ? end : nullptr;
+}
 #endif
-        const char* stop = e - p > 10 ? p + 10 : e;
-        uint64_t idx = 0;
-        unsigned d = 0;
-        while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
-            idx = idx * 10 + d;
-            ++p;
-        }
-        if (p == token || p == e || *p != ':') return token;
+
+// The byte at a time way: also a sign, and the tokens near a line's end on targets without SSE2.
+const char* take_byte_token(const char* p, const char* e, FeatureTarget& to) {
+    const char* const token = p;
+    const char* stop = e - p > 10 ? p + 10 : e;
+    uint64_t idx = 0;
+    unsigned d = 0;
+    while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
+        idx = idx * 10 + d;
         ++p;
-        bool negative = false;
-        if (p < e && (*p == '-' || *p == '+')) negative = *p++ == '-';
-        const char* const m0 = p;
-        stop = e - p > 7 ? p + 7 : e;
-        uint32_t m = 0;
+    }
+    if (p == token || p == e || *p != ':') return nullptr;
+    ++p;
+    bool negative = false;
+    if (p < e && (*p == '-' || *p == '+')) negative = *p++ == '-';
+    const char* const m0 = p;
+    stop = e - p > 7 ? p + 7 : e;
+    uint32_t m = 0;
+    while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
+        m = m * 10 + d;
+        ++p;
+    }
+    auto digits = static_cast<int>(p - m0), fraction = 0;
+    if (p < e && *p == '.') {
+        const char* const f0 = ++p;
+        stop = e - p > 7 - digits ? p + (7 - digits) : e;
         while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
             m = m * 10 + d;
             ++p;
         }
-        auto digits = static_cast<int>(p - m0), fraction = 0;
-        if (p < e && *p == '.') {
-            const char* const f0 = ++p;
-            stop = e - p > 7 - digits ? p + (7 - digits) : e;
-            while (p < stop && (d = static_cast<unsigned char>(*p - '0')) < 10) {
-                m = m * 10 + d;
-                ++p;
-            }
-            fraction = static_cast<int>(p - f0);
-            digits += fraction;
-        }
-        // An 8th digit, an exponent, a second '.', ... end here without a blank: the general loop decides.
-        if (digits == 0 || (p < e && !is_blank(*p))) return token;
-        const uint64_t id = idx - base;
-        if (idx < base || id >= limit || static_cast<int64_t>(id) <= previous) return token;
-        float f = static_cast<float>(m);
-        if (fraction > 0) f /= kPow10[fraction];
-        sink.push(static_cast<uint32_t>(id), negative ? -f : f);
-        previous = static_cast<int64_t>(id);
+        fraction = static_cast<int>(p - f0);
+        digits += fraction;
+    }
+    // An 8th digit, an exponent, a second '.', ... end here without a blank: the general loop decides.
+    if (digits == 0 || (p < e && !is_blank(*p))) return nullptr;
+    float f = static_cast<float>(m);
+    if (fraction > 0) f /= kPow10[fraction];
+    return to.take(idx, negative ? -f : f) ? p : nullptr;
+}
+
+// The features of [p, e) in the common form appended to the sink. Returns where it stopped: e, or the first token
+// it does not take, which the general loop then reads (and names, when it is wrong). It takes only digits, signs,
+// ':', '.' and blanks, so a '#' (a comment) always stops it.
+const char* parse_common_features_into(const char* p, const char* const e, FeatureTarget to) {
+    for (;;) {
+        while (p < e && is_blank(*p)) ++p;
+        if (p == e) return p;
+#if defined(__SSE2__)
+        const char* end = take_sse2_token(p, e, to);
+#else
+        const char* end = take_swar_token(p, e, to);
+#endif
+        if (end == nullptr) end = take_byte_token(p, e, to);
+        if (end == nullptr) return p;
+        p = end;
     }
 }
 
@@ -291,7 +299,7 @@ const char* parse_common_features_into(const char* p, const char* const e, uint6
 const char* parse_common_features(const char* p, const char* const e, uint64_t base, uint64_t limit,
                                   int64_t& previous, std::vector<uint32_t>& ids, std::vector<float>& vals) {
     FeatureSink sink{ids, vals};
-    const char* const stopped = parse_common_features_into(p, e, base, limit, previous, sink);
+    const char* const stopped = parse_common_features_into(p, e, FeatureTarget{base, limit, previous, sink});
     sink.flush();
     return stopped;
 }
