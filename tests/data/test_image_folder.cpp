@@ -23,6 +23,7 @@
 #include "ringtrain/data/image_folder_generator.hpp"
 #include "ringtrain/data/image_transform.hpp"
 #include "ringtrain/data/sharded_loader.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace ringtrain;
 using namespace ringtrain::data;
@@ -31,12 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-    const fs::path d = fs::temp_directory_path() / ("rt_imgfolder_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d.string();
-}
+std::string fresh_dir(const std::string& name) { return rt_test::named_temp_dir("rt_imgfolder_", name); }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
     fs::create_directories(fs::path(path).parent_path());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "support/temp_dir.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 std::vector<std::string> ringtrain_fuzz_seeds();
@@ -24,9 +25,11 @@ namespace rt_fuzz {
 
 // The input as a file (every reader under test reads files): one per process, rewritten per input.
 inline std::string as_file(const uint8_t* data, size_t size, const char* suffix) {
-    static const std::string path = (std::filesystem::temp_directory_path() /
-                                     ("ringtrain-fuzz-" + std::to_string(::getpid()) + suffix))
-                                        .string();
+    static const std::string path = [suffix] {
+        const auto p = std::filesystem::temp_directory_path() / ("ringtrain-fuzz-" + std::to_string(::getpid()) + suffix);
+        rt_test::ExitCleanup::instance().add(p);  // removed when the driver exits
+        return p.string();
+    }();
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
                                                                    static_cast<std::streamsize>(size));
     return path;

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/temp_dir.hpp"
+
 namespace rt_test {
 
 struct CommandResult {
@@ -47,13 +49,8 @@ inline std::string mpirun(int ranks) {
            std::to_string(ranks) + " ";
 }
 
-// A fresh, empty temporary directory for one test.
-inline std::string temp_dir(const std::string& name) {
-    auto p = std::filesystem::temp_directory_path() / ("ringtrain-test-" + name + "-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(p);
-    std::filesystem::create_directories(p);
-    return p.string();
-}
+// A fresh, empty temporary directory for one test, removed when the test process exits (support/temp_dir.hpp).
+inline std::string temp_dir(const std::string& name) { return named_temp_dir("ringtrain-test-", name); }
 
 inline void write_file(const std::string& path, const std::string& text) {
     std::ofstream(path) << text;
