@@ -58,7 +58,11 @@ public:
                         (opt_.parse_on == SparseReaderOptions::ParseOn::Auto && sparse_single_cpu())) {
         int64_t begin = 0, end = 0;
         if (opt_.peer_board && parse_inline_ && source_->byte_range(begin, end)) {
-            own_file_ = std::make_unique<SparsePieceFile>(opt_.file, max_line_bytes());
+            // A window of about two batch-1024 steps' bytes: with one of a whole 2 MiB block, every ~17th step
+            // read ~300 us more than the others and the other rank waited for it at the next collective
+            // (bench/RESULTS.md, "The owner's read window").
+            constexpr int64_t kOwnWindowBytes = 256 << 10;
+            own_file_ = std::make_unique<SparsePieceFile>(opt_.file, kOwnWindowBytes);
             board_ = opt_.peer_board;
             board_->publish_share(begin, end);
         }
