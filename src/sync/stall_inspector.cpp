@@ -16,8 +16,19 @@ StallInspector::StallInspector(comm::Communicator& comm, double warning_s, doubl
 std::string StallInspector::describe(const CollectiveTag& c, double age_s) {
     const double mib = static_cast<double>(c.floats) * sizeof(float) / (1024.0 * 1024.0);
     char buf[256];
-    std::snprintf(buf, sizeof buf, "allreduce of bucket %zu (%.2f MiB, step %lld) has not completed after %.1f s",
-                  c.bucket, mib, static_cast<long long>(c.step), age_s);
+    if (c.what != nullptr && c.floats == 0)  // a wait that moves no payload of its own
+        std::snprintf(buf, sizeof buf, "%s (step %lld) has not completed after %.1f s", c.what,
+                      static_cast<long long>(c.step), age_s);
+    else if (c.what != nullptr && c.floats < 256)  // a few numbers (an opening allreduce)
+        std::snprintf(buf, sizeof buf, "%s (%zu B, step %lld) has not completed after %.1f s", c.what,
+                      c.floats * sizeof(float), static_cast<long long>(c.step), age_s);
+    else if (c.what != nullptr)  // sparse steps move kilobytes: "0.00 MiB" would say nothing
+        std::snprintf(buf, sizeof buf, "%s (%.*f %s, step %lld) has not completed after %.1f s", c.what,
+                      mib < 0.1 ? 1 : 2, mib < 0.1 ? mib * 1024 : mib, mib < 0.1 ? "KiB" : "MiB",
+                      static_cast<long long>(c.step), age_s);
+    else
+        std::snprintf(buf, sizeof buf, "allreduce of bucket %zu (%.2f MiB, step %lld) has not completed after %.1f s",
+                      c.bucket, mib, static_cast<long long>(c.step), age_s);
     return buf;
 }
 
@@ -81,15 +92,36 @@ void StallWatchdog::finished() {
     inflight_.active = false;
 }
 
+StallWatchdog::Watch::Watch(StallWatchdog* watchdog, const CollectiveTag& c) : watchdog_(watchdog) {
+    if (watchdog_ != nullptr) watchdog_->started(c, mono_s());
+}
+
+StallWatchdog::Watch::~Watch() {
+    if (watchdog_ != nullptr) watchdog_->finished();
+}
+
 void StallWatchdog::loop() {
-    const auto period = std::chrono::duration<double>(inspector_.poll_period_s());
+    const double period_s = inspector_.poll_period_s();
+    const auto period = std::chrono::duration<double>(period_s);
+    // A wake-up this much later than asked means the process did not run in between (SIGSTOP, Slurm's suspend of
+    // the job, a paused VM): that time is no rank's stall, so the collective in flight is aged without it. Without
+    // this, a job suspended for longer than stall_abort_s was aborted when it was resumed.
+    const double not_running_s = std::max(1.0, 5 * period_s);
     std::unique_lock<std::mutex> lock(mutex_);
+    double last_wake_s = mono_s();
     while (!stop_) {
+        const double now_s = mono_s();
+        if (inflight_.active && now_s - last_wake_s > period_s + not_running_s)
+            inflight_.start_s += now_s - last_wake_s - period_s;
+        last_wake_s = now_s;
         if (inflight_.active) {
             const InFlight seen = inflight_;
+            // The age as of the copy: were the process stopped after it, a collective that finished meanwhile must
+            // not be judged by the clock read after the resume.
+            const double age_s = now_s - seen.start_s;
             bool warned = seen.warned;
             lock.unlock();  // printing (or aborting) must not block the collective's start and end
-            const bool printed = inspector_.inspect(seen.tag, mono_s() - seen.start_s, warned);
+            const bool printed = inspector_.inspect(seen.tag, age_s, warned);
             lock.lock();
             if (printed && inflight_.generation == seen.generation) inflight_.warned = true;
             if (printed) continue;  // look again at once: the abort limit may have passed while printing

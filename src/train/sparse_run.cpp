@@ -27,6 +27,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// With peer parsing, reading this rank's rows waits for any piece another rank claimed to parse: a frozen or stuck
+// helper would hold the reader there, outside every collective, so the stall watchdog watches those waits too (a
+// batch parses in milliseconds).
+constexpr const char* kPeerPiecesWait = "the wait for pieces of this rank's rows that another rank claimed to parse";
+
 data::SparseReaderOptions reader_options(const RunPlan& plan, const std::string& file, int rank, int world) {
     const DataPlan& d = plan.data;
     data::SparseReaderOptions o;
@@ -181,6 +186,9 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
                                                         sync_method(plan_.sync.sparse),
                                                         sparse_update(plan_.sync.sparse_update));
     gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
+    if (world_ > 1)  // its thread runs only where a limit is set
+        stall_watchdog_ = std::make_unique<sync::StallWatchdog>(
+            sync::StallInspector(comm_, plan_.sync.stall_warning_s, plan_.sync.stall_abort_s));
     // While it waits in the step's gathers for a slower rank, a rank that parses on its training thread parses its
     // next rows instead of spinning, so the per-step jitter of parsing and compute costs the lockstep less.
     // Only then: a non-blocking collective costs more than a blocking one where both ranks arrive together (Open
@@ -372,7 +380,10 @@ float SparseRun::learning_rate() const { return schedule_->at(static_cast<double
 void SparseRun::begin_epoch() {
     epoch_t0_ = window_t0_ = stretch_start_ = telemetry::now_seconds();
     ScopedPhase t(phases_, Phase::Data);
-    train_reader_->start_epoch(pos_.epoch);
+    {
+        const auto w = watch(peer_board_ ? kPeerPiecesWait : nullptr, 0);  // the pass's slots, once helpers let go
+        train_reader_->start_epoch(pos_.epoch);
+    }
     // Resuming inside an epoch: the reader replays the epoch's order (the same seed, rank and epoch), so skipping
     // the batches already trained on puts every rank where the checkpoint left it.
     for (; skip_batches_ > 0; --skip_batches_)
@@ -410,6 +421,7 @@ void SparseRun::reduce_pending_loss(bool have_batch, int64_t* ranks_with_batch, 
     } else {
         {
             ScopedPhase t(phases_, Phase::SyncWait);  // the wait for the slowest rank's update and parse, as the share's
+            const auto w = watch("the step's opening allreduce", sizeof v);
             comm_.allreduce_while(std::span<double>(v, 4), comm::ReduceOp::Sum, idle_);
         }
         book_parse_ahead();
@@ -432,6 +444,7 @@ bool SparseRun::next_batch() {
     bool have = false;
     {
         ScopedPhase t(phases_, Phase::Data);
+        const auto w = watch(peer_board_ ? kPeerPiecesWait : nullptr, 0);
         have = train_reader_->next(batch_, plan_.train.batch_size);
     }
     int64_t ranks_with_batch = 0, ranks_stopping = 0;
@@ -499,6 +512,8 @@ float SparseRun::run_step() {
         const double before_exchange = telemetry::now_seconds() - opening_end_;
         {
             ScopedPhase t(phases_, Phase::SyncWait);
+            const auto w = watch("the sparse gradient exchange",
+                                 grad_.rows.size() * sizeof(uint32_t) + grad_.values.size() * sizeof(float));
             gsync_->average(grad_, bias_grad_);
         }
         stretch_start_ = telemetry::now_seconds();
@@ -533,6 +548,8 @@ float SparseRun::run_step() {
 void SparseRun::share_updated_rows(std::span<double> sums) {
     {
         ScopedPhase t(phases_, Phase::SyncWait);
+        const auto w = watch("the exchange of updated rows",
+                             updated_rows_.rows.size() * sizeof(uint32_t) + updated_rows_.values.size() * sizeof(float));
         gsync_->share_updated_rows(updated_rows_, sums);
     }
     book_parse_ahead();
@@ -548,6 +565,9 @@ void SparseRun::average_all_tensors() {
     const double t0 = telemetry::now_seconds();
     {
         ScopedPhase t(phases_, Phase::SyncWait);
+        size_t bytes = 0;
+        for (std::span<float> values : all_values()) bytes += values.size_bytes();
+        const auto w = watch("the local SGD parameter average", bytes);
         for (std::span<float> values : all_values()) comm_.allreduce(values, comm::ReduceOp::Average);
     }
     averaging_in_stretch_s_ += telemetry::now_seconds() - t0;
@@ -555,6 +575,11 @@ void SparseRun::average_all_tensors() {
     opt_->recompute_weights(learning_rate());  // FTRL: the weights of the averaged z and n
     ++local_sgd_averages_;
     last_average_step_ = pos_.global_step;
+}
+
+sync::StallWatchdog::Watch SparseRun::watch(const char* what, size_t bytes) {
+    if (what == nullptr) return sync::StallWatchdog::Watch(nullptr, {});  // nothing watched
+    return sync::StallWatchdog::Watch(stall_watchdog_.get(), {0, bytes / sizeof(float), pos_.global_step, what});
 }
 
 bool SparseRun::log_now() const { return pos_.global_step % plan_.train.log_every_steps == 0; }
@@ -675,6 +700,9 @@ json SparseRun::evaluate() {
                 scored.push_back(batch_.labels[static_cast<size_t>(i)]);
             }
     }
+    // From here only collectives (and rank 0's AUC, seconds for tens of millions of rows): a rank stuck in its test
+    // share, or frozen, shows here.
+    const auto w = watch("the evaluation's collectives", sizeof sums + scored.size() * sizeof(float));
     comm_.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
     json auc = nullptr;
     if (k == 1) {

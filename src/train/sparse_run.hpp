@@ -21,6 +21,7 @@
 #include "ringtrain/optim/schedule.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/sparse_gradient_sync.hpp"
+#include "ringtrain/sync/stall_inspector.hpp"
 #include "ringtrain/telemetry/metrics_writer.hpp"
 #include "ringtrain/telemetry/phases.hpp"
 #include "ringtrain/telemetry/straggler.hpp"
@@ -109,6 +110,9 @@ private:
     // The epoch's scalars for TensorBoard: train loss, the evaluation, the time split and bytes so far.
     std::vector<telemetry::Scalar> epoch_scalars() const;
     bool stopped_by_max_steps() const;
+    // The stall watchdog's watch over one collective of `bytes` (this rank's payload) at the current step; with
+    // `what` null, none.
+    sync::StallWatchdog::Watch watch(const char* what, size_t bytes);
     float learning_rate() const;
 
     const Config config_;
@@ -129,6 +133,9 @@ private:
     std::unique_ptr<nn::Loss> loss_;
     std::unique_ptr<optim::LrSchedule> schedule_;
     std::unique_ptr<sync::SparseGradientSync> gsync_;
+    // sync.stall_warning_s / stall_abort_s over the collectives every rank must reach (several ranks): a dead or
+    // frozen rank is reported, then the job is ended, instead of every other rank waiting for it silently.
+    std::unique_ptr<sync::StallWatchdog> stall_watchdog_;
     telemetry::MetricsWriter metrics_;
     telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     StopRequest* stop_ = nullptr;

@@ -90,6 +90,15 @@ TEST_CASE("StallInspector: warns once past the warning, aborts past the abort li
     const sync::CollectiveTag tag{2, 1u << 18, 7};  // 1 MiB
     CHECK(sync::StallInspector::describe(tag, 3.04) ==
           "allreduce of bucket 2 (1.00 MiB, step 7) has not completed after 3.0 s");
+    // Another collective names itself; below 0.1 MiB its payload is in KiB (a sparse step moves kilobytes).
+    CHECK(sync::StallInspector::describe({0, 768, 9, "the sparse gradient exchange"}, 2.0) ==
+          "the sparse gradient exchange (3.0 KiB, step 9) has not completed after 2.0 s");
+    CHECK(sync::StallInspector::describe({0, 1u << 19, 9, "the local SGD parameter average"}, 2.0) ==
+          "the local SGD parameter average (2.00 MiB, step 9) has not completed after 2.0 s");
+    CHECK(sync::StallInspector::describe({0, 8, 9, "the step's opening allreduce"}, 2.0) ==
+          "the step's opening allreduce (32 B, step 9) has not completed after 2.0 s");
+    CHECK(sync::StallInspector::describe({0, 0, 9, "the next batch's read"}, 2.0) ==
+          "the next batch's read (step 9) has not completed after 2.0 s");
 
     sync::StallInspector both(comm, 1.0, 2.5);
     CHECK(both.enabled());

@@ -1,7 +1,8 @@
 // The sparse path's graceful stop through the binary under mpirun -np 2: SIGUSR1 sent to one rank's process mid-run
 // ends the job with exit 3, the one stop line, "stopped" in summary.json and a checkpoint (checkpoints are off in the
 // config); checkpoint.resume=auto then finishes with the parameters of an uninterrupted run (parameter_hash_per_rank).
-// And train.stop_grace_s: with rank 0 frozen (SIGSTOP) the signalled rank cannot agree and ends the job (exit 4).
+// And train.stop_grace_s: with rank 0 frozen (SIGSTOP) the signalled rank cannot agree and ends the job (exit 4);
+// with rank 1 frozen and no stop asked, sync.stall_warning_s / stall_abort_s report it and end the job.
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/types.h>
@@ -81,4 +82,76 @@ TEST_CASE("sparse, mpirun -np 2: a rank that cannot agree (rank 0 stopped with S
     CHECK(ended.output.find("ringtrain: rank 1: SIGUSR1 came 1 s ago and the ranks did not agree to stop within "
                             "train.stop_grace_s") != std::string::npos);
     CHECK_FALSE(fs::exists(dir + "/stuck/summary.json"));
+}
+
+TEST_CASE("sparse, mpirun -np 2: a frozen rank (SIGSTOP) is reported after sync.stall_warning_s, naming it, and the "
+          "job ends after sync.stall_abort_s",
+          "[train][sparse][mpi][stop]") {
+    const std::string dir = temp_dir("sparse-stall");
+    const std::string cfg = config(dir, "stall");
+    // `timeout` ends a job the stall watchdog failed to end (exit 124): the test fails instead of hanging.
+    // Epochs enough for minutes (the 10 of the config take well under a second): the stop lands mid-training.
+    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
+                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
+                               " --set train.epochs=100000 --set sync.stall_warning_s=1 --set sync.stall_abort_s=3'";
+    CommandResult ended;
+    std::thread job([&] { ended = run_command(launch); });
+    bool stopped_rank1 = false;
+    std::chrono::steady_clock::time_point stopped_at;
+    for (int i = 0; i < 12000 && !stopped_rank1; ++i) {
+        if (lines_in(dir + "/stall/metrics.jsonl") >= 2 && read_pid(dir + "/pid.1") > 0) {
+            stopped_rank1 = kill(read_pid(dir + "/pid.1"), SIGSTOP) == 0 && wait_until_stopped(read_pid(dir + "/pid.1"));
+            stopped_at = std::chrono::steady_clock::now();
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    job.join();
+    const double after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+    if (read_pid(dir + "/pid.1") > 0) kill(read_pid(dir + "/pid.1"), SIGCONT);  // in case the abort missed it
+    REQUIRE(stopped_rank1);
+    INFO(ended.output);
+    CHECK(ended.exit_code != 0);
+    CHECK(ended.exit_code != 124);
+    CHECK(after_stop_s < 30);
+    // The warning names the wait and the step, and the late rank where the shared-memory barrier knows it (the
+    // step's collectives; the evaluation's goes through MPI); the abort names the limit.
+    CHECK(std::regex_search(ended.output, std::regex("ringtrain: rank 0: warning: the [a-z' ():]+ \\(([0-9.]+ [KM]iB, |"
+                                                     "[0-9]+ B, )?step [0-9]+\\) has not completed after [0-9.]+ s(; "
+                                                     "waiting for rank 1)?; a rank may be stuck or dead")));
+    CHECK(ended.output.find("aborting the job (sync.stall_abort_s = 3)") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/stall/summary.json"));
+}
+
+TEST_CASE("sparse, mpirun -np 2: a job suspended whole (SIGSTOP to every rank, as Slurm's suspend) for longer than "
+          "sync.stall_abort_s is not a stall: it goes on when continued",
+          "[train][sparse][mpi][stop]") {
+    const std::string dir = temp_dir("sparse-suspend");
+    const std::string cfg = config(dir, "suspend");
+    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
+                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
+                               " --set train.epochs=100000 --set sync.stall_warning_s=0.5 --set sync.stall_abort_s=1'";
+    CommandResult ended;
+    std::thread job([&] { ended = run_command(launch); });
+    bool suspended = false, stop_sent = false;
+    for (int i = 0; i < 12000 && !suspended; ++i) {
+        if (lines_in(dir + "/suspend/metrics.jsonl") >= 2 && read_pid(dir + "/pid.0") > 0 && read_pid(dir + "/pid.1") > 0) {
+            const pid_t r0 = read_pid(dir + "/pid.0"), r1 = read_pid(dir + "/pid.1");
+            suspended = kill(r0, SIGSTOP) == 0 && kill(r1, SIGSTOP) == 0 && wait_until_stopped(r0) && wait_until_stopped(r1);
+            std::this_thread::sleep_for(std::chrono::seconds(3));  // three times the abort limit
+            kill(r0, SIGCONT);
+            kill(r1, SIGCONT);
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));  // trains on after the resume
+            stop_sent = kill(r1, SIGUSR1) == 0;  // then the graceful stop ends it (exit 3)
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    job.join();
+    REQUIRE(suspended);
+    REQUIRE(stop_sent);
+    INFO(ended.output);
+    CHECK(ended.exit_code == 3);
+    CHECK(ended.output.find("has not completed after") == std::string::npos);
+    CHECK(fs::exists(dir + "/suspend/summary.json"));
 }

@@ -18,8 +18,9 @@ namespace ringtrain::sync {
 // What a stall message names.
 struct CollectiveTag {
     size_t bucket = 0;
-    size_t floats = 0;  // the bucket's float32 payload
+    size_t floats = 0;  // the bucket's float32 payload (another collective's: its bytes / 4)
     int64_t step = 0;
+    const char* what = nullptr;  // a collective that is not a bucket's allreduce ("the sparse gradient exchange")
 };
 
 class StallInspector {
@@ -36,7 +37,8 @@ public:
     // How often a poller should look: a tenth of the shorter limit, 1 ms to 1 s (so a stall is reported at most
     // that late, for one wake-up per period).
     double poll_period_s() const;
-    // "allreduce of bucket B (X MiB, step S) has not completed after T s"
+    // "allreduce of bucket B (X MiB, step S) has not completed after T s", or with `what` in place of
+    // "allreduce of bucket B" (the size in bytes below 1 KiB, in KiB below 0.1 MiB, and left out at 0)
     static std::string describe(const CollectiveTag& c, double age_s);
 
 private:
@@ -60,6 +62,18 @@ public:
     // One collective at a time: `c` started at `start_s` (mono seconds) / has ended.
     void started(const CollectiveTag& c, double start_s);
     void finished();
+
+    // started(c, now) for the life of a scope, finished() at its end; nothing with no watchdog.
+    class Watch {
+    public:
+        Watch(StallWatchdog* watchdog, const CollectiveTag& c);
+        ~Watch();
+        Watch(const Watch&) = delete;
+        Watch& operator=(const Watch&) = delete;
+
+    private:
+        StallWatchdog* watchdog_;
+    };
 
 private:
     void loop();
