@@ -16,19 +16,23 @@ StallInspector::StallInspector(comm::Communicator& comm, double warning_s, doubl
 std::string StallInspector::describe(const CollectiveTag& c, double age_s) {
     const double mib = static_cast<double>(c.floats) * sizeof(float) / (1024.0 * 1024.0);
     char buf[256];
-    if (c.what != nullptr && c.floats == 0)  // a wait that moves no payload of its own
-        std::snprintf(buf, sizeof buf, "%s (step %lld) has not completed after %.1f s", c.what,
-                      static_cast<long long>(c.step), age_s);
-    else if (c.what != nullptr && c.floats < 256)  // a few numbers (an opening allreduce)
-        std::snprintf(buf, sizeof buf, "%s (%zu B, step %lld) has not completed after %.1f s", c.what,
-                      c.floats * sizeof(float), static_cast<long long>(c.step), age_s);
-    else if (c.what != nullptr)  // sparse steps move kilobytes: "0.00 MiB" would say nothing
-        std::snprintf(buf, sizeof buf, "%s (%.*f %s, step %lld) has not completed after %.1f s", c.what,
-                      mib < 0.1 ? 1 : 2, mib < 0.1 ? mib * 1024 : mib, mib < 0.1 ? "KiB" : "MiB",
-                      static_cast<long long>(c.step), age_s);
-    else
+    if (c.what != nullptr) {
+        // Sparse steps move kilobytes and an opening allreduce a few numbers: "0.00 MiB" would say nothing.
+        char size[32] = "";
+        if (c.floats > 0 && c.floats < 256)
+            std::snprintf(size, sizeof size, "%zu B", c.floats * sizeof(float));
+        else if (c.floats > 0)
+            std::snprintf(size, sizeof size, "%.*f %s", mib < 0.1 ? 1 : 2, mib < 0.1 ? mib * 1024 : mib,
+                          mib < 0.1 ? "KiB" : "MiB");
+        char step[32] = "";
+        if (c.step >= 0)
+            std::snprintf(step, sizeof step, "%sstep %lld", size[0] ? ", " : "", static_cast<long long>(c.step));
+        std::snprintf(buf, sizeof buf, "%s%s%s%s%s has not completed after %.1f s", c.what,
+                      size[0] || step[0] ? " (" : "", size, step, size[0] || step[0] ? ")" : "", age_s);
+    } else {
         std::snprintf(buf, sizeof buf, "allreduce of bucket %zu (%.2f MiB, step %lld) has not completed after %.1f s",
                       c.bucket, mib, static_cast<long long>(c.step), age_s);
+    }
     return buf;
 }
 

@@ -38,7 +38,11 @@ namespace detail {
 // Each rank's dropout stream differs (ranks drop different units, as in Horovod/DDP) but is reproducible.
 TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
     : config(c), plan(config.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
-      dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank())) {}
+      dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank())) {
+    if (world > 1)  // its thread runs only where a limit is set
+        stall_watchdog = std::make_unique<sync::StallWatchdog>(
+            sync::StallInspector(comm, plan.sync.stall_warning_s, plan.sync.stall_abort_s));
+}
 
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);
@@ -92,7 +96,7 @@ void TrainerParts::use_synchronised_batchnorm() {
                          "between averages, and synchronised statistics would put collectives back into every "
                          "forward and backward pass; set sync.batchnorm to false or sync.mode to allreduce");
     if (world == 1) return;  // one rank's batch is the whole batch: plain BatchNorm computes the same
-    batch_stats = std::make_unique<sync::CommBatchStatsReducer>(comm);
+    batch_stats = std::make_unique<sync::CommBatchStatsReducer>(comm, stall_watchdog.get());
     model->set_batch_stats_reducer(batch_stats.get());
 }
 
@@ -147,7 +151,11 @@ std::pair<const Tensor*, const Tensor*> TrainerParts::on_device(const data::Batc
     return {&dev[0], &dev[1]};
 }
 
-json TrainerParts::evaluate() {
+sync::StallWatchdog::Watch TrainerParts::watch(const char* what, size_t bytes, int64_t step) {
+    return sync::StallWatchdog::Watch(stall_watchdog.get(), {0, bytes / sizeof(float), step, what});
+}
+
+json TrainerParts::evaluate(int64_t step) {
     data::ShardedLoader loader(*data.test, eval_loader);
     loader.start_epoch(0);
     data::Batch b;
@@ -163,7 +171,10 @@ json TrainerParts::evaluate() {
     const auto st = totals.take();
     sums[0] = st.loss_sum;
     sums[1] = static_cast<double>(st.correct);
-    comm.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
+    {
+        const auto w = watch("the evaluation's allreduce", sizeof sums, step);  // where a rank stuck in its share shows
+        comm.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
+    }
     const double n = std::max(sums[2], 1.0);
     return {{"test_loss", sums[0] / n}, {"test_accuracy", sums[1] / n}, {"test_samples", sums[2]}};
 }
@@ -231,7 +242,7 @@ json Trainer::train() {
 json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
     const LoopState at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
     check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
-    json r = parts_->evaluate();
+    json r = parts_->evaluate(at.global_step);
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;
     return r;

@@ -19,6 +19,7 @@
 #include "ringtrain/sync/batch_stats_reducer.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/sync/gradient_sync.hpp"
+#include "ringtrain/sync/stall_inspector.hpp"
 #include "ringtrain/telemetry/gpu_monitor.hpp"
 #include "ringtrain/telemetry/timeline.hpp"
 #include "ringtrain/train/config.hpp"
@@ -41,8 +42,12 @@ struct TrainerParts {
     // The batch on the compute device: CPU batches are used as they are; for a GPU they are copied over
     // asynchronously (pinned staging, a copy stream of its own), so the host never waits for the GPU here.
     std::pair<const Tensor*, const Tensor*> on_device(const data::Batch& b);
-    // Test-set accuracy and loss over all ranks' shares (exact global values). Collective.
-    nlohmann::json evaluate();
+    // Test-set accuracy and loss over all ranks' shares (exact global values), at global step `step` (for a stall
+    // message). Collective.
+    nlohmann::json evaluate(int64_t step);
+    // The stall watchdog's watch over one collective of the main communicator (`bytes` of this rank's payload; step
+    // < 0: not known); none on one rank. The gradient buckets have their reducer's own.
+    sync::StallWatchdog::Watch watch(const char* what, size_t bytes, int64_t step);
 
     const Config config;  // a copy: the Trainer does not depend on its caller's
     const RunPlan& plan;  // config.plan()
@@ -66,6 +71,10 @@ struct TrainerParts {
     std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
     std::string gpu_monitor_why;                         // why there is none
     sync::Facts facts;                                   // what agree_across_ranks compares (plan_agreement.hpp)
+    // sync.stall_warning_s / stall_abort_s over the main communicator's collectives (several ranks): evaluation,
+    // stop votes, epoch sums, local SGD and BatchNorm averages, speed balancing, synchronised BatchNorm. A rank
+    // frozen there would otherwise hold every other rank silently.
+    std::unique_ptr<sync::StallWatchdog> stall_watchdog;
 
 private:
     void build_optimizer();

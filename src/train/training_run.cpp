@@ -217,6 +217,7 @@ void TrainingRun::balance_batches(double work_s, double samples) {
     // Communication on the training thread, like the wait for the gradients: timed as such.
     PhaseScope ph(phases_, Phase::SyncWait, parts_.timeline.get());
     // The loader may be reading its next step already (prefetch): the split holds from the one after.
+    const auto w = parts_.watch("the speed balancer's exchange", 0, pos_.global_step);
     if (balancer_->exchange()) loader_.set_split(loader_.step() + 1, balancer_->counts());
 }
 
@@ -235,6 +236,7 @@ void TrainingRun::agree_on_stop() {
         // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
         // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
         // at logged steps, where the host reads the loss from the GPU anyway (a stop waits up to log_every_steps).
+        const auto w = p.watch("the stop vote", 0, pos_.global_step);
         any = any_rank_requested(p.comm, stop_);
     }
     if (!any) return;
@@ -302,6 +304,7 @@ void TrainingRun::log_step(float lr) {
 
 TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
     double sums[2] = {epoch_local_.loss, epoch_local_.samples};
+    const auto w = parts_.watch("the epoch's loss allreduce", sizeof sums, pos_.global_step);
     parts_.comm.allreduce(std::span<double>(sums, 2), comm::ReduceOp::Sum);
     return {sums[0], sums[1]};
 }
@@ -364,7 +367,11 @@ void TrainingRun::finish() {
 void TrainingRun::write_checkpoint(const LoopState& at) {
     TrainerParts& p = parts_;
     // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
-    std::vector<Rng::State> states = p.comm.allgather_object(p.dropout_rng.state());
+    std::vector<Rng::State> states;
+    {
+        const auto w = p.watch("the checkpoint's gathering of RNG states", sizeof(Rng::State), at.global_step);
+        states = p.comm.allgather_object(p.dropout_rng.state());
+    }
     average_buffers_now();  // a collective: before rank 0 alone writes
     last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
@@ -393,6 +400,7 @@ std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {
 void TrainingRun::average_parameters_now() {
     if (!local_sgd_ || last_average_step_ == pos_.global_step) return;
     PhaseScope ph(phases_, Phase::SyncWait, parts_.timeline.get());
+    const auto w = parts_.watch("the local SGD parameter average", 0, pos_.global_step);
     parts_.averager->average();
     ++averages_;
     last_average_step_ = pos_.global_step;
@@ -402,14 +410,17 @@ void TrainingRun::average_parameters_now() {
 // broadcast of rank 0's) before evaluation and checkpoints, so every rank evaluates and saves the same model. The
 // averager fuses them into few allreduces and stages a GPU model's through host memory (the communicator reads host
 // memory only).
-void TrainingRun::average_buffers_now() { parts_.buffer_averager->average(); }
+void TrainingRun::average_buffers_now() {
+    const auto w = parts_.watch("the BatchNorm buffers' average", 0, pos_.global_step);
+    parts_.buffer_averager->average();
+}
 
 // Evaluation on one model (local SGD averages first), timed apart from training.
 void TrainingRun::evaluate_now() {
     const double t0 = telemetry::now_seconds();
     average_parameters_now();
     average_buffers_now();
-    last_eval_ = parts_.evaluate();
+    last_eval_ = parts_.evaluate(pos_.global_step);
     eval_seconds_ += telemetry::now_seconds() - t0;
 }
 

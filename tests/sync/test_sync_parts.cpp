@@ -97,6 +97,9 @@ TEST_CASE("StallInspector: warns once past the warning, aborts past the abort li
           "the local SGD parameter average (2.00 MiB, step 9) has not completed after 2.0 s");
     CHECK(sync::StallInspector::describe({0, 8, 9, "the step's opening allreduce"}, 2.0) ==
           "the step's opening allreduce (32 B, step 9) has not completed after 2.0 s");
+    CHECK(sync::StallInspector::describe({0, 6, -1, "the synchronised BatchNorm statistics' allreduce"}, 2.0) ==
+          "the synchronised BatchNorm statistics' allreduce (24 B) has not completed after 2.0 s");
+    CHECK(sync::StallInspector::describe({0, 0, -1, "a wait"}, 2.0) == "a wait has not completed after 2.0 s");
     CHECK(sync::StallInspector::describe({0, 0, 9, "the next batch's read"}, 2.0) ==
           "the next batch's read (step 9) has not completed after 2.0 s");
 

@@ -1,7 +1,8 @@
 // The graceful stop through the binary under mpirun -np 2: SIGUSR1 sent to one rank's process mid-run, and to mpirun
 // (which forwards SIGUSR1 to every rank). Each ends with exit 3, the one stop line, "stopped" in summary.json and a
 // checkpoint (checkpoints are off in the config); checkpoint.resume=auto then finishes with the parameters of an
-// uninterrupted run (parameter_hash_per_rank).
+// uninterrupted run (parameter_hash_per_rank). And a rank frozen outside the gradient allreduce (the evaluation) is
+// reported and the job ended by the stall watchdog.
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/types.h>
@@ -71,4 +72,46 @@ TEST_CASE("mpirun -np 2: SIGUSR1 to one rank or to mpirun stops the job with exi
         CHECK(step > 0);
         CHECK(fs::exists(dir + "/all/checkpoints/" + ringtrain::train::checkpoint_file_name(step)));
     }
+}
+
+TEST_CASE("mpirun -np 2: a rank frozen (SIGSTOP) outside the gradient allreduce, here mostly in the evaluation, is "
+          "reported after sync.stall_warning_s and the job ends after sync.stall_abort_s",
+          "[train][mpi][stop]") {
+    const std::string dir = temp_dir("stall-eval");
+    // Logistic regression on 64 training and 200,000 test samples: nearly all of the run is evaluation, whose
+    // allreduce is where rank 0 waits for a frozen rank 1; thousands of epochs, so the freeze lands mid-run.
+    const std::string cfg = dir + "/eval.json";
+    write_file(cfg, R"({"model": ")" + source_dir() + R"(/models/logreg.json",
+  "data": {"format": "synthetic", "synthetic_shape": [1, 28, 28], "synthetic_classes": 10,
+           "synthetic_train_size": 64, "synthetic_test_size": 200000},
+  "train": {"batch_size": 8, "epochs": 5000, "seed": 7, "log_every_steps": 2},
+  "sync": {"stall_warning_s": 1, "stall_abort_s": 3},
+  "checkpoint": {"every_epochs": 0},
+  "output": {"dir": ")" + dir + R"(/eval", "progress": "none"}})");
+    // `timeout` ends a job the watchdog failed to end (exit 124): the test fails instead of hanging.
+    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
+                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg + "'";
+    CommandResult ended;
+    std::thread job([&] { ended = run_command(launch); });
+    bool stopped_rank1 = false;
+    std::chrono::steady_clock::time_point stopped_at;
+    for (int i = 0; i < 12000 && !stopped_rank1; ++i) {
+        if (lines_in(dir + "/eval/metrics.jsonl") >= 4 && read_pid(dir + "/pid.1") > 0) {
+            stopped_rank1 = kill(read_pid(dir + "/pid.1"), SIGSTOP) == 0 && wait_until_stopped(read_pid(dir + "/pid.1"));
+            stopped_at = std::chrono::steady_clock::now();
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    job.join();
+    const double after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+    if (read_pid(dir + "/pid.1") > 0) kill(read_pid(dir + "/pid.1"), SIGCONT);  // in case the abort missed it
+    REQUIRE(stopped_rank1);
+    INFO(ended.output);
+    CHECK(ended.exit_code != 0);
+    CHECK(ended.exit_code != 124);
+    CHECK(after_stop_s < 30);
+    CHECK(std::regex_search(ended.output, std::regex("ringtrain: rank 0: warning: .* has not completed after [0-9.]+ s"
+                                                     "(; waiting for rank 1)?; a rank may be stuck or dead")));
+    CHECK(ended.output.find("aborting the job (sync.stall_abort_s = 3)") != std::string::npos);
 }

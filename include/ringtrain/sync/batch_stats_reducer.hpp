@@ -14,13 +14,16 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/nn/batch_stats_reducer.hpp"
+#include "ringtrain/sync/stall_inspector.hpp"
 
 namespace ringtrain::sync {
 
 class CommBatchStatsReducer : public nn::BatchStatsReducer {
 public:
-    // `comm` is borrowed and must be used by the calling (training) thread only while this reducer is in use.
-    explicit CommBatchStatsReducer(comm::Communicator& comm) : comm_(comm) {}
+    // `comm` is borrowed and must be used by the calling (training) thread only while this reducer is in use; so is
+    // `watchdog` (none: the sums are not watched for stalls).
+    explicit CommBatchStatsReducer(comm::Communicator& comm, StallWatchdog* watchdog = nullptr)
+        : comm_(comm), watchdog_(watchdog) {}
     // A blocking allreduce (Sum, double precision) on the calling thread; a no-op on one rank.
     void sum(std::span<double> values) override;
     // Collectives issued so far (for tests and telemetry).
@@ -28,6 +31,7 @@ public:
 
 private:
     comm::Communicator& comm_;
+    StallWatchdog* watchdog_;
     uint64_t collectives_ = 0;
 };
 

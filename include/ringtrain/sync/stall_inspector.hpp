@@ -19,7 +19,7 @@ namespace ringtrain::sync {
 struct CollectiveTag {
     size_t bucket = 0;
     size_t floats = 0;  // the bucket's float32 payload (another collective's: its bytes / 4)
-    int64_t step = 0;
+    int64_t step = 0;            // with `what`: < 0 = not known (left out)
     const char* what = nullptr;  // a collective that is not a bucket's allreduce ("the sparse gradient exchange")
 };
 
@@ -38,7 +38,7 @@ public:
     // that late, for one wake-up per period).
     double poll_period_s() const;
     // "allreduce of bucket B (X MiB, step S) has not completed after T s", or with `what` in place of
-    // "allreduce of bucket B" (the size in bytes below 1 KiB, in KiB below 0.1 MiB, and left out at 0)
+    // "allreduce of bucket B" (the size in bytes below 1 KiB, in KiB below 0.1 MiB; size and step left out at 0 / < 0)
     static std::string describe(const CollectiveTag& c, double age_s);
 
 private:
