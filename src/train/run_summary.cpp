@@ -120,6 +120,8 @@ json layer_seconds_json(const nn::Model& model) {
 
 json TrainingRun::write_summary() {
     TrainerParts& p = parts_;
+    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic and one write.
+    const auto w = p.watch("the end-of-run summary's collectives", 0, pos_.global_step);
     const RankTotals mine{p.comm.bytes_sent() + p.gsync->communicator().bytes_sent(),
                           p.comm.bytes_received() + p.gsync->communicator().bytes_received(),
                           sync::parameter_value_hash(p.model->parameters()),

@@ -674,7 +674,10 @@ void SparseRun::finish() {
     if ((plan_.checkpoint.enabled() && steps_run_ > 0) || stopped) {
         const std::string last = plan_.output.checkpoint_dir() + "/" + checkpoint_file_name(pos_.global_step);
         int32_t have = rank_ == 0 && fs::exists(last) ? 1 : 0;
-        comm_.broadcast_object(have, 0);
+        {
+            const auto w = watch("the last checkpoint's check", sizeof have);
+            comm_.broadcast_object(have, 0);
+        }
         if (!have) write_checkpoint(checkpoint_position());
     }
 }
@@ -821,6 +824,8 @@ json peer_parsing_block(const std::string& off, const std::vector<RankTotals>& a
 }  // namespace
 
 json SparseRun::write_summary() {
+    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic and one write.
+    const auto w = watch("the end-of-run summary's collectives", 0);
     const sync::SparseSyncStats& st = gsync_->stats();
     const data::SparseReaderStats rs = train_reader_->stats();
     const RankTotals mine{comm_.bytes_sent(), comm_.bytes_received(), model_->hash(), st.bytes_allgather,
