@@ -102,4 +102,38 @@ inline void check_stop_one_rank_then_resume(const std::string& dir, const std::s
     CHECK(after["parameter_hash_per_rank"] == reference);
 }
 
+// The stall watchdog end to end: `launch` runs a job under mpirun whose ranks write dir/pid.R (`timeout 60` in
+// front, so a job the watchdog fails to end exits 124 instead of hanging the test); once rank 0's `metrics` has
+// `min_lines` lines, rank `rank` is frozen (SIGSTOP). The job must end on its own within 30 s of the freeze, having
+// printed rank 0's warning (naming the wait; the late rank where the shared-memory barrier knows it) and the abort
+// at `abort_limit` ("3" for sync.stall_abort_s = 3).
+inline void check_frozen_rank_ends_job(const std::string& launch, const std::string& dir, const std::string& metrics,
+                                       size_t min_lines, int rank, const std::string& abort_limit) {
+    const std::string pid_file = dir + "/pid." + std::to_string(rank);
+    CommandResult ended;
+    std::thread job([&] { ended = run_command(launch); });
+    bool frozen = false;
+    std::chrono::steady_clock::time_point frozen_at;
+    for (int i = 0; i < 12000 && !frozen; ++i) {
+        if (lines_in(metrics) >= min_lines && read_pid(pid_file) > 0) {
+            frozen = kill(read_pid(pid_file), SIGSTOP) == 0 && wait_until_stopped(read_pid(pid_file));
+            frozen_at = std::chrono::steady_clock::now();
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    job.join();
+    const double after_freeze_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+    if (read_pid(pid_file) > 0) kill(read_pid(pid_file), SIGCONT);  // in case the abort left it
+    REQUIRE(frozen);
+    INFO(ended.output);
+    CHECK(ended.exit_code != 0);
+    CHECK(ended.exit_code != 124);
+    CHECK(after_freeze_s < 30);
+    CHECK(std::regex_search(ended.output, std::regex("ringtrain: rank 0: warning: [^\\n]+ has not completed after "
+                                                     "[0-9.]+ s(; waiting for rank " + std::to_string(rank) +
+                                                     ")?; a rank may be stuck or dead")));
+    CHECK(ended.output.find("aborting the job (sync.stall_abort_s = " + abort_limit + ")") != std::string::npos);
+}
+
 }  // namespace rt_test

@@ -94,32 +94,7 @@ TEST_CASE("sparse, mpirun -np 2: a frozen rank (SIGSTOP) is reported after sync.
     const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
                                "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
                                " --set train.epochs=100000 --set sync.stall_warning_s=1 --set sync.stall_abort_s=3'";
-    CommandResult ended;
-    std::thread job([&] { ended = run_command(launch); });
-    bool stopped_rank1 = false;
-    std::chrono::steady_clock::time_point stopped_at;
-    for (int i = 0; i < 12000 && !stopped_rank1; ++i) {
-        if (lines_in(dir + "/stall/metrics.jsonl") >= 2 && read_pid(dir + "/pid.1") > 0) {
-            stopped_rank1 = kill(read_pid(dir + "/pid.1"), SIGSTOP) == 0 && wait_until_stopped(read_pid(dir + "/pid.1"));
-            stopped_at = std::chrono::steady_clock::now();
-        } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-    }
-    job.join();
-    const double after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-    if (read_pid(dir + "/pid.1") > 0) kill(read_pid(dir + "/pid.1"), SIGCONT);  // in case the abort missed it
-    REQUIRE(stopped_rank1);
-    INFO(ended.output);
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.exit_code != 124);
-    CHECK(after_stop_s < 30);
-    // The warning names the wait and the step, and the late rank where the shared-memory barrier knows it (the
-    // step's collectives; the evaluation's goes through MPI); the abort names the limit.
-    CHECK(std::regex_search(ended.output, std::regex("ringtrain: rank 0: warning: the [a-z' ():]+ \\(([0-9.]+ [KM]iB, |"
-                                                     "[0-9]+ B, )?step [0-9]+\\) has not completed after [0-9.]+ s(; "
-                                                     "waiting for rank 1)?; a rank may be stuck or dead")));
-    CHECK(ended.output.find("aborting the job (sync.stall_abort_s = 3)") != std::string::npos);
+    check_frozen_rank_ends_job(launch, dir, dir + "/stall/metrics.jsonl", 2, 1, "3");
     CHECK_FALSE(fs::exists(dir + "/stall/summary.json"));
 }
 

@@ -91,27 +91,5 @@ TEST_CASE("mpirun -np 2: a rank frozen (SIGSTOP) outside the gradient allreduce,
     // `timeout` ends a job the watchdog failed to end (exit 124): the test fails instead of hanging.
     const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
                                "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg + "'";
-    CommandResult ended;
-    std::thread job([&] { ended = run_command(launch); });
-    bool stopped_rank1 = false;
-    std::chrono::steady_clock::time_point stopped_at;
-    for (int i = 0; i < 12000 && !stopped_rank1; ++i) {
-        if (lines_in(dir + "/eval/metrics.jsonl") >= 4 && read_pid(dir + "/pid.1") > 0) {
-            stopped_rank1 = kill(read_pid(dir + "/pid.1"), SIGSTOP) == 0 && wait_until_stopped(read_pid(dir + "/pid.1"));
-            stopped_at = std::chrono::steady_clock::now();
-        } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-    }
-    job.join();
-    const double after_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-    if (read_pid(dir + "/pid.1") > 0) kill(read_pid(dir + "/pid.1"), SIGCONT);  // in case the abort missed it
-    REQUIRE(stopped_rank1);
-    INFO(ended.output);
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.exit_code != 124);
-    CHECK(after_stop_s < 30);
-    CHECK(std::regex_search(ended.output, std::regex("ringtrain: rank 0: warning: .* has not completed after [0-9.]+ s"
-                                                     "(; waiting for rank 1)?; a rank may be stuck or dead")));
-    CHECK(ended.output.find("aborting the job (sync.stall_abort_s = 3)") != std::string::npos);
+    check_frozen_rank_ends_job(launch, dir, dir + "/eval/metrics.jsonl", 4, 1, "3");
 }
