@@ -132,6 +132,7 @@ private:
             if (!r.pending) continue;
             const CollectiveTag tag{b, ctx_.layout.bucket(b).count, r.step};
             bool warned = false;
+            double last_poll_s = mono_s();
             // Polling, not cudaEventSynchronize: a blocking wait could not warn about, or abort, a collective that
             // never finishes (a dead or stuck rank).
             for (unsigned polls = 0;; ++polls) {
@@ -140,7 +141,12 @@ private:
                 if (q != cudaErrorNotReady)
                     cuda_check(static_cast<int>(q), "cudaEventQuery (allreduce of a gradient bucket)");
                 waited = true;
-                const double age = mono_s() - r.enqueued_s;
+                const double now_s = mono_s();
+                // A poll a second after the last one (they sleep at most 200 us): the process was suspended (SIGSTOP,
+                // Slurm's suspend), and that time is no rank's stall (as StallWatchdog).
+                if (now_s - last_poll_s > 1.0) r.enqueued_s += now_s - last_poll_s;
+                last_poll_s = now_s;
+                const double age = now_s - r.enqueued_s;
                 if (polls % 256 == 255) {
                     // A failed peer or network shows up as NCCL's asynchronous error; the collective then never
                     // completes and nothing queued behind it can be cleaned up: take the job down as the stall abort
