@@ -273,10 +273,15 @@ private:
     // 2 MiB block: a block every ~70 steps made that step ~70 times longer on one rank, and at 2+ ranks the others
     // waited for it at the next collective (sync wait 0.16 ms a 0.3 ms step; bench/RESULTS.md, "Sparse weak
     // scaling: parse per step"). A little over, so that one chunk usually completes the batch.
+    // The bytes a row took so far (rounded up), or a Criteo-like guess before the first one.
+    int64_t bytes_per_row() const {
+        constexpr int64_t kFirstRowBytes = 256;
+        return stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : kFirstRowBytes;
+    }
+
     int64_t inline_target_bytes(int64_t rows) const {
-        constexpr int64_t kFirstRowBytes = 256, kMinBytes = 1 << 10;
-        const int64_t per_row = stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : kFirstRowBytes;
-        return std::max(kMinBytes, std::max<int64_t>(rows, 1) * per_row * 21 / 20);
+        constexpr int64_t kMinBytes = 1 << 10;
+        return std::max(kMinBytes, std::max<int64_t>(rows, 1) * bytes_per_row() * 21 / 20);
     }
 
     int64_t max_line_bytes() const { return opt_.buffer_bytes / kSparseQueueBlocks; }
@@ -329,8 +334,7 @@ private:
     // kMaxOwnRun at once: well inside the window of SparsePeerBoard::kSlots, so helpers still find pieces to claim.
     static constexpr int64_t kMaxOwnRun = 16;
     int64_t own_run_pieces(int64_t rows) const {
-        const int64_t per_row = stats_.rows_parsed > 0 ? stats_.bytes_parsed / stats_.rows_parsed + 1 : 256;
-        return std::max<int64_t>(1, (rows * per_row + kSparsePieceBytes - 1) / kSparsePieceBytes);
+        return std::max<int64_t>(1, (rows * bytes_per_row() + kSparsePieceBytes - 1) / kSparsePieceBytes);
     }
 
     // The next lines of the share (about `rows` of them) parsed here, on the calling thread, into `into`; false at

@@ -4,8 +4,8 @@ namespace ringtrain::sync {
 
 void CommBatchStatsReducer::sum(std::span<double> values) {
     if (comm_.size() == 1 || values.empty()) return;
-    const StallWatchdog::Watch watch(watchdog_, {0, values.size_bytes() / sizeof(float), -1,
-                                                 "the synchronised BatchNorm statistics' allreduce"});
+    const StallWatchdog::Watch watch(watchdog_, "the synchronised BatchNorm statistics' allreduce",
+                                     values.size_bytes(), -1);
     comm_.allreduce(values, comm::ReduceOp::Sum);
     ++collectives_;
 }

@@ -83,6 +83,7 @@ StallWatchdog::~StallWatchdog() {
 }
 
 void StallWatchdog::started(const CollectiveTag& c, double start_s) {
+    if (!thread_.joinable()) return;  // no limit set: nothing looks
     std::lock_guard<std::mutex> lock(mutex_);
     inflight_.active = true;
     inflight_.tag = c;
@@ -92,6 +93,7 @@ void StallWatchdog::started(const CollectiveTag& c, double start_s) {
 }
 
 void StallWatchdog::finished() {
+    if (!thread_.joinable()) return;
     std::lock_guard<std::mutex> lock(mutex_);
     inflight_.active = false;
 }
@@ -99,6 +101,9 @@ void StallWatchdog::finished() {
 StallWatchdog::Watch::Watch(StallWatchdog* watchdog, const CollectiveTag& c) : watchdog_(watchdog) {
     if (watchdog_ != nullptr) watchdog_->started(c, mono_s());
 }
+
+StallWatchdog::Watch::Watch(StallWatchdog* watchdog, const char* what, size_t bytes, int64_t step)
+    : Watch(what != nullptr ? watchdog : nullptr, CollectiveTag{0, bytes / sizeof(float), step, what}) {}
 
 StallWatchdog::Watch::~Watch() {
     if (watchdog_ != nullptr) watchdog_->finished();

@@ -578,8 +578,7 @@ void SparseRun::average_all_tensors() {
 }
 
 sync::StallWatchdog::Watch SparseRun::watch(const char* what, size_t bytes) {
-    if (what == nullptr) return sync::StallWatchdog::Watch(nullptr, {});  // nothing watched
-    return sync::StallWatchdog::Watch(stall_watchdog_.get(), {0, bytes / sizeof(float), pos_.global_step, what});
+    return sync::StallWatchdog::Watch(stall_watchdog_.get(), what, bytes, pos_.global_step);
 }
 
 bool SparseRun::log_now() const { return pos_.global_step % plan_.train.log_every_steps == 0; }

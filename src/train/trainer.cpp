@@ -152,7 +152,7 @@ std::pair<const Tensor*, const Tensor*> TrainerParts::on_device(const data::Batc
 }
 
 sync::StallWatchdog::Watch TrainerParts::watch(const char* what, size_t bytes, int64_t step) {
-    return sync::StallWatchdog::Watch(stall_watchdog.get(), {0, bytes / sizeof(float), step, what});
+    return sync::StallWatchdog::Watch(stall_watchdog.get(), what, bytes, step);
 }
 
 json TrainerParts::evaluate(int64_t step) {

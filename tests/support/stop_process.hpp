@@ -37,6 +37,14 @@ inline pid_t read_pid(const std::string& path) {
     return p;
 }
 
+// `ringtrain train --config cfg ARGS` under mpirun -np 2, each rank's shell writing its pid to dir/pid.R before it
+// becomes ringtrain (so a test can signal one rank's process).
+inline std::string mpirun_train_with_pid_files(const std::string& dir, const std::string& cfg,
+                                               const std::string& args = "") {
+    return mpirun(2) + "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " +
+           cfg + args + "'";
+}
+
 // Waits (up to 60 s) until rank 0 has logged a few steps and `pid_file` names a process, then sends it SIGUSR1.
 inline bool signal_mid_run(const std::string& metrics, const std::string& pid_file) {
     for (int i = 0; i < 12000; ++i) {
@@ -74,8 +82,7 @@ inline int64_t stopped_step(const nlohmann::json& summary) {
 inline void check_stop_one_rank_then_resume(const std::string& dir, const std::string& cfg, const std::string& out,
                                             int64_t total_steps, const nlohmann::json& reference) {
     const std::string out_dir = dir + "/" + out;
-    const std::string launch = mpirun(2) + "sh -c 'echo $$ > " + dir + "/pid.$OMPI_COMM_WORLD_RANK; exec " +
-                               binary() + " train --config " + cfg + "'";
+    const std::string launch = mpirun_train_with_pid_files(dir, cfg);
     CommandResult stopped;
     std::thread job([&] { stopped = run_command(launch); });
     const bool sent = signal_mid_run(out_dir + "/metrics.jsonl", dir + "/pid.1");

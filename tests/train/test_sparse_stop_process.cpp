@@ -62,9 +62,7 @@ TEST_CASE("sparse, mpirun -np 2: a rank that cannot agree (rank 0 stopped with S
     const std::string dir = temp_dir("sparse-stop-grace");
     const std::string cfg = config(dir, "stuck");
     // `timeout` ends a job the watchdog failed to end (exit 124): the test fails instead of hanging.
-    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
-                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
-                               " --set train.stop_grace_s=1'";
+    const std::string launch = "timeout 60 " + mpirun_train_with_pid_files(dir, cfg, " --set train.stop_grace_s=1");
     CommandResult ended;
     std::thread job([&] { ended = run_command(launch); });
     bool stopped_rank0 = false;
@@ -91,9 +89,9 @@ TEST_CASE("sparse, mpirun -np 2: a frozen rank (SIGSTOP) is reported after sync.
     const std::string cfg = config(dir, "stall");
     // `timeout` ends a job the stall watchdog failed to end (exit 124): the test fails instead of hanging.
     // Epochs enough for minutes (the 10 of the config take well under a second): the stop lands mid-training.
-    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
-                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
-                               " --set train.epochs=100000 --set sync.stall_warning_s=1 --set sync.stall_abort_s=3'";
+    const std::string launch =
+        "timeout 60 " + mpirun_train_with_pid_files(dir, cfg, " --set train.epochs=100000 --set sync.stall_warning_s=1 "
+                                                              "--set sync.stall_abort_s=3");
     check_frozen_rank_ends_job(launch, dir, dir + "/stall/metrics.jsonl", 2, 1, "3");
     CHECK_FALSE(fs::exists(dir + "/stall/summary.json"));
 }
@@ -103,9 +101,9 @@ TEST_CASE("sparse, mpirun -np 2: a job suspended whole (SIGSTOP to every rank, a
           "[train][sparse][mpi][stop]") {
     const std::string dir = temp_dir("sparse-suspend");
     const std::string cfg = config(dir, "suspend");
-    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
-                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg +
-                               " --set train.epochs=100000 --set sync.stall_warning_s=0.5 --set sync.stall_abort_s=1'";
+    const std::string launch =
+        "timeout 60 " + mpirun_train_with_pid_files(dir, cfg, " --set train.epochs=100000 --set sync.stall_warning_s=0.5 "
+                                                              "--set sync.stall_abort_s=1");
     CommandResult ended;
     std::thread job([&] { ended = run_command(launch); });
     bool suspended = false, stop_sent = false;

@@ -89,7 +89,6 @@ TEST_CASE("mpirun -np 2: a rank frozen (SIGSTOP) outside the gradient allreduce,
   "checkpoint": {"every_epochs": 0},
   "output": {"dir": ")" + dir + R"(/eval", "progress": "none"}})");
     // `timeout` ends a job the watchdog failed to end (exit 124): the test fails instead of hanging.
-    const std::string launch = "timeout 60 " + mpirun(2) + "sh -c 'echo $$ > " + dir +
-                               "/pid.$OMPI_COMM_WORLD_RANK; exec " + binary() + " train --config " + cfg + "'";
+    const std::string launch = "timeout 60 " + mpirun_train_with_pid_files(dir, cfg);
     check_frozen_rank_ends_job(launch, dir, dir + "/eval/metrics.jsonl", 4, 1, "3");
 }

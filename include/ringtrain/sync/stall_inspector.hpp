@@ -67,6 +67,9 @@ public:
     class Watch {
     public:
         Watch(StallWatchdog* watchdog, const CollectiveTag& c);
+        // A collective named `what` moving `bytes` of this rank's at global step `step` (< 0: not known); nothing
+        // with `what` null.
+        Watch(StallWatchdog* watchdog, const char* what, size_t bytes, int64_t step);
         ~Watch();
         Watch(const Watch&) = delete;
         Watch& operator=(const Watch&) = delete;
