@@ -8,8 +8,10 @@ This is the issue's reference protocol ("PyTorch 1.13 with OpenBLAS, single thre
 python3-torch is exactly that build, so `apt-get install python3-torch` lets both run on the same machine in one
 session. First prints what it runs on (stderr: torch.__config__.show(); stdout: one JSON line "pytorch-cpu-env" with
 the CPU model, oneDNN availability, the OpenBLAS core and threads), then one JSON line per model.
-Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5] [--steps N]"""
-import argparse, ctypes, json, os, statistics, sys, time
+With --bf16 the forward and loss run under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's CPU mixed
+precision: convolutions and linear layers in bf16 through oneDNN), the peer of ringtrain's train.cpu_precision bf16.
+Usage: /usr/bin/python3 bench/throughput/pytorch_cpu_reference.py [--runs 3] [--only lenet5] [--steps N] [--bf16]"""
+import argparse, contextlib, ctypes, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import peer_malloc  # noqa: E402  (bench/peer_malloc.py: before torch, it may re-execute this script)
@@ -93,7 +95,7 @@ def print_environment():
           flush=True)
 
 
-def run(name, runs, steps_override=0):
+def run(name, runs, steps_override=0, bf16=False):
     make, opt_name, batch, steps, warmup, sample, outputs = MODELS[name]
     steps = steps_override or steps
     torch.manual_seed(0)
@@ -115,7 +117,8 @@ def run(name, runs, steps_override=0):
         loss_fn = nn.CrossEntropyLoss()
     def step(i):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[i % 4]), ys[i % 4])
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss = loss_fn(model(xs[i % 4]), ys[i % 4])
         loss.backward()
         opt.step()
     for i in range(warmup):
@@ -129,6 +132,7 @@ def run(name, runs, steps_override=0):
         rates.append(steps * batch / (time.perf_counter() - t0))
         cpu_rates.append(steps * batch / (time.process_time() - c0))
     print(json.dumps({"impl": "pytorch-cpu", "model": name, "batch": batch, "optimizer": opt_name,
+                      "precision": "bf16 autocast" if bf16 else "fp32",
                       "samples_per_s": statistics.median(rates), "runs": rates,
                       "samples_per_cpu_s": statistics.median(cpu_rates), "cpu_runs": cpu_rates, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
                       # page faults per timed step: near 0 at full speed (bench/peer_malloc.py)
@@ -140,9 +144,10 @@ if __name__ == "__main__":
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--steps", type=int, default=0, help="timed steps per run (default: the table above)")
+    ap.add_argument("--bf16", action="store_true", help="forward and loss under torch.autocast(cpu, bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     print_environment()
     for name in MODELS:
         if not a.only or a.only == name:
-            run(name, a.runs, a.steps)
+            run(name, a.runs, a.steps, a.bf16)

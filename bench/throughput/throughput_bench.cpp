@@ -5,7 +5,7 @@
 // split of one step, and the model's FLOP rate against a GEMM measured in the same run.
 //
 //   bench_throughput --model models/lenet5.json --batch 64 --optimizer adam [--steps 200] [--runs 5] [--json F]
-//                    [--momentum 0.9] [--cpu-conv auto|onednn|im2col]
+//                    [--momentum 0.9] [--cpu-conv auto|onednn|im2col] [--cpu-precision fp32|bf16]
 // The sample shape is the model file's "input" (1x28x28 when it has none); a one-output model gets labels 0/1.
 #include <mpi.h>
 
@@ -67,6 +67,7 @@ double gemm_gflops(int64_t m, int64_t n, int64_t k) {
 int main(int argc, char** argv) {
     comm::MpiRuntime mpi(&argc, &argv);
     std::string model_path = "models/lenet5.json", optimizer = "sgd", json_out, backend = "ring", cpu_conv = "auto";
+    std::string cpu_precision = "fp32";
     int64_t batch = 64, steps = 200, warmup = 20, runs = 5, threads = 1;
     float momentum = 0.0f;
     for (int i = 1; i < argc; ++i) {
@@ -89,10 +90,12 @@ int main(int argc, char** argv) {
         else if (a == "--json") json_out = next();
         else if (a == "--momentum") momentum = std::stof(next());
         else if (a == "--cpu-conv") cpu_conv = next();
+        else if (a == "--cpu-precision") cpu_precision = next();
         else {
             std::fprintf(stderr, "unknown argument %s\nusage: bench_throughput --model F --batch B --optimizer "
                                  "sgd|adam|adadelta [--steps N] [--warmup N] [--runs N] [--threads N] "
-                                 "[--backend ring|mpi] [--momentum M] [--cpu-conv auto|onednn|im2col] [--json FILE]\n", a.c_str());
+                                 "[--backend ring|mpi] [--momentum M] [--cpu-conv auto|onednn|im2col] [--cpu-precision fp32|bf16] "
+                                 "[--json FILE]\n", a.c_str());
             return 2;
         }
     }
@@ -101,6 +104,9 @@ int main(int argc, char** argv) {
         if (cpu_conv == "onednn") ops::set_cpu_conv(ops::CpuConv::OneDnn);
         else if (cpu_conv == "im2col") ops::set_cpu_conv(ops::CpuConv::Im2col);
         else if (cpu_conv != "auto") throw InputError("--cpu-conv must be auto, onednn or im2col, got " + cpu_conv);
+        if (cpu_precision != "fp32" && cpu_precision != "bf16")
+            throw InputError("--cpu-precision must be fp32 or bf16, got " + cpu_precision);
+        ops::set_cpu_precision(cpu_precision == "bf16" ? ops::CpuPrecision::Bf16 : ops::CpuPrecision::Fp32);
         auto comm = comm::make_communicator(backend);
         const int rank = comm->rank(), world = comm->size();
         Rng rng(42);
@@ -182,9 +188,10 @@ int main(int argc, char** argv) {
         const double model_gflops = step_flops * median / world / 1e9;  // per rank
         const double gemm = gemm_gflops(64, 576 * 16, 288);
         if (rank == 0) {
-            std::printf("model %s  batch %lld/rank  ranks %d  optimizer %s  threads %lld  cpu conv %s\n",
+            std::printf("model %s  batch %lld/rank  ranks %d  optimizer %s  threads %lld  cpu conv %s  precision %s\n",
                         model.name().c_str(), static_cast<long long>(batch), world, optimizer.c_str(),
-                        static_cast<long long>(threads), ops::cpu_conv_description().c_str());
+                        static_cast<long long>(threads), ops::cpu_conv_description().c_str(),
+                        ops::cpu_precision_description().c_str());
             std::printf("samples/s (median of %lld runs of %lld steps): %.0f   [min %.0f, max %.0f]\n",
                         static_cast<long long>(runs), static_cast<long long>(steps), median, rates.front(), rates.back());
             std::printf("samples per CPU second of rank 0 (median): %.0f   [min %.0f, max %.0f]\n", cpu_median,
@@ -200,7 +207,8 @@ int main(int argc, char** argv) {
         }
         if (rank == 0 && !json_out.empty()) {
             nlohmann::json row = {{"model", model.name()}, {"batch", batch}, {"ranks", world}, {"optimizer", optimizer},
-                                  {"threads", threads}, {"cpu_conv", ops::cpu_conv_description()}, {"samples_per_s", median}, {"samples_per_s_runs", rates},
+                                  {"threads", threads}, {"cpu_conv", ops::cpu_conv_description()},
+                                  {"cpu_precision", cpu_precision}, {"samples_per_s", median}, {"samples_per_s_runs", rates},
                                   {"samples_per_cpu_s", cpu_median}, {"samples_per_cpu_s_runs", cpu_rates},
                                   {"layers", layers}, {"gemm_gflops", gemm}, {"backend", backend},
                                   {"mflop_per_sample", step_flops / 1e6}, {"model_gflops_per_rank", model_gflops}};

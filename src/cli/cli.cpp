@@ -172,7 +172,10 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
     const auto env = comm::describe_launch_environment();
     // Each rank names the device it would train on (the config's choice, else the schema's default, auto).
     const train::DeviceChoice choice = config ? config->plan().device : train::DeviceChoice::Auto;
-    if (config) ops::set_cpu_conv(config->plan().train.cpu_conv);  // so that "cpu conv:" below is the run's
+    if (config) {  // so that "cpu conv:" and "cpu precision:" below are the run's
+        ops::set_cpu_conv(config->plan().train.cpu_conv);
+        ops::set_cpu_precision(config->plan().train.cpu_precision);
+    }
     const auto devices = allgather_strings(comm, train::describe_device(choice, comm.local_rank()));
     if (comm.rank() == 0) {
         std::string backends;
@@ -196,6 +199,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
         }
         std::printf("cpu gemm: %s\n", ops::cpu_gemm_library().c_str());
         std::printf("cpu conv: %s\n", ops::cpu_conv_description().c_str());
+        std::printf("cpu precision: %s\n", ops::cpu_precision_description().c_str());
         std::printf("cpu fusion: %s\n", ops::cpu_fusion_description().c_str());
         if (!env.variables.empty()) {
             std::printf("launcher variables on rank 0:");

@@ -13,6 +13,8 @@ namespace ringtrain::ops {
 
 namespace {
 std::atomic<CpuConv> g_choice{CpuConv::Auto};
+std::atomic<CpuPrecision> g_precision{CpuPrecision::Fp32};
+std::atomic<int64_t> g_min_bf16_channels{kMinBf16Channels};
 
 // The auto rule, per direction, from one-thread timings of every convolution of LeNet-5, the MNIST CNN and the
 // quality CNN on an AMD EPYC (AVX2, no AVX-512) with oneDNN 2.6.3 vs im2col + OpenBLAS 0.3.21 (bench_conv_paths,
@@ -83,6 +85,47 @@ std::string cpu_conv_description() {
 #else
     return im2col + " (built without oneDNN)";
 #endif
+}
+
+// Bf16 is only worth it where the CPU multiplies bf16 pairs natively (AVX512-BF16's vdpbf16ps: twice the float32
+// FMA's products per instruction; AMX far more). oneDNN would emulate it elsewhere, slower than float32, so it is
+// refused there rather than run slowly. Below kMinBf16Channels input channels float32 stays: one thread on an AMD
+// EPYC with AVX512-BF16 (bench_conv_paths, bench/RESULTS.md "bf16 convolutions on the CPU"), bf16 / float32 time was
+// 1.1-6x slower at C = 1 and 3 (the weight gradient of a one-channel input worst), and 0.5-0.9 from C = 6 up.
+std::string bf16_unavailable_reason() {
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (cpu::onednn::has_bf16()) return {};
+    return "this CPU has neither AVX512-BF16 nor AMX (oneDNN: " + cpu::onednn::description() + ")";
+#else
+    return "this build has no oneDNN (install libdnnl-dev and rebuild)";
+#endif
+}
+
+void set_cpu_precision(CpuPrecision p, int64_t min_channels) {
+    if (p == CpuPrecision::Bf16) {
+        const std::string why = bf16_unavailable_reason();
+        if (!why.empty()) throw InputError("train.cpu_precision is \"bf16\" but " + why + "; set it to \"fp32\"");
+        if (cpu_conv() == CpuConv::Im2col)
+            throw InputError("train.cpu_precision \"bf16\" runs on oneDNN, and train.cpu_conv is \"im2col\"; set "
+                             "train.cpu_conv to \"auto\" or \"onednn\", or train.cpu_precision to \"fp32\"");
+    }
+    g_precision.store(p);
+    g_min_bf16_channels.store(min_channels);
+}
+
+CpuPrecision cpu_precision() { return g_precision.load(std::memory_order_relaxed); }
+
+bool conv_runs_bf16(const Shape& x) {
+    return cpu_precision() == CpuPrecision::Bf16 && x.size() == 4 &&
+           x[1] >= g_min_bf16_channels.load(std::memory_order_relaxed);
+}
+
+std::string cpu_precision_description() {
+    const std::string why = bf16_unavailable_reason();
+    if (cpu_precision() == CpuPrecision::Bf16)
+        return "bf16 for oneDNN convolutions with " + std::to_string(g_min_bf16_channels.load()) +
+               " or more input channels (float32 accumulation; everything else float32)";
+    return "fp32" + (why.empty() ? std::string(" (bf16 available: train.cpu_precision)") : " (bf16 unavailable: " + why + ")");
 }
 
 std::string cpu_fusion_description() {

@@ -52,6 +52,7 @@ void visit_fields(Plan& p, Visit&& visit) {
     visit("train.seed", p.train.seed);
     visit("train.threads", p.train.threads);
     visit("train.cpu_conv", p.train.cpu_conv);
+    visit("train.cpu_precision", p.train.cpu_precision);
     visit("train.max_steps", p.train.max_steps);
     visit("train.eval_batch_size", p.train.eval_batch_size);
     visit("train.log_every_steps", p.train.log_every_steps);

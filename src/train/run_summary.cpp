@@ -5,6 +5,7 @@
 
 #include "ringtrain/data/image_folder.hpp"
 #include "ringtrain/core/cuda_device.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/telemetry/resources.hpp"
@@ -173,6 +174,8 @@ json TrainingRun::write_summary() {
         {"lr_scaling", to_string(plan_.optimizer.lr_scaling)},
         {"threads_per_rank", plan_.train.threads},
         {"cpu_gemm", ops::cpu_gemm_library()},
+        {"cpu_conv", ops::cpu_conv_description()},
+        {"cpu_precision", to_string(plan_.train.cpu_precision)},
         {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed_from", resumed_from_.empty() ? json(nullptr) : json(resumed_from_)},

@@ -47,6 +47,7 @@ TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
 void TrainerParts::build_locally() {
     ops::set_intra_op_threads(plan.train.threads);
     ops::set_cpu_conv(plan.train.cpu_conv);
+    ops::set_cpu_precision(plan.train.cpu_precision);
     device = pick_device(plan.device);
     // NCCL compresses on the GPU (GradientSync's device path); a CPU model on nccl has no 16-bit path.
     if (plan.sync.backend == Backend::Nccl && plan.sync.compression != Compression::None && device != Device::CUDA)

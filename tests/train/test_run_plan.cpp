@@ -33,7 +33,7 @@ json changed(const std::string& pointer, const json& v) {
     if (v.is_null()) return 0.001;
     // Strings: a spelling of another choice where the key has choices; any other text for free strings.
     for (const char* s : {"cpu", "synthetic", "idx", "adam", "sqrt", "cosine", "mpi", "fp16", "local_sgd", "lines", "hash",
-                          "allgather", "none", "im2col", "replicated", "speed"}) {
+                          "allgather", "none", "im2col", "replicated", "speed", "bf16"}) {
         if (v == s) continue;
         json doc = kBase;
         doc[json::json_pointer(pointer)] = s;
@@ -63,7 +63,7 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
         kBase, "test",
         {"device=cpu", "sync.backend=mpi", "sync.mode=local_sgd", "sync.compression=fp16", "optimizer.name=adadelta",
          "optimizer.schedule=step", "output.progress=none", "checkpoint.resume=runs/x/ckpt.bin", "train.threads=3",
-         "train.cpu_conv=im2col"});
+         "train.cpu_conv=im2col", "train.cpu_precision=bf16"});
     const RunPlan& p = c.plan();
     CHECK(p.device == DeviceChoice::Cpu);
     CHECK(p.data.format == DataFormat::Synthetic);
@@ -78,6 +78,8 @@ TEST_CASE("the plan's values are typed: enums, optionals, the resume choice", "[
     CHECK(p.train.threads == 3);
     CHECK(p.train.cpu_conv == ringtrain::ops::CpuConv::Im2col);
     CHECK(Config::from_json(kBase, "test").plan().train.cpu_conv == ringtrain::ops::CpuConv::Auto);
+    CHECK(p.train.cpu_precision == ringtrain::ops::CpuPrecision::Bf16);
+    CHECK(Config::from_json(kBase, "test").plan().train.cpu_precision == ringtrain::ops::CpuPrecision::Fp32);
     CHECK(p.data.synthetic_shape == std::vector<int64_t>{784});
     CHECK_FALSE(p.optimizer.eps.has_value());
     CHECK(p.optimizer.resolved_eps() == 1e-6);  // Adadelta's default

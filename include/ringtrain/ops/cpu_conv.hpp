@@ -25,6 +25,23 @@ bool conv_uses_onednn(ConvDirection d, const Shape& x);
 // For `ringtrain info`: "oneDNN 2.6.3 (avx2 jit)", "im2col + OpenBLAS 0.3.21 ...", or for Auto which runs where;
 // a build without oneDNN says so.
 std::string cpu_conv_description();
+// The precision of CPU convolutions (train.cpu_precision). Bf16: a oneDNN convolution with at least
+// kMinBf16Channels input channels reads its input, weights and output gradient as bfloat16 and accumulates and writes
+// float32 (what torch.autocast("cpu", torch.bfloat16) does to a convolution); weights, gradients, optimizer state and
+// everything else stay float32. Process-wide, set after set_cpu_conv.
+enum class CpuPrecision { Fp32, Bf16 };
+// Below this many input channels bf16 lost to float32 (src/ops/cpu_conv.cpp has the measurements).
+constexpr int64_t kMinBf16Channels = 6;
+// Empty when this build and CPU can run bf16 convolutions, else why not (no oneDNN; no AVX512-BF16 or AMX).
+std::string bf16_unavailable_reason();
+// InputError when `p` is Bf16 and the build or CPU cannot run it, or train.cpu_conv is im2col. `min_channels` is
+// the bf16 threshold (benchmarks lower it to time every layer both ways).
+void set_cpu_precision(CpuPrecision p, int64_t min_channels = kMinBf16Channels);
+CpuPrecision cpu_precision();
+// Whether a oneDNN convolution with input [N, C, H, W] `x` runs in bf16 under the current setting.
+bool conv_runs_bf16(const Shape& x);
+// For `ringtrain info`: the setting, and whether this CPU can run bf16.
+std::string cpu_precision_description();
 // For `ringtrain info`: what the CPU fuses around convolutions (the ReLU fusion of nn::Model; equal results).
 std::string cpu_fusion_description();
 

@@ -116,6 +116,12 @@ struct Spelling<ops::CpuConv> {
         {ops::CpuConv::Auto, "auto"}, {ops::CpuConv::OneDnn, "onednn"}, {ops::CpuConv::Im2col, "im2col"}};
 };
 
+template <>
+struct Spelling<ops::CpuPrecision> {
+    static constexpr std::pair<ops::CpuPrecision, const char*> names[] = {{ops::CpuPrecision::Fp32, "fp32"},
+                                                                          {ops::CpuPrecision::Bf16, "bf16"}};
+};
+
 template <class E>
 concept SpelledEnum = requires { Spelling<E>::names; };
 
@@ -180,6 +186,7 @@ struct TrainPlan {
     uint64_t seed = 0;
     int threads = 1;
     ops::CpuConv cpu_conv = ops::CpuConv::Auto;  // which CPU convolutions run (ops/cpu_conv.hpp)
+    ops::CpuPrecision cpu_precision = ops::CpuPrecision::Fp32;  // bf16 convolutions where the CPU has them
     int64_t max_steps = 0;  // 0 = no cap
     int64_t eval_batch_size = 0;
     int64_t log_every_steps = 0;

@@ -6,6 +6,10 @@
 // allocates nothing. The caller's tensors stay plain NCHW / KCRS; oneDNN picks its layouts (format "any"), and where
 // it picks a blocked one (nChw8c on AVX2) a reorder into and out of a buffer kept in the Entry surrounds the call,
 // as PyTorch 1.13 does around the same primitives.
+//
+// With bf16 (ops::conv_runs_bf16) the primitive reads bfloat16 input, weights and output gradient and writes float32
+// (output, input gradient, weight and bias gradients): the reorders into its layout also convert, so the caller's
+// tensors stay float32 and a bf16 step costs no extra pass.
 #include "onednn_conv.hpp"
 
 #include <dnnl.hpp>
@@ -21,6 +25,8 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "ringtrain/ops/cpu_conv.hpp"
 
 namespace ringtrain::ops::cpu::onednn {
 
@@ -71,6 +77,7 @@ struct Bound {
 struct Key {
     std::array<int64_t, 12> shape{};
     std::array<int64_t, 4> params{};
+    bool bf16 = false;
     bool operator==(const Key&) const = default;
 };
 
@@ -79,7 +86,7 @@ struct KeyHash {
         size_t h = 1469598103934665603ull;
         for (int64_t v : k.shape) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
         for (int64_t v : k.params) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
-        return h;
+        return h ^ static_cast<size_t>(k.bf16);
     }
 };
 
@@ -91,6 +98,7 @@ Key key_of(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p
         k.shape[8 + i] = y[i];
     }
     k.params = {p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+    k.bf16 = ops::conv_runs_bf16(x);
     return k;
 }
 
@@ -166,6 +174,7 @@ void unblock8_masked(const float* in, const float* mask, float* out, const memor
 
 struct Entry {
     size_t* made;  // the cache's count of primitives created
+    bool bf16;     // input, weights and output gradient read as bfloat16
     memory::desc x_md, w_md, y_md, b_md;
     memory::dims strides, pad_l, pad_r;
 
@@ -190,8 +199,10 @@ struct Entry {
     std::optional<BackwardData> bwd_data;
     std::optional<BackwardWeights> bwd_weights[2];  // [with bias gradient]
 
-    Entry(size_t* made_count, const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p)
+    Entry(size_t* made_count, bool low_precision, const Shape& x, const Shape& w, const Shape& y,
+          const Conv2dParams& p)
         : made(made_count),
+          bf16(low_precision),
           x_md({x.begin(), x.end()}, dt::f32, tag::nchw),
           w_md({w.begin(), w.end()}, dt::f32, tag::oihw),
           y_md({y.begin(), y.end()}, dt::f32, tag::nchw),
@@ -202,16 +213,21 @@ struct Entry {
           pad_r{(y[2] - 1) * p.stride_h + w[2] - x[2] - p.pad_h, (y[3] - 1) * p.stride_w + w[3] - x[3] - p.pad_w} {}
 
     memory::desc any(const memory::desc& plain) const { return memory::desc(plain.dims(), dt::f32, tag::any); }
+    // An operand the primitive only reads: bfloat16 in a bf16 entry.
+    memory::desc read_any(const memory::desc& plain) const {
+        return memory::desc(plain.dims(), bf16 ? dt::bf16 : dt::f32, tag::any);
+    }
 
     Forward& forward(bool bias, bool relu) {
         auto& f = fwd[bias][relu];
         if (!f) {
             const auto d = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                                  dnnl::algorithm::convolution_direct, any(x_md),
-                                                                  any(w_md), b_md, any(y_md), strides, pad_l, pad_r)
+                                                                  dnnl::algorithm::convolution_direct, read_any(x_md),
+                                                                  read_any(w_md), b_md, any(y_md), strides, pad_l,
+                                                                  pad_r)
                                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                                  dnnl::algorithm::convolution_direct, any(x_md),
-                                                                  any(w_md), any(y_md), strides, pad_l, pad_r);
+                                                                  dnnl::algorithm::convolution_direct, read_any(x_md),
+                                                                  read_any(w_md), any(y_md), strides, pad_l, pad_r);
             const dnnl::convolution_forward::primitive_desc pd(d, user_scratchpad(relu), engine());
             ++*made;
             f.emplace(Forward{pd, dnnl::convolution_forward(pd), Bound(x_md, pd.src_desc(), true),
@@ -230,8 +246,8 @@ struct Entry {
 
     BackwardData& backward_data() {
         if (!bwd_data) {
-            const dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(x_md), any(w_md),
-                                                          any(y_md), strides, pad_l, pad_r);
+            const dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(x_md),
+                                                          read_any(w_md), read_any(y_md), strides, pad_l, pad_r);
             const dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad(), engine(), hint());
             ++*made;
             bwd_data.emplace(BackwardData{dnnl::convolution_backward_data(pd), Bound(y_md, pd.diff_dst_desc(), true),
@@ -246,11 +262,11 @@ struct Entry {
         auto& b = bwd_weights[bias];
         if (!b) {
             const auto d = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                                                           any(x_md), any(w_md), b_md, any(y_md),
-                                                                           strides, pad_l, pad_r)
+                                                                           read_any(x_md), any(w_md), b_md,
+                                                                           read_any(y_md), strides, pad_l, pad_r)
                                 : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                                                           any(x_md), any(w_md), any(y_md), strides,
-                                                                           pad_l, pad_r);
+                                                                           read_any(x_md), any(w_md), read_any(y_md),
+                                                                           strides, pad_l, pad_r);
             const dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad(), engine(), hint());
             ++*made;
             b.emplace(BackwardWeights{dnnl::convolution_backward_weights(pd), Bound(x_md, pd.src_desc(), true),
@@ -295,7 +311,7 @@ Entry& entry(Workspace& ws, const Shape& x, const Shape& w, const Shape& y, cons
             return a.second.last_use < b.second.last_use;
         }));
     auto& slot = cache->entries[k];
-    slot.entry = std::make_unique<Entry>(&cache->primitives_made, x, w, y, p);
+    slot.entry = std::make_unique<Entry>(&cache->primitives_made, k.bf16, x, w, y, p);
     slot.last_use = now;
     return *slot.entry;
 }
@@ -399,6 +415,8 @@ bool isa_includes(dnnl::cpu_isa have, dnnl_cpu_isa_t want) {
 }  // namespace
 
 bool has_avx512() { return isa_includes(dnnl::get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core); }
+
+bool has_bf16() { return isa_includes(dnnl::get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core_bf16); }
 
 std::string description() {
     const dnnl_version_t* v = dnnl::version();

@@ -28,5 +28,7 @@ size_t primitives_made(Workspace& ws);
 std::string description();
 // True where oneDNN's JIT has AVX-512 kernels on this CPU (its best case; see cpu_conv.cpp's auto rule).
 bool has_avx512();
+// True where oneDNN's JIT has bf16 kernels on this CPU (AVX512-BF16, or AMX): bf16 convolutions at full speed.
+bool has_bf16();
 
 }  // namespace ringtrain::ops::cpu::onednn
