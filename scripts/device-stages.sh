@@ -18,6 +18,7 @@
 #   workers      WORKERS_LIST ("1 2 4 8 12")  WORKERS_DEVICE (cuda)  WORKERS_STEPS (40)  WORKERS_BATCH (128)
 #                WORKERS_PER_CLASS (300, 6 classes)  WORKERS_SIZE (320x320)
 #   cpuref       CPUREF_ROUNDS (2)  CPUREF_MODELS ("lenet5 mnist_cnn quality_cnn")  CPUREF_STEPS_SCALE (1)
+#                CPUREF_PRECISIONS ("fp32 bf16": bf16 is skipped with the reason on a CPU without it)
 #                TORCH_PYTHON (an interpreter that imports torch)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -256,6 +257,7 @@ stage_cpuref() {
   [ -x "${RT_BENCH_BIN:-}" ] || { echo "no bench_throughput built (${RT_BENCH_BIN:-unset})"; return 1; }
   "$RT_PY" bench/device/cpuref.py --bench "$RT_BENCH_BIN" --out "$out" --rounds "${CPUREF_ROUNDS:-2}" \
     --models "${CPUREF_MODELS:-lenet5 mnist_cnn quality_cnn}" --steps-scale "${CPUREF_STEPS_SCALE:-1}" \
+    --precisions "${CPUREF_PRECISIONS:-fp32 bf16}" \
     --deadline "$RT_STAGE_DEADLINE" 2>&1
   local r=$?
   [ $r = 77 ] && skip "no Python here imports torch (set TORCH_PYTHON)"

@@ -5,10 +5,13 @@ model, optimizer and batch, one intra-op thread), with the protocol of bench/RES
 warm-up, medians, samples per wall second and per CPU second, OPENBLAS_NUM_THREADS=1. Per round and model the two
 run at the same time, each pinned to its own physical core (same conditions for both, half the wall time); the
 reference's first run prints torch.__config__.show() (kept as torch_config.txt) and the CPU, oneDNN and OpenBLAS it
-runs on.
+runs on. --precisions "fp32 bf16" adds, per round and model, both sides in bf16: ringtrain with --cpu-precision bf16
+(train.cpu_precision), PyTorch under torch.autocast("cpu", bfloat16); where this CPU cannot run ringtrain's bf16
+(no AVX512-BF16 or AMX) that arm is recorded as skipped with the reason.
 
 Usage: bench/device/cpuref.py --bench build/bench/throughput/bench_throughput --out DIR [--python PY]
-         [--rounds 2] [--models "lenet5 mnist_cnn quality_cnn"] [--steps-scale F] [--deadline EPOCH_S]
+         [--rounds 2] [--models "lenet5 mnist_cnn quality_cnn"] [--precisions "fp32 bf16"] [--steps-scale F]
+         [--deadline EPOCH_S]
 --python: the interpreter that imports torch (default: $TORCH_PYTHON; where neither names one, /usr/bin/python3
 or else python3 on PATH, the first that imports it). Rows: DIR/rows.jsonl (one per model and round) and DIR/env.json. Exit 77 (nothing run)
 when no interpreter imports torch, 1 when a run fails."""
@@ -73,6 +76,68 @@ def last_json(text, impl):
     return rows[-1] if rows else None
 
 
+def append_row(path, row):
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def run_pair(a, m, prec, rnd, py, cores, pinned, env, env_row):
+    """One round of model m in precision prec: ringtrain and PyTorch side by side. Returns (row, env_row)."""
+    args, steps, extra = MODELS[m]
+    steps = max(1, math.ceil(steps * a.steps_scale))
+    tag = f"{m}-{prec}-r{rnd + 1}"
+    js = os.path.join(a.out, f"{tag}-ringtrain.json")
+    ours = [a.bench] + args + ["--steps", str(steps), "--runs", "3", "--threads", "1", "--json", js,
+                               "--cpu-precision", prec] + extra
+    ref = [py, REFERENCE, "--only", m, "--steps", str(steps), "--runs", "3"] + (["--bf16"] if prec == "bf16" else [])
+    if pinned:
+        ours = ["taskset", "-c", str(cores[0])] + ours
+        ref = ["taskset", "-c", str(cores[1])] + ref
+    t0 = time.time()
+    logs = [open(os.path.join(a.out, f"{tag}-{n}.log"), "w") for n in ("ringtrain", "pytorch")]
+    err_path = os.path.join(a.out, f"{tag}-pytorch.err")
+    with open(err_path, "w") as err:
+        procs = [subprocess.Popen(ours, stdout=logs[0], stderr=subprocess.STDOUT, cwd=ROOT, env=env)]
+        if pinned:
+            procs.append(subprocess.Popen(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env, text=True))
+        rcs = [p.wait() for p in procs]
+        if not pinned:
+            rcs.append(subprocess.run(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env).returncode)
+    for f in logs:
+        f.close()
+    took = time.time() - t0
+    if env_row is None and os.path.getsize(err_path):
+        shutil.copy(err_path, os.path.join(a.out, "torch_config.txt"))
+    torch_text, ours_text = open(logs[1].name).read(), open(logs[0].name).read()
+    torch_row = last_json(torch_text, "pytorch-cpu")
+    env_row = env_row or last_json(torch_text, "pytorch-cpu-env")
+    base = {"model": m, "precision": prec, "round": rnd + 1}
+    if prec == "bf16" and rcs[0] == 2 and "train.cpu_precision" in ours_text:  # this CPU has no bf16 (exit 2)
+        why = ours_text.strip().splitlines()[-1]
+        print(f"cpuref.py: {m} bf16 round {rnd + 1}: skipped: {why}", file=sys.stderr)
+        return dict(base, skipped=why), env_row
+    ours_row = json.load(open(js))[0] if rcs[0] == 0 and os.path.exists(js) else None
+    if rcs[0] != 0 or rcs[1] != 0 or not ours_row or not torch_row:
+        why = f"ringtrain exit {rcs[0]}, pytorch exit {rcs[1]}"
+        print(f"cpuref.py: {m} {prec} round {rnd + 1} failed ({why}); logs in {a.out}", file=sys.stderr)
+        return dict(base, failed=why), env_row
+    row = dict(base, steps=steps, batch=ours_row["batch"],
+               ringtrain_samples_per_s=ours_row["samples_per_s"],
+               ringtrain_samples_per_cpu_s=ours_row["samples_per_cpu_s"], cpu_conv=ours_row.get("cpu_conv"),
+               pytorch_samples_per_s=torch_row["samples_per_s"],
+               pytorch_samples_per_cpu_s=torch_row["samples_per_cpu_s"],
+               ratio_wall=ours_row["samples_per_s"] / torch_row["samples_per_s"],
+               ratio_cpu_s=ours_row["samples_per_cpu_s"] / torch_row["samples_per_cpu_s"],
+               cpu_model=torch_row.get("cpu_model"), torch=torch_row.get("torch"),
+               pytorch_minor_faults_per_step=torch_row.get("minor_faults_per_step"),
+               pinned=[cores[0], cores[1]] if pinned else None, wall_s=took)
+    print(f"[{took:5.1f}s] {m} {prec} round {rnd + 1}: ringtrain {row['ringtrain_samples_per_s']:.0f}, PyTorch "
+          f"{row['pytorch_samples_per_s']:.0f} samples/s: {row['ratio_wall']:.2f}x wall, "
+          f"{row['ratio_cpu_s']:.2f}x per CPU second (PyTorch page faults a step: "
+          f"{row['pytorch_minor_faults_per_step']})", flush=True)
+    return row, env_row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench", required=True)
@@ -80,6 +145,7 @@ def main():
     ap.add_argument("--python")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--models", default="lenet5 mnist_cnn quality_cnn")
+    ap.add_argument("--precisions", default="fp32", help='"fp32", "bf16" or both')
     ap.add_argument("--steps-scale", type=float, default=1.0)
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: no round starts after it")
     a = ap.parse_args()
@@ -87,6 +153,9 @@ def main():
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         sys.exit(f"cpuref.py: unknown model {unknown[0]!r}; known: {', '.join(MODELS)}")
+    precisions = a.precisions.replace(",", " ").split()
+    if not precisions or any(p not in ("fp32", "bf16") for p in precisions):
+        sys.exit(f"cpuref.py: --precisions {a.precisions!r}: use fp32, bf16 or both")
     os.makedirs(a.out, exist_ok=True)
     py, version, tried = torch_python(a.python)
     if not py:
@@ -104,72 +173,31 @@ def main():
     rows_path = os.path.join(a.out, "rows.jsonl")
     open(rows_path, "w").close()
     failed, env_row, last = 0, None, 0.0
-    took = {}  # model: seconds its last round took (a later round's estimate)
+    took = {}  # (model, precision): seconds its last round took (a later round's estimate)
     for rnd in range(a.rounds):
         for m in models:
-            if a.deadline and time.time() + took.get(m, last) > a.deadline:
-                why = f"{m} round {rnd + 1}: skipped, the stage's time is up"
-                print(f"cpuref.py: {why}", file=sys.stderr)
-                with open(rows_path, "a") as f:
-                    f.write(json.dumps({"model": m, "round": rnd + 1, "skipped": why}) + "\n")
-                continue
-            args, steps, extra = MODELS[m]
-            steps = max(1, math.ceil(steps * a.steps_scale))
-            js = os.path.join(a.out, f"{m}-r{rnd + 1}-ringtrain.json")
-            ours = [a.bench] + args + ["--steps", str(steps), "--runs", "3", "--threads", "1", "--json", js] + extra
-            ref = [py, REFERENCE, "--only", m, "--steps", str(steps), "--runs", "3"]
-            if pinned:
-                ours = ["taskset", "-c", str(cores[0])] + ours
-                ref = ["taskset", "-c", str(cores[1])] + ref
-            t0 = time.time()
-            logs = [open(os.path.join(a.out, f"{m}-r{rnd + 1}-{n}.log"), "w") for n in ("ringtrain", "pytorch")]
-            err_path = os.path.join(a.out, f"{m}-r{rnd + 1}-pytorch.err")
-            with open(err_path, "w") as err:
-                procs = [subprocess.Popen(ours, stdout=logs[0], stderr=subprocess.STDOUT, cwd=ROOT, env=env)]
-                if pinned:
-                    procs.append(subprocess.Popen(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env, text=True))
-                rcs = [p.wait() for p in procs]
-                if not pinned:
-                    rcs.append(subprocess.run(ref, stdout=logs[1], stderr=err, cwd=ROOT, env=env).returncode)
-            for f in logs:
-                f.close()
-            last = took[m] = time.time() - t0
-            if env_row is None and os.path.getsize(err_path):
-                shutil.copy(err_path, os.path.join(a.out, "torch_config.txt"))
-            torch_row = last_json(open(logs[1].name).read(), "pytorch-cpu")
-            env_row = env_row or last_json(open(logs[1].name).read(), "pytorch-cpu-env")
-            ours_row = json.load(open(js))[0] if rcs[0] == 0 and os.path.exists(js) else None
-            if rcs[0] != 0 or rcs[1] != 0 or not ours_row or not torch_row:
-                failed += 1
-                why = f"ringtrain exit {rcs[0]}, pytorch exit {rcs[1]}"
-                print(f"cpuref.py: {m} round {rnd + 1} failed ({why}); logs in {a.out}", file=sys.stderr)
-                with open(rows_path, "a") as f:
-                    f.write(json.dumps({"model": m, "round": rnd + 1, "failed": why}) + "\n")
-                continue
-            row = {"model": m, "round": rnd + 1, "steps": steps, "batch": ours_row["batch"],
-                   "ringtrain_samples_per_s": ours_row["samples_per_s"],
-                   "ringtrain_samples_per_cpu_s": ours_row["samples_per_cpu_s"], "cpu_conv": ours_row.get("cpu_conv"),
-                   "pytorch_samples_per_s": torch_row["samples_per_s"],
-                   "pytorch_samples_per_cpu_s": torch_row["samples_per_cpu_s"],
-                   "ratio_wall": ours_row["samples_per_s"] / torch_row["samples_per_s"],
-                   "ratio_cpu_s": ours_row["samples_per_cpu_s"] / torch_row["samples_per_cpu_s"],
-                   "cpu_model": torch_row.get("cpu_model"), "torch": torch_row.get("torch"),
-                   "pytorch_minor_faults_per_step": torch_row.get("minor_faults_per_step"),
-                   "pinned": [cores[0], cores[1]] if pinned else None, "wall_s": last}
-            with open(rows_path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-            print(f"[{last:5.1f}s] {m} round {rnd + 1}: ringtrain {row['ringtrain_samples_per_s']:.0f}, PyTorch "
-                  f"{row['pytorch_samples_per_s']:.0f} samples/s: {row['ratio_wall']:.2f}x wall, "
-                  f"{row['ratio_cpu_s']:.2f}x per CPU second (PyTorch page faults a step: "
-                  f"{row['pytorch_minor_faults_per_step']})", flush=True)
+            for prec in precisions:
+                key = (m, prec)
+                if a.deadline and time.time() + took.get(key, last) > a.deadline:
+                    why = f"{m} {prec} round {rnd + 1}: skipped, the stage's time is up"
+                    print(f"cpuref.py: {why}", file=sys.stderr)
+                    append_row(rows_path, {"model": m, "precision": prec, "round": rnd + 1, "skipped": why})
+                    continue
+                t0 = time.time()
+                row, env_row = run_pair(a, m, prec, rnd, py, cores, pinned, env, env_row)
+                last = took[key] = time.time() - t0
+                append_row(rows_path, row)
+                if "failed" in row:
+                    failed += 1
     with open(os.path.join(a.out, "env.json"), "w") as f:
         json.dump({"python": py, "torch": version, "reference_env": env_row, "cores": cores[:2] if pinned else None,
-                   "concurrent": pinned, "rounds": a.rounds, "steps_scale": a.steps_scale}, f, indent=2)
+                   "concurrent": pinned, "rounds": a.rounds, "precisions": precisions, "steps_scale": a.steps_scale},
+                  f, indent=2)
     summary = {}
     for line in open(rows_path):
         r = json.loads(line)
         if "ratio_wall" in r:
-            summary.setdefault(r["model"], []).append(r)
+            summary.setdefault(f"{r['model']} {r.get('precision', 'fp32')}", []).append(r)
     for m, rs in summary.items():
         print(f"{m}: median {statistics.median(r['ratio_wall'] for r in rs):.2f}x wall, "
               f"{statistics.median(r['ratio_cpu_s'] for r in rs):.2f}x per CPU second over {len(rs)} round(s)")

@@ -191,23 +191,24 @@ def cpuref_section(logs, res):
     by = {}
     for r in rows:
         if "ratio_wall" in r:
-            by.setdefault(r["model"], []).append(r)
+            by.setdefault((r["model"], r.get("precision", "fp32")), []).append(r)
     out = []
-    for m, rs in by.items():
+    for (m, prec), rs in by.items():
         rw = statistics.median(r["ratio_wall"] for r in rs)
         rc = statistics.median(r["ratio_cpu_s"] for r in rs)
-        out.append([m, rs[0]["batch"], " · ".join(f"{r['ringtrain_samples_per_s']:.0f}" for r in rs),
+        out.append([m, prec if prec == "fp32" else "bf16 (PyTorch: autocast)", rs[0]["batch"], " · ".join(f"{r['ringtrain_samples_per_s']:.0f}" for r in rs),
                     " · ".join(f"{r['pytorch_samples_per_s']:.0f}" for r in rs), f"{rw:.2f}x", f"{rc:.2f}x",
                     "yes" if min(rw, rc) >= CPUREF_GOAL else "**no**"])
     if out:
-        lines += table(["model", "batch", "ringtrain samples/s (rounds)", "PyTorch samples/s (rounds)",
+        lines += table(["model", "precision", "batch", "ringtrain samples/s (rounds)", "PyTorch samples/s (rounds)",
                         "ratio wall (median)", "ratio per CPU-s", f">= {CPUREF_GOAL}x"], out)
         conv = next((r.get("cpu_conv") for rs in by.values() for r in rs if r.get("cpu_conv")), None)
         if conv:
             lines += ["", f"ringtrain's CPU convolutions: {conv}."]
     for r in rows:
         if "skipped" in r or "failed" in r:
-            lines.append(f"- {r['model']} round {r['round']}: {r.get('skipped') or r.get('failed')}")
+            lines.append(f"- {r['model']} {r.get('precision', 'fp32')} round {r['round']}: "
+                         f"{r.get('skipped') or r.get('failed')}")
     lines.append("")
     return lines
 

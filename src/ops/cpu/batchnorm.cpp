@@ -1,5 +1,7 @@
 // CPU batch normalisation. Channel statistics are summed in double: a channel of a large batch holds N*H*W
-// values, and a float running sum would lose the small variances that matter.
+// values, and a float running sum would lose the small variances that matter. Each sum runs in kLanes independent
+// double partial sums (one chain per element was latency-bound at ~1 ns an element, ~45 % of the quality CNN's CPU
+// step; bench/RESULTS.md "BatchNorm's sums in lanes"), which the compiler turns into vector adds.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -20,35 +22,74 @@ struct BnGeom {
     int64_t count() const { return N * S; }
 };
 
+constexpr int kLanes = 16;
+
+// Partial sums in lanes: add(k, v) puts element k's term in lane k % kLanes; total() adds the lanes in order.
+struct LaneSums {
+    double lane[kLanes] = {};
+    double total() const {
+        double s = 0.0;
+        for (double v : lane) s += v;
+        return s;
+    }
+};
+
+// Over channel c's values (every sample's S of them), acc(lanes, k_block, x, dy) for each full block of kLanes
+// elements and tail(lanes, k, x, dy) for the rest; x and dy point at the sample's channel.
+template <class Block, class Tail>
+void for_channel_blocks(const BnGeom& g, int64_t c, const float* px, const float* pdy, Block block, Tail tail) {
+    for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t off = (n * g.C + c) * g.S;
+        const float* xc = px + off;
+        const float* dyc = pdy ? pdy + off : nullptr;
+        int64_t k = 0;
+        for (; k + kLanes <= g.S; k += kLanes) block(xc + k, dyc ? dyc + k : nullptr);
+        for (; k < g.S; ++k) tail(k % kLanes, xc[k], dyc ? dyc[k] : 0.0f);
+    }
+}
+
 // Channel c's sum of x, and its sum of (x - mu)^2 (two passes: the centred sum does not cancel catastrophically).
 double channel_sum(const BnGeom& g, int64_t c, const float* px) {
-    double s = 0.0;
-    for (int64_t n = 0; n < g.N; ++n) {
-        const float* xc = px + (n * g.C + c) * g.S;
-        for (int64_t k = 0; k < g.S; ++k) s += xc[k];
-    }
-    return s;
+    LaneSums s;
+    for_channel_blocks(
+        g, c, px, nullptr,
+        [&](const float* x, const float*) {
+            for (int j = 0; j < kLanes; ++j) s.lane[j] += x[j];
+        },
+        [&](int j, float x, float) { s.lane[j] += x; });
+    return s.total();
 }
 double channel_centred_squares(const BnGeom& g, int64_t c, const float* px, double mu) {
-    double ss = 0.0;
-    for (int64_t n = 0; n < g.N; ++n) {
-        const float* xc = px + (n * g.C + c) * g.S;
-        for (int64_t k = 0; k < g.S; ++k) ss += (xc[k] - mu) * (xc[k] - mu);
-    }
-    return ss;
+    LaneSums s;
+    for_channel_blocks(
+        g, c, px, nullptr,
+        [&](const float* x, const float*) {
+            for (int j = 0; j < kLanes; ++j) s.lane[j] += (x[j] - mu) * (x[j] - mu);
+        },
+        [&](int j, float x, float) { s.lane[j] += (x - mu) * (x - mu); });
+    return s.total();
 }
+
+// mu as hi + lo floats: (x - hi) - lo is x - mu to float precision of the difference, where x - float(mu) would be
+// off by mu's rounding (times 1/std: a mean of 1000 with a spread of 0.01 moved every output by ~0.005), and
+// x * scale + shift would cancel two values ~mu/std large.
+struct SplitMean {
+    float hi, lo;
+    explicit SplitMean(double mu) : hi(static_cast<float>(mu)), lo(static_cast<float>(mu - double(hi))) {}
+    float centre(float x) const { return (x - hi) - lo; }
+};
 
 // Channel c's statistics: saved for backward (mean, inv_std), and y = gamma (x - mu) inv + beta.
 void normalise_channel(const BnGeom& g, int64_t c, double mu, double inv, const Tensor& gamma, const Tensor& beta,
                        const float* px, float* py, Tensor& mean, Tensor& inv_std) {
     mean.data()[c] = static_cast<float>(mu);
     inv_std.data()[c] = static_cast<float>(inv);
-    const float scale = static_cast<float>(gamma.data()[c] * inv);
-    const float shift = static_cast<float>(beta.data()[c] - gamma.data()[c] * inv * mu);
+    const float scale = static_cast<float>(gamma.data()[c] * inv), shift = beta.data()[c];
+    const SplitMean m(mu);
     for (int64_t n = 0; n < g.N; ++n) {
         const float* xc = px + (n * g.C + c) * g.S;
         float* yc = py + (n * g.C + c) * g.S;
-        for (int64_t k = 0; k < g.S; ++k) yc[k] = xc[k] * scale + shift;
+        for (int64_t k = 0; k < g.S; ++k) yc[k] = m.centre(xc[k]) * scale + shift;
     }
 }
 
@@ -61,27 +102,35 @@ void update_running_stats(Tensor& running_mean, Tensor& running_var, int64_t c, 
 // Channel c's sum of dy and of dy * xhat (xhat = (x - mu) * inv): dbeta and dgamma, and the two sums dx needs.
 std::pair<double, double> channel_gradient_sums(const BnGeom& g, int64_t c, const float* px, const float* pdy, double mu,
                                                 double inv) {
-    double sum_dy = 0.0, sum_dy_xhat = 0.0;
-    for (int64_t n = 0; n < g.N; ++n) {
-        const float* xc = px + (n * g.C + c) * g.S;
-        const float* dyc = pdy + (n * g.C + c) * g.S;
-        for (int64_t k = 0; k < g.S; ++k) {
-            sum_dy += dyc[k];
-            sum_dy_xhat += dyc[k] * (xc[k] - mu) * inv;
-        }
-    }
-    return {sum_dy, sum_dy_xhat};
+    LaneSums dy_sum, dy_xhat_sum;  // sum dy * (x - mu), times inv at the end
+    for_channel_blocks(
+        g, c, px, pdy,
+        [&](const float* x, const float* dy) {
+            for (int j = 0; j < kLanes; ++j) {
+                dy_sum.lane[j] += dy[j];
+                dy_xhat_sum.lane[j] += double(dy[j]) * (x[j] - mu);
+            }
+        },
+        [&](int j, float x, float dy) {
+            dy_sum.lane[j] += dy;
+            dy_xhat_sum.lane[j] += double(dy) * (x - mu);
+        });
+    return {dy_sum.total(), dy_xhat_sum.total() * inv};
 }
 
-// dx of channel c: gi * (dy - mean_dy - xhat * mean_dy_xhat), with the means over the batch (or all ranks' batches).
+// dx of channel c: gi * (dy - mean_dy - xhat * mean_dy_xhat), with the means over the batch (or all ranks' batches),
+// as a * dy + b * (x - mu) + c with the coefficients formed in double and the per-element work in float (x - mu
+// through SplitMean, so a mean far from zero does not cancel in a large b * x + c).
 void channel_input_gradient(const BnGeom& g, int64_t c, const float* px, const float* pdy, float* pdx, double mu,
                             double inv, double gi, double mean_dy, double mean_dy_xhat) {
+    const float a = static_cast<float>(gi), b = static_cast<float>(-gi * inv * mean_dy_xhat);
+    const float c0 = static_cast<float>(-gi * mean_dy);
+    const SplitMean m(mu);
     for (int64_t n = 0; n < g.N; ++n) {
         const float* xc = px + (n * g.C + c) * g.S;
         const float* dyc = pdy + (n * g.C + c) * g.S;
         float* dxc = pdx + (n * g.C + c) * g.S;
-        for (int64_t k = 0; k < g.S; ++k)
-            dxc[k] = static_cast<float>(gi * (dyc[k] - mean_dy - (xc[k] - mu) * inv * mean_dy_xhat));
+        for (int64_t k = 0; k < g.S; ++k) dxc[k] = a * dyc[k] + (b * m.centre(xc[k]) + c0);
     }
 }
 
