@@ -3,7 +3,8 @@
 `bench_throughput` (the trainer's own step, one thread) against bench/throughput/pytorch_cpu_reference.py (the same
 model, optimizer and batch, one intra-op thread), with the protocol of bench/RESULTS.md: 3 timed runs each after a
 warm-up, medians, samples per wall second and per CPU second, OPENBLAS_NUM_THREADS=1. Per round and model the two
-run at the same time, each pinned to its own physical core (same conditions for both, half the wall time); the
+run at the same time, each pinned to its own physical core (same conditions for both, half the wall time; the two
+swap cores every round, so a core that runs slower for a while, as a VM's vCPUs do, favours neither side); the
 reference's first run prints torch.__config__.show() (kept as torch_config.txt) and the CPU, oneDNN and OpenBLAS it
 runs on. --precisions "fp32 bf16" adds, per round and model, both sides in bf16: ringtrain with --cpu-precision bf16
 (train.cpu_precision), PyTorch under torch.autocast("cpu", bfloat16); where this CPU cannot run ringtrain's bf16
@@ -90,9 +91,10 @@ def run_pair(a, m, prec, rnd, py, cores, pinned, env, env_row):
     ours = [a.bench] + args + ["--steps", str(steps), "--runs", "3", "--threads", "1", "--json", js,
                                "--cpu-precision", prec] + extra
     ref = [py, REFERENCE, "--only", m, "--steps", str(steps), "--runs", "3"] + (["--bf16"] if prec == "bf16" else [])
+    mine, theirs = (cores[0], cores[1]) if rnd % 2 == 0 else (cores[1], cores[0])
     if pinned:
-        ours = ["taskset", "-c", str(cores[0])] + ours
-        ref = ["taskset", "-c", str(cores[1])] + ref
+        ours = ["taskset", "-c", str(mine)] + ours
+        ref = ["taskset", "-c", str(theirs)] + ref
     t0 = time.time()
     logs = [open(os.path.join(a.out, f"{tag}-{n}.log"), "w") for n in ("ringtrain", "pytorch")]
     err_path = os.path.join(a.out, f"{tag}-pytorch.err")
@@ -130,7 +132,7 @@ def run_pair(a, m, prec, rnd, py, cores, pinned, env, env_row):
                ratio_cpu_s=ours_row["samples_per_cpu_s"] / torch_row["samples_per_cpu_s"],
                cpu_model=torch_row.get("cpu_model"), torch=torch_row.get("torch"),
                pytorch_minor_faults_per_step=torch_row.get("minor_faults_per_step"),
-               pinned=[cores[0], cores[1]] if pinned else None, wall_s=took)
+               pinned=[mine, theirs] if pinned else None, wall_s=took)
     print(f"[{took:5.1f}s] {m} {prec} round {rnd + 1}: ringtrain {row['ringtrain_samples_per_s']:.0f}, PyTorch "
           f"{row['pytorch_samples_per_s']:.0f} samples/s: {row['ratio_wall']:.2f}x wall, "
           f"{row['ratio_cpu_s']:.2f}x per CPU second (PyTorch page faults a step: "
@@ -168,7 +170,8 @@ def main():
     pinned = len(cores) >= 2 and shutil.which("taskset") is not None
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     print(f"cpuref.py: torch {version} from {py}; " +
-          (f"ringtrain on CPU {cores[0]}, PyTorch on CPU {cores[1]}, at the same time" if pinned else
+          (f"ringtrain and PyTorch on CPUs {cores[0]} and {cores[1]} at the same time, swapping every round" if pinned
+           else
            "one core: one after the other, unpinned"), file=sys.stderr)
     rows_path = os.path.join(a.out, "rows.jsonl")
     open(rows_path, "w").close()

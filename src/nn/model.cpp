@@ -150,6 +150,10 @@ void Model::plan_relu_fusion(bool on) {
             c->fuse_relu(out, in);
             if (out) relu_done_forward_[i + 1] = 1;
             if (in) relu_done_backward_[i - 1] = 1;
+        } else if (auto* b = dynamic_cast<BatchNorm*>(layers_[i].get())) {
+            const bool out = i + 1 < n && relu(i + 1);
+            b->fuse_relu_output(out);
+            if (out) relu_done_forward_[i + 1] = 1;
         } else if (auto* m = dynamic_cast<MaxPool2d*>(layers_[i].get())) {
             const bool in = i > 0 && relu(i - 1);
             m->fuse_relu_input(in);

@@ -30,6 +30,12 @@ void batchnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                          "); use a larger batch per rank");
     const Device dev = detail::device_of("batchnorm_forward",
                                          {&x, &gamma, &beta, &y, &mean, &inv_std, &running_mean, &running_var});
+    if (p.relu && dev != Device::CPU) {  // cuDNN's forward has no ReLU epilogue here: the ReLU as its own pass
+        BatchNormParams plain = p;
+        plain.relu = false;
+        batchnorm_forward(x, gamma, beta, y, mean, inv_std, running_mean, running_var, plain, across);
+        return activation_forward(Activation::ReLU, y, y);
+    }
     if (synchronised) {
         RT_DISPATCH(dev, batchnorm_forward_across, x, gamma, beta, y, mean, inv_std, running_mean, running_var, p,
                     across);

@@ -125,13 +125,15 @@ std::string cpu_precision_description() {
     if (cpu_precision() == CpuPrecision::Bf16)
         return "bf16 for oneDNN convolutions with " + std::to_string(g_min_bf16_channels.load()) +
                " or more input channels (float32 accumulation; everything else float32)";
-    return "fp32" + (why.empty() ? std::string(" (bf16 available: train.cpu_precision)") : " (bf16 unavailable: " + why + ")");
+    return "fp32" + (why.empty() ? std::string(" (bf16 available: train.cpu_precision)")
+                                 : " (bf16 unavailable: " + why + ")");
 }
 
 std::string cpu_fusion_description() {
     return std::string("a relu after a conv2d runs in the convolution's forward (") +
            (onednn_available() ? "a oneDNN post-op where oneDNN runs it, " : "") +
-           "a pass over its output otherwise) and its backward in the conv2d or maxpool2d after the relu";
+           "a pass over its output otherwise) or a batchnorm's (in its normalising pass), and its backward in the conv2d "
+           "or maxpool2d after the relu";
 }
 
 }  // namespace ringtrain::ops

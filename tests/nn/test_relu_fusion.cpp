@@ -1,5 +1,5 @@
-// The CPU's ReLU fusion (nn::Model): a relu after a conv2d runs in the convolution's forward, its backward in the
-// conv2d or maxpool2d after it. The fused model must give the unfused model's logits, loss and gradients; the
+// The CPU's ReLU fusion (nn::Model): a relu after a conv2d or a batchnorm runs in that layer's forward, its backward
+// in the conv2d or maxpool2d after it. The fused model must give the unfused model's logits, loss and gradients; the
 // unfused twin has each relu between dropout(p = 0) layers (exact identities in training), so nothing fuses there.
 #include <catch2/catch.hpp>
 
@@ -88,6 +88,49 @@ TEST_CASE("ReLU fusion: the fused model equals the unfused one on every CPU conv
         for (size_t i = 0; i < a.grads.size(); ++i) require_close(a.grads[i], b.grads[i]);
     }
     ops::set_cpu_conv(ops::CpuConv::Auto);
+}
+
+// conv -> batchnorm2d -> relu -> maxpool, then batchnorm1d -> relu -> linear (the quality CNN's block, and a relu
+// whose backward nobody fuses); `separated` as arch().
+json bn_arch(bool separated) {
+    const json id = {{"type", "dropout"}, {"p", 0.0}};
+    json layers = json::array();
+    auto relu = [&] {
+        if (separated) layers.push_back(id);
+        layers.push_back({{"type", "relu"}});
+        if (separated) layers.push_back(id);
+    };
+    layers.push_back({{"type", "conv2d"}, {"out_channels", 8}, {"kernel", 3}, {"padding", 1}, {"bias", false}});
+    layers.push_back({{"type", "batchnorm2d"}});
+    relu();
+    layers.push_back({{"type", "maxpool2d"}, {"kernel", 2}});
+    layers.push_back({{"type", "flatten"}});
+    layers.push_back({{"type", "batchnorm1d"}});
+    relu();
+    layers.push_back({{"type", "linear"}, {"out_features", 5}});
+    return {{"name", "bn_fusion"}, {"input", {3, 10, 10}}, {"layers", layers}, {"loss", "softmax_cross_entropy"}};
+}
+
+TEST_CASE("ReLU fusion after batchnorm: the fused model equals the unfused one", "[nn][fusion][batchnorm]") {
+    Rng data_rng(8);
+    Tensor x({6, 3, 10, 10}), labels({6});
+    for (float& v : x.span()) v = data_rng.uniform(-1.0f, 1.0f);
+    for (int64_t i = 0; i < 6; ++i) labels.data()[i] = static_cast<float>(i % 5);
+    Rng r1(12), r2(12);
+    Model fused(bn_arch(false), {3, 10, 10}, r1), plain(bn_arch(true), {3, 10, 10}, r2);
+    // Both relus' forwards (by the batchnorms), the first one's backward (by the maxpool).
+    REQUIRE(fused.fused_relus() == std::pair<int, int>{2, 1});
+    REQUIRE(plain.fused_relus() == std::pair<int, int>{0, 0});
+    const Step a = run(fused, x, labels), b = run(plain, x, labels);
+    require_close(a.logits, b.logits);
+    REQUIRE(a.grads.size() == b.grads.size());
+    for (size_t i = 0; i < a.grads.size(); ++i) require_close(a.grads[i], b.grads[i]);
+    // Evaluation (running statistics) fuses the same way.
+    Rng none(1);
+    const Tensor& ea = fused.forward(x, {false, &none});
+    const std::vector<float> eval_fused(ea.span().begin(), ea.span().end());
+    const Tensor& eb = plain.forward(x, {false, &none});
+    require_close(eval_fused, std::vector<float>(eb.span().begin(), eb.span().end()));
 }
 
 TEST_CASE("ReLU fusion: only next to a conv2d or maxpool2d", "[nn][fusion]") {

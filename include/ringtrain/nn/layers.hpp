@@ -120,6 +120,9 @@ public:
     // Borrowed; null = this rank's batch alone. Every rank must set the same (all or none), at the same step.
     void set_stats_reducer(BatchStatsReducer* reducer) { reducer_ = reducer; }
     bool synchronised() const { return reducer_ != nullptr; }
+    // ReLU fusion (Model, on the CPU): forward applies the ReLU that follows (y = max(BatchNorm(x), 0)). Backward
+    // is unchanged: it reads x, not y, and the ReLU's backward stays with that ReLU or the layer after it.
+    void fuse_relu_output(bool on) { p_.relu = on; }
 
 private:
     // x as [N, C, S]: 4-D for the ops whatever the sample rank.

@@ -76,6 +76,7 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx);
 struct BatchNormParams {
     float momentum = 0.1f, eps = 1e-5f;
     bool training = true;  // batch statistics (and running-stat update) vs the running statistics
+    bool relu = false;     // y = max(BatchNorm(x), 0): a ReLU after it, fused (CPU: in the same pass; CUDA: a pass after)
 };
 // Sums `values` element-wise over every rank taking part, in place; every rank calls it at the same point with the
 // same length (synchronised BatchNorm: nn::BatchStatsReducer behind it). An empty function = this rank alone.
