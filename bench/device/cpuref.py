@@ -77,6 +77,13 @@ def last_json(text, impl):
     return rows[-1] if rows else None
 
 
+def swapped_pair_ratios(rows):
+    """Rounds 1+2, 3+4, ...: the two sides swapped cores between them, so the geometric mean of the pair's wall
+    ratios holds no factor of one core being faster than the other (as long as the speeds held for the pair)."""
+    by_round = {r["round"]: r["ratio_wall"] for r in rows if "ratio_wall" in r}
+    return [math.sqrt(by_round[k] * by_round[k + 1]) for k in sorted(by_round) if k % 2 == 1 and k + 1 in by_round]
+
+
 def append_row(path, row):
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -202,8 +209,11 @@ def main():
         if "ratio_wall" in r:
             summary.setdefault(f"{r['model']} {r.get('precision', 'fp32')}", []).append(r)
     for m, rs in summary.items():
+        pairs = swapped_pair_ratios(rs)
         print(f"{m}: median {statistics.median(r['ratio_wall'] for r in rs):.2f}x wall, "
-              f"{statistics.median(r['ratio_cpu_s'] for r in rs):.2f}x per CPU second over {len(rs)} round(s)")
+              f"{statistics.median(r['ratio_cpu_s'] for r in rs):.2f}x per CPU second over {len(rs)} round(s)" +
+              (f"; per swapped pair of rounds (geometric mean, the cores' speeds cancel): "
+               f"{', '.join(f'{p:.2f}' for p in pairs)}x wall" if pairs else ""))
     sys.exit(1 if failed else 0)
 
 

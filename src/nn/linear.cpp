@@ -25,19 +25,19 @@ void Linear::forward(const Tensor& x, Tensor& y, const ForwardContext&) {
     const int64_t n = x.dim(0);
     y.resize({n, out_}, x.device());
     Tensor x2 = x.reshape({n, in_});
-    ops::gemm(x2, false, weight_.value, true, y);  // y = x W^T
+    ops::layer_gemm(x2, false, weight_.value, true, y, 1.0f, 0.0f, ws_);  // y = x W^T
     if (has_bias_) ops::bias_add(y, bias_.value);
 }
 
 void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx, bool accumulate) {
     const int64_t n = x.dim(0);
     Tensor x2 = x.reshape({n, in_});
-    ops::gemm(dy, true, x2, false, weight_.grad, 1.0f, accumulate ? 1.0f : 0.0f);  // dW = dy^T x
+    ops::layer_gemm(dy, true, x2, false, weight_.grad, 1.0f, accumulate ? 1.0f : 0.0f, ws_);  // dW = dy^T x
     if (has_bias_) ops::bias_grad(dy, bias_.grad, accumulate);
     if (dx) {
         dx->resize(x.shape(), x.device());
         Tensor dx2 = dx->reshape({n, in_});
-        ops::gemm(dy, false, weight_.value, false, dx2);  // dx = dy W
+        ops::layer_gemm(dy, false, weight_.value, false, dx2, 1.0f, 0.0f, ws_);  // dx = dy W
     }
 }
 

@@ -1,6 +1,7 @@
 // The CPU convolution choice (ops/cpu_conv.hpp) and the rule behind `auto`.
 #include "ringtrain/ops/cpu_conv.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "ringtrain/core/error.hpp"
@@ -120,11 +121,16 @@ bool conv_runs_bf16(const Shape& x) {
            x[1] >= g_min_bf16_channels.load(std::memory_order_relaxed);
 }
 
+bool gemm_runs_bf16(int64_t m, int64_t k, int64_t n) {
+    return cpu_precision() == CpuPrecision::Bf16 && std::min({m, k, n}) >= kMinBf16GemmDim;
+}
+
 std::string cpu_precision_description() {
     const std::string why = bf16_unavailable_reason();
     if (cpu_precision() == CpuPrecision::Bf16)
         return "bf16 for oneDNN convolutions with " + std::to_string(g_min_bf16_channels.load()) +
-               " or more input channels (float32 accumulation; everything else float32)";
+               " or more input channels and linear layers' products with every dimension " +
+               std::to_string(kMinBf16GemmDim) + " or more (float32 sums; everything else float32)";
     return "fp32" + (why.empty() ? std::string(" (bf16 available: train.cpu_precision)")
                                  : " (bf16 unavailable: " + why + ")");
 }

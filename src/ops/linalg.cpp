@@ -1,12 +1,18 @@
 // Dispatch for GEMM, bias, vector and optimizer ops.
 #include "dispatch.hpp"
+#include "ringtrain/ops/cpu_conv.hpp"
 #include "ringtrain/ops/ops.hpp"
+#ifdef RINGTRAIN_WITH_ONEDNN
+#include "cpu/onednn_matmul.hpp"
+#endif
 
 namespace ringtrain::ops {
 
 using detail::require;
 
-void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+namespace {
+// The inner length k of op(a) op(b), after checking that the shapes fit and c aliases neither input.
+int64_t checked_gemm_inner(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c) {
     const auto shapes = {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b}, {"c", &c}};
     require(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "gemm", "a, b and c must be 2-D", shapes);
     const int64_t m = trans_a ? a.dim(1) : a.dim(0), k = trans_a ? a.dim(0) : a.dim(1);
@@ -19,7 +25,25 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
                                                         std::to_string(n) + "]",
             shapes);
     require(c.data() != a.data() && c.data() != b.data(), "gemm", "c must not alias a or b", shapes);
+    return k;
+}
+}  // namespace
+
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+    checked_gemm_inner(a, trans_a, b, trans_b, c);
     RT_DISPATCH(detail::device_of("gemm", {&a, &b, &c}), gemm, a, trans_a, b, trans_b, c, alpha, beta);
+}
+
+void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
+                Workspace& ws) {
+#ifdef RINGTRAIN_WITH_ONEDNN
+    const int64_t k = checked_gemm_inner(a, trans_a, b, trans_b, c);
+    if ((beta == 0.0f || beta == 1.0f) && gemm_runs_bf16(c.dim(0), k, c.dim(1)) &&
+        detail::device_of("gemm", {&a, &b, &c}) == Device::CPU)
+        return cpu::onednn::gemm_bf16(a, trans_a, b, trans_b, c, alpha, beta, ws);
+#endif
+    (void)ws;
+    gemm(a, trans_a, b, trans_b, c, alpha, beta);
 }
 
 void bias_add(Tensor& y, const Tensor& bias) {

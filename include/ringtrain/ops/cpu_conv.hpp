@@ -40,6 +40,11 @@ void set_cpu_precision(CpuPrecision p, int64_t min_channels = kMinBf16Channels);
 CpuPrecision cpu_precision();
 // Whether a oneDNN convolution with input [N, C, H, W] `x` runs in bf16 under the current setting.
 bool conv_runs_bf16(const Shape& x);
+// Below this many rows, columns or inner length a layer's product stays float32 (converting costs more than bf16
+// saves; src/ops/cpu_conv.cpp has the measurements).
+constexpr int64_t kMinBf16GemmDim = 32;
+// Whether ops::layer_gemm of [m x k] by [k x n] runs in bf16 under the current setting.
+bool gemm_runs_bf16(int64_t m, int64_t k, int64_t n);
 // For `ringtrain info`: the setting, and whether this CPU can run bf16.
 std::string cpu_precision_description();
 // For `ringtrain info`: what the CPU fuses around convolutions (the ReLU fusion of nn::Model; equal results).

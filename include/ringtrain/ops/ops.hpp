@@ -18,6 +18,11 @@ namespace ringtrain::ops {
 // c must already have the result shape [rows of op(a), cols of op(b)].
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
           float beta = 0.0f);
+// A layer's product (nn::Linear): gemm, except under train.cpu_precision bf16 on the CPU, where a product whose
+// dimensions are all at least kMinBf16GemmDim (ops/cpu_conv.hpp) and beta 0 or 1 reads op(a) and op(b) as bf16
+// (oneDNN matmul, float32 sums and result: torch.autocast's linear). ws keeps that path's primitives.
+void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
+                Workspace& ws);
 
 // y[n, k, ...] += bias[k] for every n and trailing (spatial) position. y is [N, K] or [N, K, H, W].
 void bias_add(Tensor& y, const Tensor& bias);

@@ -14,6 +14,8 @@
 
 #include <dnnl.hpp>
 
+#include "onednn_engine.hpp"
+
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
@@ -36,16 +38,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-// One CPU engine per process is how oneDNN is meant to be used (primitives are bound to it); streams are per thread
-// so that two threads (tests, an evaluation helper) never share one.
-dnnl::engine& engine() {
-    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-    return e;
-}
-dnnl::stream& stream() {
-    thread_local dnnl::stream s(engine());
-    return s;
-}
 
 
 // A caller's plain tensor as the primitive sees it: `user` wraps the caller's pointer (set per call); `inner` is what

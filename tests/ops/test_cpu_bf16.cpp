@@ -1,6 +1,6 @@
-// train.cpu_precision = "bf16": oneDNN convolutions that read bfloat16 and accumulate in float32. The reference is
-// the im2col path (float32) on inputs rounded to bf16 first: a product of two bf16 values is exact in float32, so
-// the two differ only by the order of float32 additions. Its own main: where the build or the CPU cannot run bf16,
+// train.cpu_precision = "bf16": oneDNN convolutions and linear layers' products that read bfloat16 and accumulate
+// in float32. The reference is the float32 path (im2col, OpenBLAS) on inputs rounded to bf16 first: a product of two
+// bf16 values is exact in float32, so the two differ only by the order of float32 additions. Its own main: where the build or the CPU cannot run bf16,
 // it checks that asking for it is an input error naming the key, prints why it skips, and returns 77 (ctest: skipped).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -195,6 +195,51 @@ TEST_CASE("bf16 and float32 primitives of one shape are kept apart, each made on
     REQUIRE_FALSE(bit_equal(y32, y16));
 }
 #endif
+
+TEST_CASE("bf16 layer products equal float32 ones on bf16-rounded inputs, every orientation", "[ops][gemm][bf16]") {
+    Rng rng(35);
+    struct Dims {
+        int64_t m, k, n;
+    };
+    Workspace ws;  // one call site for all: entries are keyed by shape, orientation and beta
+    for (const Dims d : {Dims{32, 32, 32}, Dims{37, 300, 45}, Dims{128, 33, 96}}) {
+        for (bool ta : {false, true})
+            for (bool tb : {false, true})
+                for (float beta : {0.0f, 1.0f}) {
+                    CAPTURE(d.m, d.k, d.n, ta, tb, beta);
+                    const Tensor a = random_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, rng);
+                    const Tensor b = random_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, rng);
+                    const Tensor c0 = random_tensor({d.m, d.n}, rng);
+                    Tensor ref = c0.clone(), plain = c0.clone(), got = c0.clone(), again = c0.clone();
+                    ops::gemm(rounded(a), ta, rounded(b), tb, ref, 1.0f, beta);
+                    ops::gemm(a, ta, b, tb, plain, 1.0f, beta);
+                    set_cpu_precision(CpuPrecision::Bf16);
+                    REQUIRE(gemm_runs_bf16(d.m, d.k, d.n));
+                    ops::layer_gemm(a, ta, b, tb, got, 1.0f, beta, ws);
+                    ops::layer_gemm(a, ta, b, tb, again, 1.0f, beta, ws);  // the cached primitive, same bits
+                    set_cpu_precision(CpuPrecision::Fp32);
+                    REQUIRE_CLOSE(got, to_double(ref), 1e-5, 1e-4);
+                    REQUIRE(max_violation(got, to_double(plain), 1e-5, 1e-4) > 1.0);  // it did round
+                    REQUIRE(bit_equal(got, again));
+                }
+    }
+}
+
+TEST_CASE("bf16 layer products: small ones and other betas stay float32", "[ops][gemm][bf16]") {
+    Rng rng(36);
+    const Tensor a = random_tensor({64, 64}, rng), b = random_tensor({64, 10}, rng), b2 = random_tensor({64, 64}, rng);
+    Workspace ws;
+    Tensor fp32({64, 10}), got({64, 10}), fp32_half = Tensor::filled({64, 64}, 1.0f), half = fp32_half.clone();
+    ops::gemm(a, false, b, false, fp32);
+    ops::gemm(a, false, b2, false, fp32_half, 1.0f, 0.5f);
+    set_cpu_precision(CpuPrecision::Bf16);
+    REQUIRE_FALSE(gemm_runs_bf16(64, 64, 10));  // 10 columns: below kMinBf16GemmDim
+    ops::layer_gemm(a, false, b, false, got, 1.0f, 0.0f, ws);
+    ops::layer_gemm(a, false, b2, false, half, 1.0f, 0.5f, ws);  // beta 0.5: float32
+    set_cpu_precision(CpuPrecision::Fp32);
+    REQUIRE(bit_equal(got, fp32));
+    REQUIRE(bit_equal(half, fp32_half));
+}
 
 TEST_CASE("train.cpu_precision: bf16 refuses im2col, and says what runs", "[ops][conv][bf16]") {
     set_cpu_conv(CpuConv::Im2col);

@@ -1,0 +1,122 @@
+// A layer's matrix product in bf16 through oneDNN's matmul (onednn_matmul.hpp). Per call site and shape one Entry
+// holds the primitive, the reorders that convert op(a) and op(b) from the caller's float32 (either orientation) to
+// bf16 in the layout the primitive wants, those bf16 buffers and the scratchpad: a step creates and allocates nothing.
+#include "onednn_matmul.hpp"
+
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "onednn_engine.hpp"
+
+namespace ringtrain::ops::cpu::onednn {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+struct Key {
+    int64_t m, k, n;
+    bool trans_a, trans_b, accumulate;
+    float alpha;
+    bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+    size_t operator()(const Key& key) const {
+        size_t h = 1469598103934665603ull;
+        for (int64_t v : {key.m, key.k, key.n, int64_t(key.trans_a), int64_t(key.trans_b), int64_t(key.accumulate)})
+            h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+        return h ^ std::hash<float>()(key.alpha);
+    }
+};
+
+struct Entry {
+    dnnl::matmul prim;
+    memory a_user, a_bf16, b_user, b_bf16, c, scratch;
+    dnnl::reorder a_convert, b_convert;
+
+    explicit Entry(const Key& key) {
+        // The caller's op(x) as [rows, cols] float32: a transposed operand is the same memory read column-major.
+        const memory::desc a_md({key.m, key.k}, dt::f32, key.trans_a ? tag::ba : tag::ab);
+        const memory::desc b_md({key.k, key.n}, dt::f32, key.trans_b ? tag::ba : tag::ab);
+        const memory::desc c_md({key.m, key.n}, dt::f32, tag::ab);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+        if (key.accumulate) {  // c = ... + 1 * c, added while the result is in registers
+            dnnl::post_ops ops;
+            ops.append_sum(1.0f);
+            attr.set_post_ops(ops);
+        }
+        const dnnl::matmul::desc d(memory::desc({key.m, key.k}, dt::bf16, tag::any),
+                                   memory::desc({key.k, key.n}, dt::bf16, tag::any), c_md);
+        const dnnl::matmul::primitive_desc pd(d, attr, engine());
+        prim = dnnl::matmul(pd);
+        a_user = memory(a_md, engine(), DNNL_MEMORY_NONE);
+        b_user = memory(b_md, engine(), DNNL_MEMORY_NONE);
+        c = memory(c_md, engine(), DNNL_MEMORY_NONE);
+        a_bf16 = memory(pd.src_desc(), engine());
+        b_bf16 = memory(pd.weights_desc(), engine());
+        scratch = memory(pd.scratchpad_desc(), engine());
+        a_convert = dnnl::reorder(a_user, a_bf16);
+        b_convert = dnnl::reorder(b_user, b_bf16);
+    }
+};
+
+// A layer's call site sees three products (forward, both gradients) at two or three batch sizes (training,
+// evaluation, a last short batch); capped like the convolution cache, the entry used longest ago going first.
+struct MatmulCache : WorkspaceCache {
+    struct Slot {
+        std::unique_ptr<Entry> entry;
+        uint64_t last_use = 0;
+    };
+    std::unordered_map<Key, Slot, KeyHash> entries;
+    uint64_t uses = 0;
+};
+constexpr size_t kMaxEntries = 12;
+
+Entry& entry(Workspace& ws, const Key& k) {
+    auto* cache = dynamic_cast<MatmulCache*>(ws.backend_cache().get());
+    if (cache == nullptr) {
+        ws.backend_cache() = std::make_unique<MatmulCache>();
+        cache = static_cast<MatmulCache*>(ws.backend_cache().get());
+    }
+    const uint64_t now = ++cache->uses;
+    auto it = cache->entries.find(k);
+    if (it == cache->entries.end()) {
+        if (cache->entries.size() >= kMaxEntries)
+            cache->entries.erase(std::min_element(cache->entries.begin(), cache->entries.end(),
+                                                  [](const auto& a, const auto& b) {
+                                                      return a.second.last_use < b.second.last_use;
+                                                  }));
+        it = cache->entries.emplace(k, MatmulCache::Slot{std::make_unique<Entry>(k), 0}).first;
+    }
+    it->second.last_use = now;
+    return *it->second.entry;
+}
+
+}  // namespace
+
+void gemm_bf16(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
+               Workspace& ws) {
+    const Key key{c.dim(0), trans_a ? a.dim(0) : a.dim(1), c.dim(1), trans_a, trans_b, beta != 0.0f, alpha};
+    Entry& e = entry(ws, key);
+    e.a_user.set_data_handle(const_cast<float*>(a.data()));
+    e.b_user.set_data_handle(const_cast<float*>(b.data()));
+    e.c.set_data_handle(c.data());
+    e.a_convert.execute(stream(), e.a_user, e.a_bf16);
+    e.b_convert.execute(stream(), e.b_user, e.b_bf16);
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, e.a_bf16},
+                              {DNNL_ARG_WEIGHTS, e.b_bf16},
+                              {DNNL_ARG_DST, e.c},
+                              {DNNL_ARG_SCRATCHPAD, e.scratch}});
+    stream().wait();
+}
+
+}  // namespace ringtrain::ops::cpu::onednn
