@@ -79,7 +79,8 @@ std::string cpu_conv_description() {
         case CpuConv::Im2col: return im2col;
         case CpuConv::Auto: break;
     }
-    if (cpu::onednn::has_avx512()) return cpu::onednn::description() + " (auto: AVX-512)";
+    if (cpu::onednn::has_avx512())
+        return cpu::onednn::description() + " (auto: AVX-512; linear layers' products 32 or more wide too)";
     return cpu::onednn::description() + " for forwards (at one input channel only with a fused ReLU), data "
            "gradients and weight gradients up to 16 input channels; " + im2col + " for the other one-channel "
            "convolutions and weight gradients above 16 input channels (auto, AVX2)";
@@ -121,11 +122,25 @@ bool conv_runs_bf16(const Shape& x) {
            x[1] >= g_min_bf16_channels.load(std::memory_order_relaxed);
 }
 
-// Linear layers, per step (forward + both gradients, one thread, the same EPYC; bench_throughput's per-layer times):
-// the MNIST CNN's fc1 (128 x 9216 x 128) 11.0 -> 6.8 ms, LeNet-5's fc1 (64 x 400 x 120) 0.19 -> 0.11 ms, its fc2
-// (64 x 120 x 84) 0.044 either way; a 10-wide output layer is left in float32 by the threshold.
+// Linear layers, per step (forward + both gradients, one thread, the same EPYC; bench_throughput's per-layer times),
+// OpenBLAS 0.3.21 (its Haswell kernels: it has none for AVX-512 on this CPU) / oneDNN float32 / oneDNN bf16: the
+// MNIST CNN's fc1 (128 x 9216 x 128) 10.1-10.6 / 6.7 / 6.8 ms, AlexNet-CIFAR's fc6 and fc7 20.6 / 13.8 and
+// 9.2 / 6.0 ms, LeNet-5's fc1 (64 x 400 x 120) 0.24 / 0.13 / 0.11 ms, its fc2 (64 x 120 x 84) 0.043-0.049 on each;
+// a 10-wide output layer stays on OpenBLAS by the threshold. On AVX2 OpenBLAS stays (not measured against oneDNN).
 bool gemm_runs_bf16(int64_t m, int64_t k, int64_t n) {
-    return cpu_precision() == CpuPrecision::Bf16 && std::min({m, k, n}) >= kMinBf16GemmDim;
+    return cpu_precision() == CpuPrecision::Bf16 && std::min({m, k, n}) >= kMinOneDnnGemmDim;
+}
+
+bool gemm_uses_onednn(int64_t m, int64_t k, int64_t n) {
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if (std::min({m, k, n}) < kMinOneDnnGemmDim) return false;
+    return cpu_conv() == CpuConv::OneDnn || (cpu_conv() == CpuConv::Auto && cpu::onednn::has_avx512());
+#else
+    (void)m;
+    (void)k;
+    (void)n;
+    return false;
+#endif
 }
 
 std::string cpu_precision_description() {
@@ -133,7 +148,7 @@ std::string cpu_precision_description() {
     if (cpu_precision() == CpuPrecision::Bf16)
         return "bf16 for oneDNN convolutions with " + std::to_string(g_min_bf16_channels.load()) +
                " or more input channels and linear layers' products with every dimension " +
-               std::to_string(kMinBf16GemmDim) + " or more (float32 sums; everything else float32)";
+               std::to_string(kMinOneDnnGemmDim) + " or more (float32 sums; everything else float32)";
     return "fp32" + (why.empty() ? std::string(" (bf16 available: train.cpu_precision)")
                                  : " (bf16 unavailable: " + why + ")");
 }

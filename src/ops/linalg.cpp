@@ -40,7 +40,10 @@ void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Te
     const int64_t k = checked_gemm_inner(a, trans_a, b, trans_b, c);
     if ((beta == 0.0f || beta == 1.0f) && gemm_runs_bf16(c.dim(0), k, c.dim(1)) &&
         detail::device_of("gemm", {&a, &b, &c}) == Device::CPU)
-        return cpu::onednn::gemm_bf16(a, trans_a, b, trans_b, c, alpha, beta, ws);
+        return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, true, ws);
+    if ((beta == 0.0f || beta == 1.0f) && gemm_uses_onednn(c.dim(0), k, c.dim(1)) &&
+        detail::device_of("gemm", {&a, &b, &c}) == Device::CPU)
+        return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, false, ws);
 #endif
     (void)ws;
     gemm(a, trans_a, b, trans_b, c, alpha, beta);

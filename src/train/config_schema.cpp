@@ -100,7 +100,8 @@ KeyRows train_keys() {
         {"train.threads", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 1024,
           .doc = "intra-op CPU threads per rank"}},
         {"train.cpu_conv", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ops::CpuConv>(),
-          .doc = "CPU convolutions: onednn, im2col, or auto (what measured faster on this CPU; `ringtrain info`)"}},
+          .doc = "CPU convolutions (and on AVX-512 the linear layers' products): onednn, im2col (with OpenBLAS), or "
+                 "auto (what measured faster on this CPU; `ringtrain info`)"}},
         {"train.cpu_precision", {.kind = Kind::String, .fallback = "fp32", .choices = spellings<ops::CpuPrecision>(),
           .doc = "bf16: CPU convolutions (oneDNN, 6+ input channels) read bf16 and accumulate in fp32, like "
                  "torch.autocast; needs AVX512-BF16 or AMX"}},

@@ -233,7 +233,7 @@ TEST_CASE("bf16 layer products: small ones and other betas stay float32", "[ops]
     ops::gemm(a, false, b, false, fp32);
     ops::gemm(a, false, b2, false, fp32_half, 1.0f, 0.5f);
     set_cpu_precision(CpuPrecision::Bf16);
-    REQUIRE_FALSE(gemm_runs_bf16(64, 64, 10));  // 10 columns: below kMinBf16GemmDim
+    REQUIRE_FALSE(gemm_runs_bf16(64, 64, 10));  // 10 columns: below kMinOneDnnGemmDim
     ops::layer_gemm(a, false, b, false, got, 1.0f, 0.0f, ws);
     ops::layer_gemm(a, false, b2, false, half, 1.0f, 0.5f, ws);  // beta 0.5: float32
     set_cpu_precision(CpuPrecision::Fp32);

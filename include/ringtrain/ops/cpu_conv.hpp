@@ -40,11 +40,13 @@ void set_cpu_precision(CpuPrecision p, int64_t min_channels = kMinBf16Channels);
 CpuPrecision cpu_precision();
 // Whether a oneDNN convolution with input [N, C, H, W] `x` runs in bf16 under the current setting.
 bool conv_runs_bf16(const Shape& x);
-// Below this many rows, columns or inner length a layer's product stays float32 (converting costs more than bf16
-// saves; src/ops/cpu_conv.cpp has the measurements).
-constexpr int64_t kMinBf16GemmDim = 32;
+// Below this many rows, columns or inner length a layer's product stays on OpenBLAS in float32 (a oneDNN call and
+// bf16's conversions cost more than they save; src/ops/cpu_conv.cpp has the measurements).
+constexpr int64_t kMinOneDnnGemmDim = 32;
 // Whether ops::layer_gemm of [m x k] by [k x n] runs in bf16 under the current setting.
 bool gemm_runs_bf16(int64_t m, int64_t k, int64_t n);
+// Whether it runs on oneDNN's float32 matmul (train.cpu_conv onednn, or auto on a CPU with AVX-512) when not in bf16.
+bool gemm_uses_onednn(int64_t m, int64_t k, int64_t n);
 // For `ringtrain info`: the setting, and whether this CPU can run bf16.
 std::string cpu_precision_description();
 // For `ringtrain info`: what the CPU fuses around convolutions (the ReLU fusion of nn::Model; equal results).

@@ -18,9 +18,10 @@ namespace ringtrain::ops {
 // c must already have the result shape [rows of op(a), cols of op(b)].
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
           float beta = 0.0f);
-// A layer's product (nn::Linear): gemm, except under train.cpu_precision bf16 on the CPU, where a product whose
-// dimensions are all at least kMinBf16GemmDim (ops/cpu_conv.hpp) and beta 0 or 1 reads op(a) and op(b) as bf16
-// (oneDNN matmul, float32 sums and result: torch.autocast's linear). ws keeps that path's primitives.
+// A layer's product (nn::Linear): gemm, except on the CPU for a product whose dimensions are all at least
+// kMinOneDnnGemmDim (ops/cpu_conv.hpp) with beta 0 or 1: under train.cpu_precision bf16 it reads op(a) and op(b) as
+// bf16 (oneDNN matmul, float32 sums and result: torch.autocast's linear), and where train.cpu_conv puts it on oneDNN
+// (auto: a CPU with AVX-512) it is oneDNN's float32 matmul. ws keeps those primitives.
 void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
                 Workspace& ws);
 

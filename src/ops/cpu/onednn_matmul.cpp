@@ -22,7 +22,7 @@ using dt = memory::data_type;
 
 struct Key {
     int64_t m, k, n;
-    bool trans_a, trans_b, accumulate;
+    bool trans_a, trans_b, accumulate, bf16;
     float alpha;
     bool operator==(const Key&) const = default;
 };
@@ -30,7 +30,8 @@ struct Key {
 struct KeyHash {
     size_t operator()(const Key& key) const {
         size_t h = 1469598103934665603ull;
-        for (int64_t v : {key.m, key.k, key.n, int64_t(key.trans_a), int64_t(key.trans_b), int64_t(key.accumulate)})
+        for (int64_t v : {key.m, key.k, key.n, int64_t(key.trans_a), int64_t(key.trans_b), int64_t(key.accumulate),
+                          int64_t(key.bf16)})
             h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
         return h ^ std::hash<float>()(key.alpha);
     }
@@ -54,8 +55,9 @@ struct Entry {
             ops.append_sum(1.0f);
             attr.set_post_ops(ops);
         }
-        const dnnl::matmul::desc d(memory::desc({key.m, key.k}, dt::bf16, tag::any),
-                                   memory::desc({key.k, key.n}, dt::bf16, tag::any), c_md);
+        const dt in = key.bf16 ? dt::bf16 : dt::f32;
+        const dnnl::matmul::desc d(memory::desc({key.m, key.k}, in, tag::any), memory::desc({key.k, key.n}, in, tag::any),
+                                   c_md);
         const dnnl::matmul::primitive_desc pd(d, attr, engine());
         prim = dnnl::matmul(pd);
         a_user = memory(a_md, engine(), DNNL_MEMORY_NONE);
@@ -103,9 +105,9 @@ Entry& entry(Workspace& ws, const Key& k) {
 
 }  // namespace
 
-void gemm_bf16(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
-               Workspace& ws) {
-    const Key key{c.dim(0), trans_a ? a.dim(0) : a.dim(1), c.dim(1), trans_a, trans_b, beta != 0.0f, alpha};
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, bool bf16,
+          Workspace& ws) {
+    const Key key{c.dim(0), trans_a ? a.dim(0) : a.dim(1), c.dim(1), trans_a, trans_b, beta != 0.0f, bf16, alpha};
     Entry& e = entry(ws, key);
     e.a_user.set_data_handle(const_cast<float*>(a.data()));
     e.b_user.set_data_handle(const_cast<float*>(b.data()));

@@ -8,7 +8,7 @@
 
 namespace ringtrain::ops::cpu::onednn {
 
-void gemm_bf16(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
-               Workspace& ws);
+void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, bool bf16,
+          Workspace& ws);
 
 }  // namespace ringtrain::ops::cpu::onednn
