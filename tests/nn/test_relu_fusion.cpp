@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -16,24 +17,36 @@ using nlohmann::json;
 
 namespace {
 
-// conv -> relu -> conv -> relu -> maxpool -> flatten -> linear (the MNIST CNN's pattern; 8 and 16 channels are
-// whole blocks of oneDNN's nChw8c); `separated` puts a dropout(p = 0) on both sides of each relu.
-json arch(bool separated) {
+// A model of `layers`, each null standing for a relu; `separated` puts a dropout(p = 0) on both sides of each relu
+// (exact identities in training), so that nothing fuses.
+json with_relus(const std::string& name, const json& layers, bool separated) {
     const json id = {{"type", "dropout"}, {"p", 0.0}};
+    json out = json::array();
+    for (const json& l : layers) {
+        if (!l.is_null()) {
+            out.push_back(l);
+            continue;
+        }
+        if (separated) out.push_back(id);
+        out.push_back({{"type", "relu"}});
+        if (separated) out.push_back(id);
+    }
+    return {{"name", name}, {"input", {3, 10, 10}}, {"layers", out}, {"loss", "softmax_cross_entropy"}};
+}
+
+// conv -> relu -> conv -> relu -> maxpool -> flatten -> linear (the MNIST CNN's pattern; 8 and 16 channels are
+// whole blocks of oneDNN's nChw8c).
+json arch(bool separated) {
     json layers = json::array();
-    auto relu = [&] {
-        if (separated) layers.push_back(id);
-        layers.push_back({{"type", "relu"}});
-        if (separated) layers.push_back(id);
-    };
+    const json relu = nullptr;
     layers.push_back({{"type", "conv2d"}, {"name", "conv1"}, {"out_channels", 8}, {"kernel", 3}, {"padding", 1}});
-    relu();
+    layers.push_back(relu);
     layers.push_back({{"type", "conv2d"}, {"name", "conv2"}, {"out_channels", 16}, {"kernel", 3}});
-    relu();
+    layers.push_back(relu);
     layers.push_back({{"type", "maxpool2d"}, {"kernel", 2}});
     layers.push_back({{"type", "flatten"}});
     layers.push_back({{"type", "linear"}, {"name", "fc"}, {"out_features", 5}});
-    return {{"name", "fusion"}, {"input", {3, 10, 10}}, {"layers", layers}, {"loss", "softmax_cross_entropy"}};
+    return with_relus("fusion", layers, separated);
 }
 
 struct Step {
@@ -91,24 +104,18 @@ TEST_CASE("ReLU fusion: the fused model equals the unfused one on every CPU conv
 }
 
 // conv -> batchnorm2d -> relu -> maxpool, then batchnorm1d -> relu -> linear (the quality CNN's block, and a relu
-// whose backward nobody fuses); `separated` as arch().
+// whose backward nobody fuses).
 json bn_arch(bool separated) {
-    const json id = {{"type", "dropout"}, {"p", 0.0}};
-    json layers = json::array();
-    auto relu = [&] {
-        if (separated) layers.push_back(id);
-        layers.push_back({{"type", "relu"}});
-        if (separated) layers.push_back(id);
-    };
-    layers.push_back({{"type", "conv2d"}, {"out_channels", 8}, {"kernel", 3}, {"padding", 1}, {"bias", false}});
-    layers.push_back({{"type", "batchnorm2d"}});
-    relu();
-    layers.push_back({{"type", "maxpool2d"}, {"kernel", 2}});
-    layers.push_back({{"type", "flatten"}});
-    layers.push_back({{"type", "batchnorm1d"}});
-    relu();
-    layers.push_back({{"type", "linear"}, {"out_features", 5}});
-    return {{"name", "bn_fusion"}, {"input", {3, 10, 10}}, {"layers", layers}, {"loss", "softmax_cross_entropy"}};
+    const json relu = nullptr;
+    const json layers = {{{"type", "conv2d"}, {"out_channels", 8}, {"kernel", 3}, {"padding", 1}, {"bias", false}},
+                         {{"type", "batchnorm2d"}},
+                         relu,
+                         {{"type", "maxpool2d"}, {"kernel", 2}},
+                         {{"type", "flatten"}},
+                         {{"type", "batchnorm1d"}},
+                         relu,
+                         {{"type", "linear"}, {"out_features", 5}}};
+    return with_relus("bn_fusion", layers, separated);
 }
 
 TEST_CASE("ReLU fusion after batchnorm: the fused model equals the unfused one", "[nn][fusion][batchnorm]") {

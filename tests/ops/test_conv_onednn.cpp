@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "conv_test_util.hpp"
+#include "gemm_cases.hpp"
 #include "ops_test_util.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/cpu_conv.hpp"
@@ -173,33 +174,23 @@ TEST_CASE("oneDNN conv makes its primitives once per shape, not per step", "[ops
 
 TEST_CASE("layer products on oneDNN's float32 matmul equal OpenBLAS's gemm, every orientation", "[ops][gemm][onednn]") {
     Rng rng(27);
-    struct Dims {
-        int64_t m, k, n;
-    };
     Workspace ws;
-    for (const Dims d : {Dims{32, 32, 32}, Dims{37, 300, 45}, Dims{128, 33, 96}})
-        for (bool ta : {false, true})
-            for (bool tb : {false, true})
-                for (float beta : {0.0f, 1.0f}) {
-                    CAPTURE(d.m, d.k, d.n, ta, tb, beta);
-                    const Tensor a = random_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, rng);
-                    const Tensor b = random_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, rng);
-                    const Tensor c0 = random_tensor({d.m, d.n}, rng);
-                    Tensor ref = c0.clone(), got = c0.clone(), im2col = c0.clone();
-                    ops::gemm(a, ta, b, tb, ref, 1.0f, beta);
-                    {
-                        PathGuard path(CpuConv::OneDnn);
-                        REQUIRE(gemm_uses_onednn(d.m, d.k, d.n));
-                        ops::layer_gemm(a, ta, b, tb, got, 1.0f, beta, ws);
-                    }
-                    REQUIRE_CLOSE(got, to_double(ref), 1e-5, 1e-4);
-                    {
-                        PathGuard path(CpuConv::Im2col);  // OpenBLAS: the same bits as gemm
-                        REQUIRE_FALSE(gemm_uses_onednn(d.m, d.k, d.n));
-                        ops::layer_gemm(a, ta, b, tb, im2col, 1.0f, beta, ws);
-                    }
-                    REQUIRE(std::equal(im2col.span().begin(), im2col.span().end(), ref.span().begin()));
-                }
+    gemm_cases::for_each(rng, [&](const gemm_cases::Case& c) {
+        Tensor ref = c.c0.clone(), got = c.c0.clone(), im2col = c.c0.clone();
+        ops::gemm(c.a, c.trans_a, c.b, c.trans_b, ref, 1.0f, c.beta);
+        {
+            PathGuard path(CpuConv::OneDnn);
+            REQUIRE(gemm_uses_onednn(c.m, c.k, c.n));
+            ops::layer_gemm(c.a, c.trans_a, c.b, c.trans_b, got, 1.0f, c.beta, ws);
+        }
+        REQUIRE_CLOSE(got, to_double(ref), 1e-5, 1e-4);
+        {
+            PathGuard path(CpuConv::Im2col);  // OpenBLAS: the same bits as gemm
+            REQUIRE_FALSE(gemm_uses_onednn(c.m, c.k, c.n));
+            ops::layer_gemm(c.a, c.trans_a, c.b, c.trans_b, im2col, 1.0f, c.beta, ws);
+        }
+        REQUIRE(std::equal(im2col.span().begin(), im2col.span().end(), ref.span().begin()));
+    });
     REQUIRE(gemm_uses_onednn(64, 64, 64) == cpu::onednn::has_avx512());  // auto
     REQUIRE_FALSE(gemm_uses_onednn(64, 64, 10));                          // below kMinOneDnnGemmDim
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "conv_test_util.hpp"
+#include "gemm_cases.hpp"
 #include "ops_test_util.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/ops/cpu_conv.hpp"
@@ -198,31 +199,20 @@ TEST_CASE("bf16 and float32 primitives of one shape are kept apart, each made on
 
 TEST_CASE("bf16 layer products equal float32 ones on bf16-rounded inputs, every orientation", "[ops][gemm][bf16]") {
     Rng rng(35);
-    struct Dims {
-        int64_t m, k, n;
-    };
     Workspace ws;  // one call site for all: entries are keyed by shape, orientation and beta
-    for (const Dims d : {Dims{32, 32, 32}, Dims{37, 300, 45}, Dims{128, 33, 96}}) {
-        for (bool ta : {false, true})
-            for (bool tb : {false, true})
-                for (float beta : {0.0f, 1.0f}) {
-                    CAPTURE(d.m, d.k, d.n, ta, tb, beta);
-                    const Tensor a = random_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, rng);
-                    const Tensor b = random_tensor(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, rng);
-                    const Tensor c0 = random_tensor({d.m, d.n}, rng);
-                    Tensor ref = c0.clone(), plain = c0.clone(), got = c0.clone(), again = c0.clone();
-                    ops::gemm(rounded(a), ta, rounded(b), tb, ref, 1.0f, beta);
-                    ops::gemm(a, ta, b, tb, plain, 1.0f, beta);
-                    set_cpu_precision(CpuPrecision::Bf16);
-                    REQUIRE(gemm_runs_bf16(d.m, d.k, d.n));
-                    ops::layer_gemm(a, ta, b, tb, got, 1.0f, beta, ws);
-                    ops::layer_gemm(a, ta, b, tb, again, 1.0f, beta, ws);  // the cached primitive, same bits
-                    set_cpu_precision(CpuPrecision::Fp32);
-                    REQUIRE_CLOSE(got, to_double(ref), 1e-5, 1e-4);
-                    REQUIRE(max_violation(got, to_double(plain), 1e-5, 1e-4) > 1.0);  // it did round
-                    REQUIRE(bit_equal(got, again));
-                }
-    }
+    gemm_cases::for_each(rng, [&](const gemm_cases::Case& c) {
+        Tensor ref = c.c0.clone(), plain = c.c0.clone(), got = c.c0.clone(), again = c.c0.clone();
+        ops::gemm(rounded(c.a), c.trans_a, rounded(c.b), c.trans_b, ref, 1.0f, c.beta);
+        ops::gemm(c.a, c.trans_a, c.b, c.trans_b, plain, 1.0f, c.beta);
+        set_cpu_precision(CpuPrecision::Bf16);
+        REQUIRE(gemm_runs_bf16(c.m, c.k, c.n));
+        ops::layer_gemm(c.a, c.trans_a, c.b, c.trans_b, got, 1.0f, c.beta, ws);
+        ops::layer_gemm(c.a, c.trans_a, c.b, c.trans_b, again, 1.0f, c.beta, ws);  // the cached primitive
+        set_cpu_precision(CpuPrecision::Fp32);
+        REQUIRE_CLOSE(got, to_double(ref), 1e-5, 1e-4);
+        REQUIRE(max_violation(got, to_double(plain), 1e-5, 1e-4) > 1.0);  // it did round
+        REQUIRE(bit_equal(got, again));
+    });
 }
 
 TEST_CASE("bf16 layer products: small ones and other betas stay float32", "[ops][gemm][bf16]") {

@@ -14,6 +14,7 @@
 
 #include <dnnl.hpp>
 
+#include "onednn_cache.hpp"
 #include "onednn_engine.hpp"
 
 #ifdef __AVX__
@@ -75,10 +76,10 @@ struct Key {
 
 struct KeyHash {
     size_t operator()(const Key& k) const {
-        size_t h = 1469598103934665603ull;
-        for (int64_t v : k.shape) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
-        for (int64_t v : k.params) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
-        return h ^ static_cast<size_t>(k.bf16);
+        size_t h = kHashSeed;
+        for (int64_t v : k.shape) h = hash_mix(h, v);
+        for (int64_t v : k.params) h = hash_mix(h, v);
+        return hash_mix(h, k.bf16);
     }
 };
 
@@ -270,42 +271,13 @@ struct Entry {
     }
 };
 
-// The entries of one call site: usually one shape (training batch), a second for evaluation or a last short batch;
-// with sync.balance a few more, as a rank's share of the batch moves. Capped so that a caller cycling through many
-// shapes cannot grow it without bound: when full, the shape used longest ago goes (its primitives are rebuilt if it
-// comes back).
-struct ConvCache : WorkspaceCache {
-    struct Slot {
-        std::unique_ptr<Entry> entry;
-        uint64_t last_use = 0;
-    };
-    std::unordered_map<Key, Slot, KeyHash> entries;
-    uint64_t uses = 0;
-    size_t primitives_made = 0;
-};
-constexpr size_t kMaxEntries = 8;
+// One call site's entries (onednn_cache.hpp): usually one shape, a second for evaluation or a last short batch.
+using ConvCache = EntryCache<Key, Entry, KeyHash, 8>;
 
 Entry& entry(Workspace& ws, const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
-    auto* cache = dynamic_cast<ConvCache*>(ws.backend_cache().get());
-    if (cache == nullptr) {
-        ws.backend_cache() = std::make_unique<ConvCache>();
-        cache = static_cast<ConvCache*>(ws.backend_cache().get());
-    }
+    ConvCache& cache = ConvCache::in(ws);
     const Key k = key_of(x, w, y, p);
-    const uint64_t now = ++cache->uses;
-    auto it = cache->entries.find(k);
-    if (it != cache->entries.end()) {
-        it->second.last_use = now;
-        return *it->second.entry;
-    }
-    if (cache->entries.size() >= kMaxEntries)
-        cache->entries.erase(std::min_element(cache->entries.begin(), cache->entries.end(), [](const auto& a, const auto& b) {
-            return a.second.last_use < b.second.last_use;
-        }));
-    auto& slot = cache->entries[k];
-    slot.entry = std::make_unique<Entry>(&cache->primitives_made, k.bf16, x, w, y, p);
-    slot.last_use = now;
-    return *slot.entry;
+    return cache.get(k, [&] { return std::make_unique<Entry>(&cache.primitives_made, k.bf16, x, w, y, p); });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "onednn_cache.hpp"
 #include "onednn_engine.hpp"
 
 namespace ringtrain::ops::cpu::onednn {
@@ -29,10 +30,10 @@ struct Key {
 
 struct KeyHash {
     size_t operator()(const Key& key) const {
-        size_t h = 1469598103934665603ull;
+        size_t h = kHashSeed;
         for (int64_t v : {key.m, key.k, key.n, int64_t(key.trans_a), int64_t(key.trans_b), int64_t(key.accumulate),
                           int64_t(key.bf16)})
-            h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+            h = hash_mix(h, v);
         return h ^ std::hash<float>()(key.alpha);
     }
 };
@@ -72,43 +73,15 @@ struct Entry {
 };
 
 // A layer's call site sees three products (forward, both gradients) at two or three batch sizes (training,
-// evaluation, a last short batch); capped like the convolution cache, the entry used longest ago going first.
-struct MatmulCache : WorkspaceCache {
-    struct Slot {
-        std::unique_ptr<Entry> entry;
-        uint64_t last_use = 0;
-    };
-    std::unordered_map<Key, Slot, KeyHash> entries;
-    uint64_t uses = 0;
-};
-constexpr size_t kMaxEntries = 12;
-
-Entry& entry(Workspace& ws, const Key& k) {
-    auto* cache = dynamic_cast<MatmulCache*>(ws.backend_cache().get());
-    if (cache == nullptr) {
-        ws.backend_cache() = std::make_unique<MatmulCache>();
-        cache = static_cast<MatmulCache*>(ws.backend_cache().get());
-    }
-    const uint64_t now = ++cache->uses;
-    auto it = cache->entries.find(k);
-    if (it == cache->entries.end()) {
-        if (cache->entries.size() >= kMaxEntries)
-            cache->entries.erase(std::min_element(cache->entries.begin(), cache->entries.end(),
-                                                  [](const auto& a, const auto& b) {
-                                                      return a.second.last_use < b.second.last_use;
-                                                  }));
-        it = cache->entries.emplace(k, MatmulCache::Slot{std::make_unique<Entry>(k), 0}).first;
-    }
-    it->second.last_use = now;
-    return *it->second.entry;
-}
+// evaluation, a last short batch).
+using MatmulCache = EntryCache<Key, Entry, KeyHash, 12>;
 
 }  // namespace
 
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta, bool bf16,
           Workspace& ws) {
     const Key key{c.dim(0), trans_a ? a.dim(0) : a.dim(1), c.dim(1), trans_a, trans_b, beta != 0.0f, bf16, alpha};
-    Entry& e = entry(ws, key);
+    Entry& e = MatmulCache::in(ws).get(key, [&] { return std::make_unique<Entry>(key); });
     e.a_user.set_data_handle(const_cast<float*>(a.data()));
     e.b_user.set_data_handle(const_cast<float*>(b.data()));
     e.c.set_data_handle(c.data());
