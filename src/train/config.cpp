@@ -228,6 +228,10 @@ void check_combinations(const std::string& src, const RunPlan& p) {
         if (p.sync.balance != Balance::Off && p.sync.mode == SyncMode::LocalSgd)
             throw InputError(src + ": sync.balance: '" + to_string(p.sync.balance) + "' needs sync.mode allreduce; "
                              "with local_sgd the ranks do not wait for each other every step; set it to off");
+        // device auto may land on a CPU node or a GPU node with one config; an explicit cuda never runs it.
+        if (p.train.cpu_precision != ops::CpuPrecision::Fp32 && p.device == DeviceChoice::Cuda)
+            throw InputError(src + ": train.cpu_precision: '" + to_string(p.train.cpu_precision) +
+                             "' is for CPU runs, and device is cuda; set it to fp32, or device to cpu or auto");
         return;
     }
     if (p.data.train_file.empty())
@@ -252,6 +256,8 @@ void check_combinations(const std::string& src, const RunPlan& p) {
     refuse(p.sync.balance != Balance::Off, "sync.balance",
            "each rank reads its own share of the file, so a step's rows cannot move between ranks; set it to off");
     refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
+    refuse(p.train.cpu_precision != ops::CpuPrecision::Fp32, "train.cpu_precision",
+           "the sparse model has no convolution or linear layer to run in bf16; set it to fp32");
     // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
     // gradients underflow to n = 0 divides by zero.
     if (p.optimizer.name == OptimizerName::Ftrl && p.optimizer.beta == 0.0 && p.optimizer.l2 == 0.0)
