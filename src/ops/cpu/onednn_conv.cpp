@@ -39,8 +39,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-
-
 // A caller's plain tensor as the primitive sees it: `user` wraps the caller's pointer (set per call); `inner` is what
 // the primitive reads or writes — the same memory, or a buffer in oneDNN's preferred layout with a reorder between.
 struct Bound {
