@@ -38,12 +38,11 @@ void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Te
                 Workspace& ws) {
 #ifdef RINGTRAIN_WITH_ONEDNN
     const int64_t k = checked_gemm_inner(a, trans_a, b, trans_b, c);
-    if ((beta == 0.0f || beta == 1.0f) && gemm_runs_bf16(c.dim(0), k, c.dim(1)) &&
-        detail::device_of("gemm", {&a, &b, &c}) == Device::CPU)
-        return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, true, ws);
-    if ((beta == 0.0f || beta == 1.0f) && gemm_uses_onednn(c.dim(0), k, c.dim(1)) &&
-        detail::device_of("gemm", {&a, &b, &c}) == Device::CPU)
-        return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, false, ws);
+    if ((beta == 0.0f || beta == 1.0f) && detail::device_of("gemm", {&a, &b, &c}) == Device::CPU) {
+        const bool bf16 = gemm_runs_bf16(c.dim(0), k, c.dim(1));
+        if (bf16 || gemm_uses_onednn(c.dim(0), k, c.dim(1)))
+            return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, bf16, ws);
+    }
 #endif
     (void)ws;
     gemm(a, trans_a, b, trans_b, c, alpha, beta);

@@ -103,8 +103,8 @@ KeyRows train_keys() {
           .doc = "CPU convolutions (and on AVX-512 the linear layers' products): onednn, im2col (with OpenBLAS), or "
                  "auto (what measured faster on this CPU; `ringtrain info`)"}},
         {"train.cpu_precision", {.kind = Kind::String, .fallback = "fp32", .choices = spellings<ops::CpuPrecision>(),
-          .doc = "bf16: CPU convolutions (oneDNN, 6+ input channels) read bf16 and accumulate in fp32, like "
-                 "torch.autocast; needs AVX512-BF16 or AMX"}},
+          .doc = "bf16: CPU convolutions (6+ input channels) and linear layers (products 32+ wide) read bf16 and "
+                 "accumulate in fp32, like torch.autocast; needs AVX512-BF16 or AMX"}},
         {"train.max_steps", {.kind = Kind::Int, .fallback = 0, .min = 0,
           .doc = "stop after this many steps in all (0 = no cap)"}},
         {"train.eval_batch_size", {.kind = Kind::Int, .fallback = 1000, .min = 1, .max = 1 << 20,

@@ -27,7 +27,7 @@ private:
     int64_t in_ = 0, out_;
     bool has_bias_;
     Parameter weight_, bias_;  // weight [out, in] as in PyTorch
-    ops::Workspace ws_;        // the bf16 products' primitives (train.cpu_precision)
+    ops::Workspace ws_;        // the oneDNN matmul primitives of ops::layer_gemm
 };
 
 class Conv2d : public Layer {

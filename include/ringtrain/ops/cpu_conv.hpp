@@ -25,10 +25,11 @@ bool conv_uses_onednn(ConvDirection d, const Shape& x);
 // For `ringtrain info`: "oneDNN 2.6.3 (avx2 jit)", "im2col + OpenBLAS 0.3.21 ...", or for Auto which runs where;
 // a build without oneDNN says so.
 std::string cpu_conv_description();
-// The precision of CPU convolutions (train.cpu_precision). Bf16: a oneDNN convolution with at least
+// The precision of CPU convolutions and linear layers (train.cpu_precision). Bf16: a oneDNN convolution with at least
 // kMinBf16Channels input channels reads its input, weights and output gradient as bfloat16 and accumulates and writes
-// float32 (what torch.autocast("cpu", torch.bfloat16) does to a convolution); weights, gradients, optimizer state and
-// everything else stay float32. Process-wide, set after set_cpu_conv.
+// float32, and so does a linear layer's product with every dimension at least kMinOneDnnGemmDim (what
+// torch.autocast("cpu", torch.bfloat16) does to both); weights, gradients, optimizer state and everything else stay
+// float32. Process-wide, set after set_cpu_conv.
 enum class CpuPrecision { Fp32, Bf16 };
 // Below this many input channels bf16 lost to float32 (src/ops/cpu_conv.cpp has the measurements).
 constexpr int64_t kMinBf16Channels = 6;

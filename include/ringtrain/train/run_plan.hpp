@@ -186,7 +186,7 @@ struct TrainPlan {
     uint64_t seed = 0;
     int threads = 1;
     ops::CpuConv cpu_conv = ops::CpuConv::Auto;  // which CPU convolutions run (ops/cpu_conv.hpp)
-    ops::CpuPrecision cpu_precision = ops::CpuPrecision::Fp32;  // bf16 convolutions where the CPU has them
+    ops::CpuPrecision cpu_precision = ops::CpuPrecision::Fp32;  // bf16 convolutions and linear layers (ops/cpu_conv.hpp)
     int64_t max_steps = 0;  // 0 = no cap
     int64_t eval_batch_size = 0;
     int64_t log_every_steps = 0;

@@ -26,7 +26,7 @@ struct BnGeom {
 
 constexpr int kLanes = 16;
 
-// Partial sums in lanes: add(k, v) puts element k's term in lane k % kLanes; total() adds the lanes in order.
+// Partial sums in lanes: element k of a sample's channel adds to lane k % kLanes; total() adds the lanes in order.
 struct LaneSums {
     double lane[kLanes] = {};
     double total() const {
@@ -36,8 +36,10 @@ struct LaneSums {
     }
 };
 
-// Over channel c's values (every sample's S of them), acc(lanes, k_block, x, dy) for each full block of kLanes
-// elements and tail(lanes, k, x, dy) for the rest; x and dy point at the sample's channel.
+// Over channel c's values (every sample's S of them): block(x, dy) for each whole block of kLanes values (x and dy
+// point at the block; dy null without pdy), tail(lane, x, dy) for each value after the last block (dy 0 without
+// pdy). The block is its own function, not the tail's term in a loop: one with a per-element term and a zero dy
+// for the statistics measured ~15 % slower.
 template <class Block, class Tail>
 void for_channel_blocks(const BnGeom& g, int64_t c, const float* px, const float* pdy, Block block, Tail tail) {
     for (int64_t n = 0; n < g.N; ++n) {

@@ -39,32 +39,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-// A caller's plain tensor as the primitive sees it: `user` wraps the caller's pointer (set per call); `inner` is what
-// the primitive reads or writes — the same memory, or a buffer in oneDNN's preferred layout with a reorder between.
-struct Bound {
-    memory user, inner;
-    std::optional<dnnl::reorder> to_inner, to_user;
-
-    Bound() = default;
-    Bound(const memory::desc& plain, const memory::desc& wanted, bool input) {
-        user = memory(plain, engine(), DNNL_MEMORY_NONE);
-        if (wanted == plain) {
-            inner = user;
-        } else {
-            inner = memory(wanted, engine());
-            if (input) to_inner.emplace(user, inner);
-            else to_user.emplace(inner, user);
-        }
-    }
-    void set(const float* p) { user.set_data_handle(const_cast<float*>(p)); }
-    void before() {
-        if (to_inner) to_inner->execute(stream(), user, inner);
-    }
-    void after() {
-        if (to_user) to_user->execute(stream(), inner, user);
-    }
-};
-
 struct Key {
     std::array<int64_t, 12> shape{};
     std::array<int64_t, 4> params{};

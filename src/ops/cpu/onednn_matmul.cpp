@@ -1,6 +1,6 @@
-// A layer's matrix product in bf16 through oneDNN's matmul (onednn_matmul.hpp). Per call site and shape one Entry
-// holds the primitive, the reorders that convert op(a) and op(b) from the caller's float32 (either orientation) to
-// bf16 in the layout the primitive wants, those bf16 buffers and the scratchpad: a step creates and allocates nothing.
+// A layer's matrix product through oneDNN's matmul (onednn_matmul.hpp), in bf16 or float32. Per call site and shape
+// one Entry holds the primitive, op(a) and op(b) bound to it (a reorder into the layout and type it wants, none where
+// the caller's float32 already is that) and the scratchpad: a step creates and allocates nothing.
 #include "onednn_matmul.hpp"
 
 #include <dnnl.hpp>
@@ -40,8 +40,8 @@ struct KeyHash {
 
 struct Entry {
     dnnl::matmul prim;
-    memory a_user, a_bf16, b_user, b_bf16, c, scratch;
-    dnnl::reorder a_convert, b_convert;
+    Bound a, b;
+    memory c, scratch;
 
     explicit Entry(const Key& key) {
         // The caller's op(x) as [rows, cols] float32: a transposed operand is the same memory read column-major.
@@ -61,14 +61,10 @@ struct Entry {
                                    c_md);
         const dnnl::matmul::primitive_desc pd(d, attr, engine());
         prim = dnnl::matmul(pd);
-        a_user = memory(a_md, engine(), DNNL_MEMORY_NONE);
-        b_user = memory(b_md, engine(), DNNL_MEMORY_NONE);
+        a = Bound(a_md, pd.src_desc(), true);
+        b = Bound(b_md, pd.weights_desc(), true);
         c = memory(c_md, engine(), DNNL_MEMORY_NONE);
-        a_bf16 = memory(pd.src_desc(), engine());
-        b_bf16 = memory(pd.weights_desc(), engine());
         scratch = memory(pd.scratchpad_desc(), engine());
-        a_convert = dnnl::reorder(a_user, a_bf16);
-        b_convert = dnnl::reorder(b_user, b_bf16);
     }
 };
 
@@ -82,13 +78,13 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
           Workspace& ws) {
     const Key key{c.dim(0), trans_a ? a.dim(0) : a.dim(1), c.dim(1), trans_a, trans_b, beta != 0.0f, bf16, alpha};
     Entry& e = MatmulCache::in(ws).get(key, [&] { return std::make_unique<Entry>(key); });
-    e.a_user.set_data_handle(const_cast<float*>(a.data()));
-    e.b_user.set_data_handle(const_cast<float*>(b.data()));
+    e.a.set(a.data());
+    e.b.set(b.data());
     e.c.set_data_handle(c.data());
-    e.a_convert.execute(stream(), e.a_user, e.a_bf16);
-    e.b_convert.execute(stream(), e.b_user, e.b_bf16);
-    e.prim.execute(stream(), {{DNNL_ARG_SRC, e.a_bf16},
-                              {DNNL_ARG_WEIGHTS, e.b_bf16},
+    e.a.before();
+    e.b.before();
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, e.a.inner},
+                              {DNNL_ARG_WEIGHTS, e.b.inner},
                               {DNNL_ARG_DST, e.c},
                               {DNNL_ARG_SCRATCHPAD, e.scratch}});
     stream().wait();

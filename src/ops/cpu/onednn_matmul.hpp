@@ -1,7 +1,7 @@
-// Private to src/ops: a layer's matrix product in bf16 through oneDNN's matmul (built only with oneDNN), for
-// train.cpu_precision bf16 (ops::layer_gemm). op(a) and op(b) are read as bfloat16, the products added in float32
-// and c written in float32 (c = alpha op(a) op(b) + beta c, beta 0 or 1). The primitive and the bf16 copies of the
-// inputs are made once per shape and kept in the caller's Workspace.
+// Private to src/ops: a layer's matrix product through oneDNN's matmul (built only with oneDNN), for ops::layer_gemm:
+// c = alpha op(a) op(b) + beta c with beta 0 or 1, c float32. With `bf16` (train.cpu_precision) op(a) and op(b) are
+// read as bfloat16 and the products added in float32; else all float32 (oneDNN's AVX-512 kernels). The primitive and
+// any reordered copies of the inputs are made once per shape and kept in the caller's Workspace.
 #pragma once
 
 #include "ringtrain/ops/ops.hpp"
