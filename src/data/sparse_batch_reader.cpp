@@ -4,6 +4,7 @@
 // needs one: the same blocks in the same order, without the thread.
 // With cache=true the blocks of a completed pass are kept and later epochs replay them (same rows, same order
 // before the shuffle, so a cached epoch equals an uncached one).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -361,15 +362,30 @@ private:
         }
     }
 
-    // The next block on the calling thread: what parse_ahead queued first, else parsed now.
+    // The next block on the calling thread: what parse_ahead queued first, else parsed now, into the largest buffer
+    // at hand. Buffers circulate between current_, the queue and spare_; parsing a batch's rows into a 32-row
+    // piece's buffer regrew it step after step (at batch 16384, reallocation copies and page faults cost a third of
+    // the parse; bench/RESULTS.md, "The sparse reader's buffers").
     bool parse_block_inline() {
-        if (queue_.empty()) return parse_chunk_inline(current_, want_rows_);
+        if (queue_.empty()) {
+            adopt_largest_spare();
+            return parse_chunk_inline(current_, want_rows_);
+        }
         if (current_.rows() == 0 && spare_.size() < kSpareBlocks) spare_.push_back(std::move(current_));
         current_ = std::move(queue_.front());
         queue_.pop_front();
         queued_rows_ -= current_.rows();
         queued_bytes_ -= csr_bytes(current_);
         return true;
+    }
+
+    // Swaps current_ (empty) with the spare buffer of the largest capacity, when that one is larger.
+    void adopt_largest_spare() {
+        const auto larger = [](const CsrBatch& a, const CsrBatch& b) {
+            return a.indices.capacity() < b.indices.capacity();
+        };
+        const auto it = std::max_element(spare_.begin(), spare_.end(), larger);
+        if (it != spare_.end() && larger(current_, *it)) std::swap(current_, *it);
     }
 
     // The next queued block into current_; false at the end of the share (rethrows the parse thread's error).
