@@ -47,7 +47,9 @@ bool sparse_single_cpu();
 // What a reader has held at most, for tests and the benchmark. Memory is bounded by the options whatever the
 // file size: peak_raw_bytes <= buffer_bytes, at most kSparseQueueBlocks parsed blocks (each from at most
 // buffer_bytes / kSparseQueueBlocks of text) wait in the queue, and the shuffle buffer holds shuffle_buffer rows.
-// Only cache=true, by design, keeps the whole share (cached_rows).
+// Emptied blocks keep their arrays for reuse (at most 2 with the parse thread, 8 parsing on the caller), so the
+// memory held is a small multiple of one block's, still independent of the file's size. Only cache=true, by design,
+// keeps the whole share (cached_rows).
 inline constexpr int kSparseQueueBlocks = 4;
 inline constexpr int64_t kSparseMinBufferBytes = 16 << 10;  // buffer_bytes below this is an InputError
 // A line may be at most buffer_bytes / kSparseQueueBlocks bytes long (2 MiB by default); longer is an InputError.
