@@ -15,8 +15,8 @@
 #   extrapolate  EXTRAPOLATE_WORKLOADS (as cpu16)  EXTRAPOLATE_LINK (measure | RATE,LATENCY)
 #                EXTRAPOLATE_NETNS=1: also LeNet-5 predicted vs measured on emulated hosts at 10 Gbit/s (root and
 #                `ip netns` only; ~60 s more: raise EXTRAPOLATE_BUDGET_S)
-#   workers      WORKERS_LIST ("1 2 4 8 12")  WORKERS_DEVICE (cuda)  WORKERS_STEPS (40)  WORKERS_BATCH (128)
-#                WORKERS_PER_CLASS (300, 6 classes)  WORKERS_SIZE (320x320)
+#   workers      WORKERS_LIST ("1 2 4 8 12")  WORKERS_CACHE ("8": also with data.cache=true)  WORKERS_DEVICE (cuda)
+#                WORKERS_STEPS (40)  WORKERS_BATCH (128)  WORKERS_PER_CLASS (300, 6 classes)  WORKERS_SIZE (320x320)
 #   cpuref       CPUREF_ROUNDS (2)  CPUREF_MODELS ("lenet5 mnist_cnn quality_cnn")  CPUREF_STEPS_SCALE (1)
 #                CPUREF_PRECISIONS ("fp32 bf16": bf16 is skipped with the reason on a CPU without it)
 #                TORCH_PYTHON (an interpreter that imports torch)
@@ -248,7 +248,8 @@ stage_workers() {
     [ "${RT_CUDA_BUILD:-0}" = 1 ] || { echo "the build has no CUDA backend"; return 1; }
   fi
   "$RT_PY" bench/device/workers.py --bin "$RT_BIN" --out "$out" --work "$RT_WORK/workers" \
-    --workers "${WORKERS_LIST:-1 2 4 8 12}" --device "$device" --steps "${WORKERS_STEPS:-40}" \
+    --workers "${WORKERS_LIST:-1 2 4 8 12}" --cache-workers "${WORKERS_CACHE:-8}" --device "$device" \
+    --steps "${WORKERS_STEPS:-40}" \
     --batch "${WORKERS_BATCH:-128}" --per-class "${WORKERS_PER_CLASS:-300}" --size "${WORKERS_SIZE:-320x320}" \
     --deadline "$RT_STAGE_DEADLINE"
 }

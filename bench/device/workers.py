@@ -3,10 +3,13 @@
 random-resized-crop + flip, decoding in data.workers threads with prefetch, no decoded cache) from a JPEG folder
 written by `ringtrain make-image-folder`, one run per data.workers value; per run: samples/s, the time per step the
 training loop waited for its batch (phase_s.data), and the GPU's utilisation sampled by NVML during training
-(summary.json gpu_utilisation, src/telemetry/gpu_monitor.cpp).
+(summary.json gpu_utilisation, src/telemetry/gpu_monitor.cpp). --cache-workers adds runs with data.cache=true (the
+first epoch decodes and keeps the resized images, later epochs only crop, flip and normalise): their rows carry
+"cache": true, and every row the median step rate of epoch 1 and of the later epochs apart.
 
 Usage: bench/device/workers.py --bin build/ringtrain --out DIR --work DIR [--workers "1 2 4 8 12"] [--device cuda]
-         [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320] [--deadline EPOCH_S]
+         [--cache-workers "8"] [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320]
+         [--deadline EPOCH_S]
 The folder (DIR/images under --work) is reused when it is there. The model is models/alexnet.json with its last
 layer sized to --classes (written under --work). Rows: DIR/rows.jsonl, one per data.workers; a point that would
 start past --deadline is skipped (said on stderr and in the rows). Exit 1 when a run fails, else 0."""
@@ -71,23 +74,31 @@ def model_file(work, classes):
     return path
 
 
-def row_of(out_dir, workers, wall, base):
+def median_or_none(values):
+    return statistics.median(values) if values else None
+
+
+def row_of(out_dir, workers, cache, wall, base):
     s = json.load(open(os.path.join(out_dir, "summary.json")))
     steps = max(s["steps_this_run"], 1)
-    rates = []
+    rates, by_epoch = [], {}
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         for line in f:
             r = json.loads(line)
             if r.get("type") == "step":
                 rates.append(r["samples_per_s"])
+                by_epoch.setdefault(r["epoch"] > 1, []).append(r["samples_per_s"])
     u = s.get("gpu_utilisation") or {}
     step_s = s["train_s"] / steps
     data_s = s["phase_s"].get("data", 0.0) / steps
     loader_s = s.get("data_loader_wait_s")  # the loader's part of data_s; the rest stages the batch for the GPU
     loader_s = None if loader_s is None else loader_s / steps
-    return {"workers": workers, "device": s.get("device"), "device_name": s.get("device_name"),
+    first = by_epoch.get(False, [])[1:]  # the first step also builds the model's buffers
+    return {"workers": workers, "cache": cache, "device": s.get("device"), "device_name": s.get("device_name"),
             "batch": s["batch_size_per_rank"], "steps": steps, "samples_per_s": s["samples_per_s"],
             "steady_samples_per_s": statistics.median(rates[1:]) if len(rates) > 2 else None,
+            "epoch1_samples_per_s": median_or_none(first),
+            "later_epochs_samples_per_s": median_or_none(by_epoch.get(True, [])),
             "step_s": step_s, "data_wait_s_per_step": data_s, "loader_wait_s_per_step": loader_s,
             "data_wait_fraction": data_s / step_s if step_s else None,
             "phase_s_per_step": {k: v / steps for k, v in s["phase_s"].items()},
@@ -103,6 +114,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--workers", default="1 2 4 8 12")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cache-workers", default="", help="data.workers values also run with data.cache=true")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--classes", type=int, default=6)
@@ -112,9 +124,10 @@ def main():
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: no point starts after it")
     a = ap.parse_args()
     try:
-        workers = [int(w) for w in a.workers.replace(",", " ").split()]
+        points = [(int(w), False) for w in a.workers.replace(",", " ").split()]
+        points += [(int(w), True) for w in a.cache_workers.replace(",", " ").split()]
     except ValueError:
-        sys.exit(f"workers.py: --workers {a.workers!r}: expected integers")
+        sys.exit(f"workers.py: --workers {a.workers!r} / --cache-workers {a.cache_workers!r}: expected integers")
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     images = make_folder(a.bin, a.work, a.classes, a.per_class, a.size, a.jobs)
@@ -122,18 +135,20 @@ def main():
     rows_path = os.path.join(a.out, "rows.jsonl")
     open(rows_path, "w").close()
     failed, last = 0, 0.0
-    for w in workers:
+    for w, cache in points:
+        name = f"data.workers={w}" + (", data.cache=true" if cache else "")
         if a.deadline and time.time() + last > a.deadline:
-            why = f"data.workers={w}: skipped, the stage's time is up (the previous point took {last:.0f} s)"
+            why = f"{name}: skipped, the stage's time is up (the previous point took {last:.0f} s)"
             print(f"workers.py: {why}", file=sys.stderr)
             with open(rows_path, "a") as f:
-                f.write(json.dumps({"workers": w, "skipped": why}) + "\n")
+                f.write(json.dumps({"workers": w, "cache": cache, "skipped": why}) + "\n")
             continue
-        d = os.path.join(a.out, f"workers{w}")
+        d = os.path.join(a.out, f"workers{w}" + ("_cache" if cache else ""))
         shutil.rmtree(d, ignore_errors=True)
         cmd = [a.bin, "train", "--config", os.path.join(ROOT, "configs/alexnet_folder.json"),
                "--set", f"model={model}", "--set", f"data.train_dir={images}/train",
                "--set", f"data.test_dir={images}/test", "--set", f"data.workers={w}", "--set", f"device={a.device}",
+               "--set", f"data.cache={'true' if cache else 'false'}",
                "--set", f"train.batch_size={a.batch}", "--set", f"train.max_steps={a.steps}",
                "--set", "train.epochs=1000", "--set", "train.log_every_steps=1", "--set", "train.eval_batch_size=64",
                "--set", "checkpoint.every_epochs=0", "--set", "output.progress=none", "--set", f"output.dir={d}"]
@@ -145,17 +160,19 @@ def main():
         last = time.time() - t0
         if rc != 0:
             failed += 1
-            print(f"workers.py: data.workers={w} failed (exit {rc}); see {d}.log", file=sys.stderr)
+            print(f"workers.py: {name} failed (exit {rc}); see {d}.log", file=sys.stderr)
             with open(rows_path, "a") as f:
-                f.write(json.dumps({"workers": w, "failed": f"exit {rc}", "log": d + ".log"}) + "\n")
+                f.write(json.dumps({"workers": w, "cache": cache, "failed": f"exit {rc}", "log": d + ".log"}) + "\n")
             continue
-        r = row_of(d, w, last, a.out)
+        r = row_of(d, w, cache, last, a.out)
         with open(rows_path, "a") as f:
             f.write(json.dumps(r) + "\n")
         gpu = "-" if r["gpu_mean_percent"] is None else f"{r['gpu_mean_percent']:.0f} %"
         loader = r.get("loader_wait_s_per_step")
         loader = "" if loader is None else f" (the loader {1e3 * loader:.1f})"
-        print(f"[{last:5.1f}s] data.workers={w}: {r['samples_per_s']:.0f} samples/s, waiting for data "
+        later = r["later_epochs_samples_per_s"]
+        later = "" if later is None else f", later epochs {later:.0f}"
+        print(f"[{last:5.1f}s] {name}: {r['samples_per_s']:.0f} samples/s{later}, waiting for data "
               f"{1e3 * r['data_wait_s_per_step']:.1f}{loader} of {1e3 * r['step_s']:.1f} ms a step, GPU busy {gpu}",
               flush=True)
     sys.exit(1 if failed else 0)
