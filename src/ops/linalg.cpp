@@ -36,16 +36,18 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
 
 void layer_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
                 Workspace& ws) {
-#ifdef RINGTRAIN_WITH_ONEDNN
     const int64_t k = checked_gemm_inner(a, trans_a, b, trans_b, c);
-    if ((beta == 0.0f || beta == 1.0f) && detail::device_of("gemm", {&a, &b, &c}) == Device::CPU) {
+    const Device dev = detail::device_of("gemm", {&a, &b, &c});
+#ifdef RINGTRAIN_WITH_ONEDNN
+    if ((beta == 0.0f || beta == 1.0f) && dev == Device::CPU) {
         const bool bf16 = gemm_runs_bf16(c.dim(0), k, c.dim(1));
         if (bf16 || gemm_uses_onednn(c.dim(0), k, c.dim(1)))
             return cpu::onednn::gemm(a, trans_a, b, trans_b, c, alpha, beta, bf16, ws);
     }
 #endif
+    (void)k;
     (void)ws;
-    gemm(a, trans_a, b, trans_b, c, alpha, beta);
+    RT_DISPATCH(dev, gemm, a, trans_a, b, trans_b, c, alpha, beta);  // checked above: not again through gemm()
 }
 
 void bias_add(Tensor& y, const Tensor& bias) {

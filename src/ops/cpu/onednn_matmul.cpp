@@ -5,10 +5,9 @@
 
 #include <dnnl.hpp>
 
-#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <unordered_map>
 
 #include "onednn_cache.hpp"
 #include "onednn_engine.hpp"
