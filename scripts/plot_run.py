@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots one or several ringtrain runs into a PNG, without a notebook.
 
 usage: scripts/plot_run.py RUN_DIR... [--out FILE] [--title TEXT]

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Per-layer GPU times of the PyTorch eager reference (the layer-by-layer twin of ringtrain's train.profile_layers on
 a GPU): each module's forward and backward timed with the device synchronised before and after it, median over
 steps. Prints one JSON line per model. Usage: python3 bench/gpu/pytorch_layer_times.py [--steps 20]"""

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PyTorch eager reference for ringtrain's single-GPU throughput: the same models (LeNet-5, the Keras/Horovod MNIST
 CNN), optimizers and batch sizes, trained on Fashion-MNIST-shaped batches that come from host memory each step
 (pinned, copied to the GPU), as ringtrain's loader does. Prints one JSON line per (model, batch).

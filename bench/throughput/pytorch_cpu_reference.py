@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PyTorch CPU reference for bench_throughput: the same models, optimizers and batch sizes as the configs
 (logreg SGD batch 200, LeNet-5 Adam batch 64, MNIST CNN Adadelta batch 128, the quality CNN SGD momentum 0.9 batch
 256 on 3x64x64 with one logit and BCEWithLogits), one intra-op thread, on 4 cycled in-memory batches;

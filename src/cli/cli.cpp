@@ -52,7 +52,7 @@ Examples:
   srun ringtrain train --config configs/logreg_fashion.json --set sync.backend=mpi
   ringtrain train --config configs/lenet5_fashion.json --set checkpoint.resume=auto
   mpirun -np 2 ringtrain train --config configs/mnist_cnn_fashion.json --set sync.compression=fp16 --timeline trace.json
-  ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001875.bin
+  ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001874.bin
   mpirun -np 2 ringtrain train --config configs/sparse_logreg_criteo.json --set data.train_file=train.txt
 
 data.format libsvm or criteo trains a sparse_linear model on sparse gradients (see docs/sparse-training.md).
@@ -97,6 +97,10 @@ Args parse(int argc, char** argv) {
     bool config_given = false, checkpoint_given = false;
     while (i < v.size()) {
         const std::string arg = v[i++];
+        if (arg == "--help" || arg == "-h") {  // `ringtrain train --help`: the usage, as make-clicklog --help does
+            a.command = "--help";
+            return a;
+        }
         std::string flag = arg == "-c" ? "--config" : arg;
         std::optional<std::string> value;
         if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -298,9 +302,10 @@ int run(int argc, char** argv, int world_rank, int world_size) {
                               dynamic_cast<const CollectiveError*>(&e) != nullptr;
         report(e);
         // Collective errors are raised on every rank at once, so a normal exit is safe. Otherwise the
-        // other ranks may be waiting in a collective (and MPI_Finalize would wait for them): abort the job.
+        // other ranks may be waiting in a collective (and MPI_Finalize would wait for them): abort the job
+        // (the one line above says why; the others get the launcher's SIGTERM, see StopRequest::watch).
         if (together || world == 1 || !comm) return code;
-        comm->abort(e.what(), code);
+        comm->abort("", code);
     }
     return 1;
 }

@@ -201,7 +201,7 @@ std::vector<std::byte> MpiCommunicatorBase::allgather_bytes(std::span<const std:
 void MpiCommunicatorBase::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void MpiCommunicatorBase::abort(const std::string& message, int exit_code) {
-    std::fprintf(stderr, "ringtrain: rank %d: %s\n", rank_, message.c_str());
+    if (!message.empty()) std::fprintf(stderr, "ringtrain: rank %d: %s\n", rank_, message.c_str());
     std::fflush(stderr);
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -504,6 +504,13 @@ bool holds_checkpoints(const std::string& dir) {
     return fs::exists(dir + "/latest", ec) || (fs::is_directory(dir, ec) && !checkpoints_by_step(dir).empty());
 }
 
+bool holds_previous_run(const std::string& output_dir, const std::string& checkpoint_dir) {
+    std::error_code ec;
+    const fs::path metrics = fs::path(output_dir) / "metrics.jsonl";
+    const bool has_metrics = fs::exists(metrics, ec) && !(fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) == 0);
+    return has_metrics || holds_checkpoints(checkpoint_dir);
+}
+
 void remove_stale_temporaries(const std::string& dir) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -87,6 +87,7 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
         const double x = e.get<double>();
         if (past_int64 || (spec.min && x < *spec.min) || (spec.max && x > *spec.max)) {
             std::ostringstream os;
+            os.precision(15);  // 1048576, not 1.04858e+06
             os << where << ": " << json_excerpt(v) << " is out of range; allowed";
             if (spec.min) os << " >= " << *spec.min;
             if (spec.min && (spec.max || integral)) os << " and";
@@ -293,7 +294,9 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     for (const auto& [key, spec] : schema()) {
         const auto ptr = pointer(key);
         if (doc.contains(ptr)) {
-            check_value(source, key, spec, doc[ptr]);
+            // A value from --set is named as such: the file may hold a valid one for the same key.
+            const auto from_set = given.find(key);
+            check_value(from_set == given.end() ? source : "--set " + from_set->second, key, spec, doc[ptr]);
         } else if (spec.fallback.is_null() && !spec.nullable) {
             throw InputError(source + ": " + key + ": missing; it is required (" + spec.doc + ")");
         } else {

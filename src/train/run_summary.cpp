@@ -141,6 +141,7 @@ json TrainingRun::write_summary() {
         {"epochs_completed", pos_.epoch},
         {"steps", pos_.global_step},
         {"steps_this_run", steps_this_run_},
+        {"steps_per_epoch", steps_per_epoch_},
         {"stopped_by_max_steps", stopped_by_max_steps_},
         // null unless a stop signal ended the run early (exit 3, a checkpoint at that step)
         {"stopped", stopped_by_signal() ? json("signal " + signal_name(stop_signal_) + " at step " +

@@ -298,7 +298,7 @@ void SparseRun::load_resume_checkpoint() {
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string metrics = plan_.output.dir + "/metrics.jsonl";
     const ResumeFrom& from = plan_.checkpoint.resume;
-    if (from.kind == ResumeFrom::Fresh && (holds_checkpoints(dir) || fs::exists(metrics)))
+    if (from.kind == ResumeFrom::Fresh && holds_previous_run(plan_.output.dir, dir))
         throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
                          "continue it or choose another output.dir");
     const auto load = [this](const std::string& path) { load_checkpoint_for_this_run(path); };
@@ -332,6 +332,7 @@ void SparseRun::load_checkpoint_for_this_run(const std::string& path) {
     steps_per_epoch_ = sparse.value("steps_per_epoch", int64_t{0});
     pos_ = std::move(at);
     resumed_ = true;
+    resumed_from_ = path;
 }
 
 void SparseRun::adopt_root_position() {
@@ -369,6 +370,12 @@ std::vector<std::span<float>> SparseRun::all_values() {
 
 bool SparseRun::stopped_by_max_steps() const {
     return plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps;
+}
+
+std::string SparseRun::where_it_ends() const {
+    if (stopped_by_max_steps())
+        return "step " + std::to_string(pos_.global_step) + " of train.max_steps " + std::to_string(plan_.train.max_steps);
+    return "epoch " + std::to_string(pos_.epoch) + " of " + std::to_string(plan_.train.epochs);
 }
 
 bool SparseRun::epochs_left() const {
@@ -794,6 +801,7 @@ json sync_block(const RunPlan& plan, const sync::SparseSyncStats& st, int64_t lo
             {"dense_steps", st.dense_steps},
             {"bytes_allgather", st.bytes_allgather},
             {"bytes_dense", st.bytes_dense},
+            {"second_collectives", st.second_collectives},
             {"owner_steps", st.owner_steps},
             {"bytes_state", st.bytes_state},
             {"state_second_collectives", st.state_second_collectives},
@@ -867,6 +875,8 @@ json SparseRun::write_summary() {
         {"cpu_s", usage.cpu_user_s + usage.cpu_system_s},
         {"peak_rss_mb", usage.peak_rss_mb},
         {"resumed", resumed_},
+        // rank 0's checkpoint path, as on the dense path (rank 0 writes this file)
+        {"resumed_from", resumed_from_.empty() ? json(nullptr) : json(resumed_from_)},
     };
     summary.update(eval_block(last_eval_));
     summary.update(traffic_block(mine, all));

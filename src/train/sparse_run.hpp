@@ -58,6 +58,11 @@ public:
     int64_t global_step() const { return pos_.global_step; }
     const RunPlan& plan() const { return plan_; }
     int rank() const { return rank_; }
+    comm::Communicator& comm() { return comm_; }
+    // Whether resume() took a checkpoint (every rank), and where the run ends as the plan says ("epoch 2 of 2",
+    // "step 500 of train.max_steps 500"), for a resumed run with nothing left.
+    bool resumed() const { return resumed_; }
+    std::string where_it_ends() const;
     // Forward, loss, backward, the ranks' average of the sparse gradient (or, in local SGD, of all tensors every
     // local_sgd_period steps), the optimizer's update. Returns the learning rate used. Collective.
     float run_step();
@@ -146,6 +151,7 @@ private:
     LoopState pos_;
     int64_t steps_per_epoch_ = 0;
     bool resumed_ = false;
+    std::string resumed_from_;  // rank 0: the checkpoint resume() loaded
     int64_t skip_batches_ = 0;  // resuming inside an epoch: batches of this rank's share already trained on
 
     // One step's buffers (capacity kept across steps).

@@ -4,6 +4,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/train/stop_request.hpp"
+#include "finished_run.hpp"
 #include "sparse_model_file.hpp"
 #include "sparse_run.hpp"
 
@@ -47,6 +48,9 @@ nlohmann::json SparseTrainer::train() {
         ~Detach() { run.set_stop_request(nullptr); }
     } detach{run};
     run.resume();
+    if (run.resumed() && !run.epochs_left())
+        if (auto kept = detail::keep_finished_run_summary(run.comm(), run.plan().output.dir, run.where_it_ends()))
+            return *kept;
     while (run.epochs_left()) {
         run.begin_epoch();
         // Every rank has a batch and no rank got a stop signal (agreed with the last step's loss).

@@ -151,10 +151,17 @@ void StopRequest::watch(double grace_s, int rank) {
     if (g.closing.load()) return;
     // Said at once, from this thread (not the handler): when mpirun or Slurm tears a job down after a rank died, it
     // sends SIGTERM and kills a second later, so this line is the survivors' only word on what happened.
+    // SIGTERM is also how mpirun and srun end the other ranks when one fails: say so, or the survivors' lines
+    // would read as a preemption while the failing rank's line (the reason) scrolls past among them.
+    const int sig = g.signal.load();
     std::fprintf(stderr,
-                 "ringtrain: rank %d: %s received: stopping at the next step boundary with a checkpoint (exit %d); "
+                 "ringtrain: rank %d: %s received%s: stopping at the next step boundary with a checkpoint (exit %d); "
                  "a second signal ends at once\n",
-                 rank, signal_name(g.signal.load()).c_str(), kStoppedExitCode);
+                 rank, signal_name(sig).c_str(),
+                 sig == SIGTERM ? " (from the scheduler, or from the launcher ending the job because another rank "
+                                  "failed: that rank's message says why)"
+                                : "",
+                 kStoppedExitCode);
     std::fflush(stderr);
     timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);

@@ -14,6 +14,7 @@
 #include "preflight.hpp"
 #include "plan_agreement.hpp"
 #include "trainer_parts.hpp"
+#include "finished_run.hpp"
 #include "training_run.hpp"
 
 namespace ringtrain::train {
@@ -215,6 +216,15 @@ json Trainer::train() {
     const RunPlan& plan = parts_->plan;
     detail::TrainingRun run(*parts_);
     run.resume();
+    const LoopState& at = run.position();
+    const bool max_steps_reached = plan.train.max_steps > 0 && at.global_step >= plan.train.max_steps;
+    if (run.resumed() && (at.epoch >= plan.train.epochs || max_steps_reached)) {
+        const std::string where = max_steps_reached ? "step " + std::to_string(at.global_step) + " of train.max_steps "
+                                                          + std::to_string(plan.train.max_steps)
+                                                    : "epoch " + std::to_string(at.epoch) + " of " +
+                                                          std::to_string(plan.train.epochs);
+        if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan.output.dir, where)) return *kept;
+    }
     if (parts_->gpu_monitor) parts_->gpu_monitor->start(0.1);
     const LoopState& pos = run.position();
     while (pos.epoch < plan.train.epochs && !run.stopped_by_max_steps() && !run.stopped_by_signal()) {

@@ -121,7 +121,7 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
 void TrainingRun::open_outputs() {
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string metrics = plan_.output.dir + "/metrics.jsonl";
-    if (plan_.checkpoint.resume.kind == ResumeFrom::Fresh && (holds_checkpoints(dir) || fs::exists(metrics)))
+    if (plan_.checkpoint.resume.kind == ResumeFrom::Fresh && holds_previous_run(plan_.output.dir, dir))
         throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
                          "continue it or choose another output.dir");
     fs::create_directories(dir);

@@ -38,6 +38,8 @@ public:
     void resume();
     // Where the loop is: epoch, first step still to run in it, steps run in all (what a checkpoint records).
     const LoopState& position() const { return pos_; }
+    // Whether resume() took a checkpoint (on every rank).
+    bool resumed() const { return !resumed_from_.empty(); }
     int64_t steps_per_epoch() const { return steps_per_epoch_; }
     // True (from then on) once train.max_steps steps have run.
     bool stop_at_max_steps();

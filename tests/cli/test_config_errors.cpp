@@ -37,7 +37,8 @@ TEST_CASE("bad configs exit with code 2, name the key, and write nothing", "[cli
         {"missing required key", R"({"data": {"format": "synthetic"}, "output": {"dir": "OUT"}})", {}, "model: missing"},
         {"missing data dir", R"({"model": "models/logreg.json", "data": {"dir": "/nonexistent/fmnist"}, "output": {"dir": "OUT"}})", {}, "/nonexistent/fmnist"},
         {"bad --set key", good_head + R"("output": {"dir": "OUT"}})", {"train.nope=3"}, "--set train.nope: unknown key"},
-        {"bad --set value", good_head + R"("output": {"dir": "OUT"}})", {"train.epochs=-1"}, "train.epochs: -1 is out of range"},
+        {"bad --set value", good_head + R"("output": {"dir": "OUT"}})", {"train.epochs=-1"}, "--set train.epochs=-1: train.epochs: -1 is out of range"},
+        {"bad --set type over a good file value", good_head + R"("train": {"epochs": 2}, "output": {"dir": "OUT"}})", {"train.epochs=abc"}, "--set train.epochs=abc: train.epochs: expected an integer"},
         {"bad --set form", good_head + R"("output": {"dir": "OUT"}})", {"train.epochs"}, "expected key=value"},
         {"not JSON", R"({"model": )", {}, "not valid JSON"},
         {"model/data mismatch", R"({"model": "models/lenet5.json", "data": {"format": "synthetic", "synthetic_shape": [100]}, "output": {"dir": "OUT"}})", {}, "expects samples of shape [1,28,28]"},
@@ -71,6 +72,9 @@ TEST_CASE("command-line misuse exits with code 2", "[cli]") {
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("config file not found"));
     r = run_command(binary() + " --help");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("ringtrain train --config"));
+    r = run_command(binary() + " train --help");
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("ringtrain train --config"));
 }

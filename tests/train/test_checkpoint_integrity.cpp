@@ -264,6 +264,35 @@ TEST_CASE("a fresh run into a previous run's output.dir is refused; stale tempor
     CHECK(!fs::exists(s.out() + "/checkpoints/latest.tmp"));
 }
 
+TEST_CASE("a run resumed at its end keeps the finished run's summary and metrics", "[train][checkpoint][integrity]") {
+    const Scene s("finished");
+    const std::string summary = slurp(s.out() + "/summary.json");
+    REQUIRE(read_json(s.out() + "/summary.json")["test_accuracy"].is_number());
+    // A requeued or resubmitted job with the same command (Slurm's --requeue, a crash loop's retry).
+    const auto r = s.train("--set checkpoint.resume=auto --set train.max_steps=40");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("nothing left to train: the checkpoint is the end of the run (step 40 of "
+                                         "train.max_steps 40)"));
+    CHECK(slurp(s.out() + "/summary.json") == summary);
+    CHECK(s.metrics_intact());
+}
+
+TEST_CASE("an empty metrics.jsonl (a run that failed before its first step) does not block a fresh run",
+          "[train][checkpoint][integrity]") {
+    const std::string dir = temp_dir("integrity-empty-metrics");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", kCheckpointing));
+    fs::create_directories(dir + "/out/checkpoints");  // what a run that failed on bad input at once leaves
+    write_file(dir + "/out/metrics.jsonl", "");
+    const auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=2");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    // One logged line is a previous run: refused as before.
+    const auto again = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=2");
+    require_exit2_naming(again, {"holds a previous run"});
+}
+
 TEST_CASE("a checkpoint of another world size is refused naming both sizes", "[train][checkpoint][integrity][mpi]") {
     const std::string dir = temp_dir("integrity-world");
     write_file(dir + "/tiny.json", kTinyCnn);

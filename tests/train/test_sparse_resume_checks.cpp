@@ -90,7 +90,31 @@ TEST_CASE("sparse resume=auto past a `latest` naming a missing file says so and 
     CHECK_THAT(again.output, Catch::Contains("latest names ckpt-000000099.bin, which does not exist"));
     const json s = read_json(r.out + "/summary.json");
     CHECK(s["resumed"] == true);
+    CHECK(s["resumed_from"] == r.out + "/checkpoints/ckpt-000000004.bin");
+    CHECK(s["sync"]["second_collectives"] == 0);  // one rank: nothing gathered
     CHECK(s["steps"] == 6);
+}
+
+TEST_CASE("a sparse run resumed at its end keeps the finished run's summary; more steps still train",
+          "[train][sparse][checkpoint]") {
+    const Run r = trained("sparse-resume-finished");
+    const std::string metrics = slurp(r.out + "/metrics.jsonl"), summary = slurp(r.out + "/summary.json");
+    REQUIRE(read_json(r.out + "/summary.json")["samples_per_s"].get<double>() > 0);
+    // A requeued job with the same command: nothing to train, and its results must survive.
+    const auto again = run_command(binary() + " train --config " + r.cfg +
+                                   " --set checkpoint.resume=auto --set train.max_steps=4");
+    INFO(again.output);
+    REQUIRE(again.exit_code == 0);
+    CHECK_THAT(again.output, Catch::Contains("nothing left to train: the checkpoint is the end of the run (step 4 of "
+                                             "train.max_steps 4)"));
+    CHECK_THAT(again.output, Catch::Contains("done: 4 steps"));
+    CHECK(slurp(r.out + "/summary.json") == summary);
+    CHECK(slurp(r.out + "/metrics.jsonl") == metrics);
+    const auto more = run_command(binary() + " train --config " + r.cfg +
+                                  " --set checkpoint.resume=auto --set train.max_steps=6");
+    INFO(more.output);
+    REQUIRE(more.exit_code == 0);
+    CHECK(read_json(r.out + "/summary.json")["steps"] == 6);
 }
 
 TEST_CASE("a sparse checkpoint refuses a run that would read other rows, naming the key and both values",

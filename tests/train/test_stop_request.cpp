@@ -143,3 +143,18 @@ TEST_CASE("no agreement within the grace period ends the process with exit 4; ag
           "ringtrain: rank 1: SIGUSR1 received: stopping at the next step boundary with a checkpoint (exit 3); a "
           "second signal ends at once\n");
 }
+
+TEST_CASE("a SIGTERM's line says it may be the launcher ending the job after another rank failed", "[stop]") {
+    // mpirun and srun end the other ranks with SIGTERM when one fails: the survivors must not read as preempted.
+    const ChildResult r = in_child([] {
+        StopRequest stop(0, 0.3, 2);  // SIGTERM is always handled
+        std::raise(SIGTERM);
+        stop.agreed();
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    });
+    CHECK(r.exit_code == 0);
+    CHECK(r.stderr_text ==
+          "ringtrain: rank 2: SIGTERM received (from the scheduler, or from the launcher ending the job because "
+          "another rank failed: that rank's message says why): stopping at the next step boundary with a checkpoint "
+          "(exit 3); a second signal ends at once\n");
+}

@@ -51,7 +51,9 @@ TEST_CASE("a Trainer runs every step and ends with one model on every rank", "[t
         const json summary = trainer.train();
         CHECK(summary["steps"] == steps);
         CHECK(summary["steps_this_run"] == steps);
+        CHECK(summary["steps_per_epoch"] == steps / 2);
         CHECK(summary["epochs_completed"] == 2);
+        CHECK(summary["resumed_from"].is_null());
         CHECK(summary["world_size"] == world);
         const auto hashes = hashes_over_ranks(*comm, trainer);
         for (uint64_t h : hashes) CHECK(h == hashes[0]);

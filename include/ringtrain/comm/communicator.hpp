@@ -90,7 +90,8 @@ public:
     // shared-memory path); "" otherwise. Safe to call from another thread (the stall watchdog's).
     virtual std::string waiting_for() const { return {}; }
 
-    // Brings the whole job down with `message` printed by this rank (MPI_Abort); never returns.
+    // Brings the whole job down with `message` printed by this rank (nothing when it is empty: the caller said it
+    // already) through MPI_Abort; never returns.
     [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
 };
 

@@ -82,6 +82,10 @@ std::string resume_newest(const std::string& dir, const std::function<void(const
 
 // Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
 bool holds_checkpoints(const std::string& dir);
+// Whether output_dir holds a previous run (a fresh run there is refused): checkpoints in checkpoint_dir, or a
+// metrics.jsonl with something in it. A run that failed on bad input before its first logged step leaves an empty
+// one, which must not stop the same command from running again once the input is fixed.
+bool holds_previous_run(const std::string& output_dir, const std::string& checkpoint_dir);
 // Removes temporary files a killed or failed write left behind (ckpt-*.bin.tmp, latest.tmp).
 void remove_stale_temporaries(const std::string& dir);
 

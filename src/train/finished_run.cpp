@@ -1,0 +1,33 @@
+// keep_finished_run_summary (see finished_run.hpp).
+#include "finished_run.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+
+namespace ringtrain::train::detail {
+
+std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const std::string& output_dir,
+                                                        const std::string& where) {
+    const std::string path = output_dir + "/summary.json";
+    nlohmann::json kept;
+    uint64_t have = 0;
+    if (comm.rank() == 0) {
+        std::ifstream in(path);
+        if (in) {
+            kept = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+            have = kept.is_object() ? 1 : 0;
+        }
+    }
+    comm.broadcast_object(have, 0);
+    if (have == 0) return std::nullopt;
+    if (comm.rank() != 0) return nlohmann::json{{"stopped", nullptr}};
+    std::fprintf(stderr,
+                 "ringtrain: nothing left to train: the checkpoint is the end of the run (%s); %s is the finished "
+                 "run's and stays as it is (train more with a larger train.epochs or train.max_steps)\n",
+                 where.c_str(), path.c_str());
+    kept["stopped"] = nullptr;
+    return kept;
+}
+
+}  // namespace ringtrain::train::detail

@@ -1,0 +1,23 @@
+// A resumed run that has nothing left to train (private to train). A requeued or resubmitted job whose checkpoint is
+// already the end of the run (every epoch trained, or train.max_steps reached) used to train nothing and write a
+// summary of nothing (no test accuracy, 0 samples/s) over the finished run's: the results were lost. The finished
+// run's summary.json stays instead.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "ringtrain/comm/communicator.hpp"
+
+namespace ringtrain::train::detail {
+
+// Collective. Rank 0 reads output_dir/summary.json; when it is there and reads as a JSON object, rank 0 says so in
+// one line (`where` says where the checkpoint left the run, e.g. "epoch 2 of 2") and every rank gets a summary to
+// report: rank 0 the file's, the others {"stopped": null}; "stopped" is null on rank 0 too (the run is complete,
+// whatever stopped its last job). nullopt on every rank otherwise (a job that ended between its final checkpoint and
+// its summary): the caller then writes a summary as usual.
+std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const std::string& output_dir,
+                                                        const std::string& where);
+
+}  // namespace ringtrain::train::detail
