@@ -507,7 +507,8 @@ bool holds_checkpoints(const std::string& dir) {
 bool holds_previous_run(const std::string& output_dir, const std::string& checkpoint_dir) {
     std::error_code ec;
     const fs::path metrics = fs::path(output_dir) / "metrics.jsonl";
-    const bool has_metrics = fs::exists(metrics, ec) && !(fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) == 0);
+    const bool empty_file = fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) == 0;
+    const bool has_metrics = fs::exists(metrics, ec) && !empty_file;
     return has_metrics || holds_checkpoints(checkpoint_dir);
 }
 

@@ -374,7 +374,8 @@ bool SparseRun::stopped_by_max_steps() const {
 
 std::string SparseRun::where_it_ends() const {
     if (stopped_by_max_steps())
-        return "step " + std::to_string(pos_.global_step) + " of train.max_steps " + std::to_string(plan_.train.max_steps);
+        return "step " + std::to_string(pos_.global_step) + " of train.max_steps " +
+               std::to_string(plan_.train.max_steps);
     return "epoch " + std::to_string(pos_.epoch) + " of " + std::to_string(plan_.train.epochs);
 }
 
