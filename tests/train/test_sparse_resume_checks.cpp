@@ -185,3 +185,24 @@ TEST_CASE("data.num_features 0 on 2 ranks: the largest index of any rank's share
     REQUIRE(r.exit_code == 0);
     CHECK(read_json(dir + "/out/summary.json")["num_features"] == 2048);
 }
+
+TEST_CASE("a bad line found on one of 2 ranks while training: exit 2, one line naming it, the other rank says why",
+          "[train][sparse][mpi]") {
+    const std::string dir = temp_dir("sparse-bad-line-2ranks");
+    write_svm(dir + "/train.svm", svm_rows(400, 50, 3));
+    write_svm(dir + "/test.svm", svm_rows(16, 50, 4));
+    {
+        std::ofstream(dir + "/train.svm", std::ios::app) << "1 5:x\n";  // the last line: rank 1's share, found late
+    }
+    write_file(dir + "/c.json", config(dir + "/train.svm", dir + "/test.svm", dir + "/out"));
+    const auto r = run_command("timeout 60 " + mpirun(2) + binary() + " train --config " + dir + "/c.json");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    const std::string line = dir + "/train.svm:401: bad feature value in '5:x'";
+    const size_t first = r.output.find(line);
+    REQUIRE(first != std::string::npos);
+    CHECK(r.output.find(line, first + 1) == std::string::npos);  // said once, not again by the abort
+    // Rank 0 gets the launcher's SIGTERM (when it is still running by then): its line must not read as a preemption.
+    if (r.output.find("rank 0: SIGTERM received") != std::string::npos)
+        CHECK_THAT(r.output, Catch::Contains("another rank failed: that rank's message says why"));
+}
