@@ -512,6 +512,14 @@ bool holds_previous_run(const std::string& output_dir, const std::string& checkp
     return has_metrics || holds_checkpoints(checkpoint_dir);
 }
 
+void check_latest_pointer(const std::string& dir) {
+    std::error_code ec;
+    const fs::path latest = fs::path(dir) / "latest";
+    if (fs::exists(fs::symlink_status(latest, ec)) && !fs::is_regular_file(latest, ec))
+        throw InputError(latest.string() + ": not a file (it names the newest checkpoint and every checkpoint rewrites "
+                         "it); remove it");
+}
+
 void remove_stale_temporaries(const std::string& dir) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -261,7 +261,16 @@ void SparseRun::build_locally(int64_t max_index) {
     test.num_features = train_reader_->num_features();
     test.num_classes = classes;
     test.shuffle_buffer = 0;
-    data::scan_sparse_share(test);
+    if (data::scan_sparse_share(test).rows == 0) {
+        // An empty test file evaluated to accuracy 0 and log loss 0, reported as a result. A share can be empty
+        // on its own (a file of fewer rows than ranks), so the whole file decides.
+        data::SparseReaderOptions whole = test;
+        whole.rank = 0;
+        whole.world = 1;
+        if (data::scan_sparse_share(whole).rows == 0)
+            throw InputError(plan_.data.test_file + ": data.test_file holds no rows (empty, or only comments and "
+                             "empty lines); name a file with test rows");
+    }
     test_reader_ = data::open_sparse_reader(test);
     model_ = std::make_unique<nn::SparseLinear>(model_file_.name, train_reader_->num_features(),
                                                 model_file_.out_features);
@@ -295,6 +304,8 @@ void SparseRun::resume() {
 
 // Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
 void SparseRun::load_resume_checkpoint() {
+    check_output_dir(plan_.output.dir);  // a folder, or creatable, and writable: exit 2 naming output.dir
+    output_lock_ = OutputFolderLock(plan_.output.dir);  // before reading checkpoints another run may write
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string metrics = plan_.output.dir + "/metrics.jsonl";
     const ResumeFrom& from = plan_.checkpoint.resume;
@@ -307,7 +318,9 @@ void SparseRun::load_resume_checkpoint() {
     // never starts over in a folder holding its earlier metrics.
     if (from.kind == ResumeFrom::Latest) resume_newest(dir, load);
     fs::create_directories(dir);
+    check_latest_pointer(dir);
     remove_stale_temporaries(dir);
+    if (resumed_) keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
     metrics_ = telemetry::MetricsWriter(metrics, resumed_);
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
@@ -386,6 +399,11 @@ bool SparseRun::epochs_left() const {
 float SparseRun::learning_rate() const { return schedule_->at(static_cast<double>(pos_.epoch)); }
 
 void SparseRun::begin_epoch() {
+    // A training file that changed under the run (rewritten, truncated, appended to) gave epochs of other or fewer
+    // rows without a word, and checkpoints that no longer fit it; every rank sees the same file, so each says so.
+    if (const std::string now = file_fingerprint(plan_.data.train_file); now != train_fingerprint_)
+        throw InputError(plan_.data.train_file + ": data.train_file changed during the run (at its start " +
+                         train_fingerprint_ + ", now " + now + "); restore it, or start a fresh run on the new file");
     epoch_t0_ = window_t0_ = stretch_start_ = telemetry::now_seconds();
     ScopedPhase t(phases_, Phase::Data);
     {

@@ -31,6 +31,7 @@
 #include "ringtrain/train/stop_request.hpp"
 #include "ringtrain/nn/sparse_linear.hpp"
 #include "ringtrain/optim/sparse_optimizer.hpp"
+#include "output_folder.hpp"
 #include "sparse_model_file.hpp"
 
 namespace ringtrain::train::detail {
@@ -142,6 +143,7 @@ private:
     // frozen rank is reported, then the job is ended, instead of every other rank waiting for it silently.
     std::unique_ptr<sync::StallWatchdog> stall_watchdog_;
     telemetry::MetricsWriter metrics_;
+    OutputFolderLock output_lock_;  // rank 0 only: held for the run
     telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     StopRequest* stop_ = nullptr;
     int stop_signal_ = 0;  // the agreed stop's signal (the highest number any rank got), 0 = none

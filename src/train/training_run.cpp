@@ -73,6 +73,7 @@ void TrainingRun::resume() {
     // follows rank 0's decision, a fresh start included.
     sync::run_then_agree(parts_.comm, [this] {
         if (!parts_.is_root()) return;
+        output_lock_ = OutputFolderLock(plan_.output.dir);  // before reading checkpoints another run may write
         load_resume_checkpoint();
         open_outputs();
     });
@@ -125,7 +126,9 @@ void TrainingRun::open_outputs() {
         throw InputError("output.dir " + plan_.output.dir + " holds a previous run; use checkpoint.resume=auto to "
                          "continue it or choose another output.dir");
     fs::create_directories(dir);
+    check_latest_pointer(dir);
     remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
+    if (!resumed_from_.empty()) keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
     metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());

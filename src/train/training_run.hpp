@@ -19,6 +19,7 @@
 #include "ringtrain/telemetry/tensorboard_writer.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/stop_request.hpp"
+#include "output_folder.hpp"
 #include "run_measurements.hpp"
 #include "trainer_parts.hpp"
 
@@ -125,6 +126,7 @@ private:
     Tensor dlogits_;
 
     telemetry::MetricsWriter metrics_;  // rank 0 only
+    OutputFolderLock output_lock_;      // rank 0 only: held for the run
     telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     telemetry::Progress progress_;
     telemetry::PhaseTimes phases_;

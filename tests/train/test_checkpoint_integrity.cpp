@@ -3,6 +3,7 @@
 // run wrote was overwritten. resume=auto falls back to an older checkpoint that verifies, and says so.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -110,11 +111,20 @@ TEST_CASE("a bit flip in a tensor or the header is found and named", "[train][ch
         CHECK(summary["resumed_from"] == s.ckpt(20));
         CHECK(summary["steps"] == 50);
         CHECK(summary["steps_this_run"] == 30);
-        // The old lines are kept; the resumed run's first logged step is 21.
-        const std::string now = slurp(s.out() + "/metrics.jsonl");
-        CHECK(now.compare(0, s.metrics_before().size(), s.metrics_before()) == 0);
-        const auto first_new = nlohmann::json::parse(now.substr(s.metrics_before().size(), now.find('\n', s.metrics_before().size()) - s.metrics_before().size()));
-        CHECK(first_new["global_step"] == 21);
+        // The old lines up to the checkpoint (step 20) are kept, those after it go: the resumed run logs steps 21
+        // on, and every step has one line.
+        std::vector<int64_t> steps;
+        for (const auto& line : read_jsonl(s.out() + "/metrics.jsonl"))
+            if (line["type"] == "step") steps.push_back(line["global_step"].get<int64_t>());
+        REQUIRE(!steps.empty());
+        CHECK(std::is_sorted(steps.begin(), steps.end()));
+        CHECK(std::adjacent_find(steps.begin(), steps.end()) == steps.end());
+        CHECK(steps.back() == 50);
+        const std::string before = s.metrics_before();
+        const size_t at_21 = before.find("\"global_step\":21");
+        REQUIRE(at_21 != std::string::npos);
+        const size_t cut = before.rfind('\n', at_21) + 1;  // the old lines up to step 20, byte for byte
+        CHECK(slurp(s.out() + "/metrics.jsonl").compare(0, cut, before, 0, cut) == 0);
     }
     SECTION("every checkpoint damaged: exit 2, metrics untouched") {
         flip_tensor_bit(latest, 0);

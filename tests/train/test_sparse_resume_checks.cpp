@@ -206,3 +206,33 @@ TEST_CASE("a bad line found on one of 2 ranks while training: exit 2, one line n
     if (r.output.find("rank 0: SIGTERM received") != std::string::npos)
         CHECK_THAT(r.output, Catch::Contains("another rank failed: that rank's message says why"));
 }
+
+TEST_CASE("sparse set-up: an empty test file, an output.dir that is a file, a folder in use: exit 2 naming them",
+          "[train][sparse]") {
+    const std::string dir = temp_dir("sparse-setup-outputs");
+    write_svm(dir + "/train.svm", svm_rows(64, 50, 3));
+    write_file(dir + "/empty.svm", "# only a comment\n\n");
+    write_file(dir + "/c.json", config(dir + "/train.svm", dir + "/empty.svm", dir + "/out"));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(dir + "/empty.svm: data.test_file holds no rows"));
+    CHECK(!std::filesystem::exists(dir + "/out"));
+
+    write_svm(dir + "/test.svm", svm_rows(16, 50, 4));
+    write_file(dir + "/afile", "");
+    const std::string sets = " --set data.test_file=" + dir + "/test.svm --set output.dir=";
+    r = run_command(binary() + " train --config " + dir + "/c.json" + sets + dir + "/afile");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("output.dir: '" + dir + "/afile' exists and is not a folder"));
+
+    // Another process holds the folder (flock(1) runs the second run while it holds run.lock).
+    std::filesystem::create_directories(dir + "/busy");
+    r = run_command("flock " + dir + "/busy/run.lock " + binary() + " train --config " + dir + "/c.json" + sets + dir +
+                    "/busy");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("output.dir " + dir + "/busy is in use by another run"));
+    CHECK(!std::filesystem::exists(dir + "/busy/metrics.jsonl"));
+}

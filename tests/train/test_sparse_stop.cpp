@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
@@ -133,5 +134,22 @@ TEST_CASE("sparse: SIGTERM at an epoch's last step stops after that epoch, also 
         for (const json& line : read_jsonl(dir + "/out/metrics.jsonl")) epoch_line |= line["type"] == "epoch";
         CHECK(epoch_line);
     }
+    comm->barrier();
+}
+
+// Not a stop, but the same in-process driving: a training file that changes under a run ends it at the next epoch's
+// start, on every rank, naming the file, instead of training on other or fewer rows without a word.
+TEST_CASE("sparse: a training file changed during the run ends it at the next epoch, exit-2 style",
+          "[train][sparse][mpi]") {
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const std::string dir = job_dir("changed");
+    const int64_t per_epoch = 160 / (8 * world);
+    SparseTrainer t(sparse(dir, ""), *comm);
+    t.set_step_callback([&](int64_t step) {
+        if (step == per_epoch - 1 && rank == 0) std::ofstream(dir + "/train.svm", std::ios::app) << "1 3:1\n";
+    });
+    CHECK_THROWS_WITH(t.train(), Catch::Contains(dir + "/train.svm: data.train_file changed during the run") &&
+                                     Catch::Contains("restore it, or start a fresh run on the new file"));
     comm->barrier();
 }

@@ -86,6 +86,9 @@ bool holds_checkpoints(const std::string& dir);
 // metrics.jsonl with something in it. A run that failed on bad input before its first logged step leaves an empty
 // one, which must not stop the same command from running again once the input is fixed.
 bool holds_previous_run(const std::string& output_dir, const std::string& checkpoint_dir);
+// InputError when dir/latest exists and is not a regular file (a folder there failed the run's first checkpoint
+// write, after training up to it).
+void check_latest_pointer(const std::string& dir);
 // Removes temporary files a killed or failed write left behind (ckpt-*.bin.tmp, latest.tmp).
 void remove_stale_temporaries(const std::string& dir);
 
