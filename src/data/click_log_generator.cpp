@@ -53,10 +53,14 @@ public:
         const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
         if (gz) {
             gz_ = gzopen(path.c_str(), "wb1");
-            if (!gz_) throw InputError(path + ": cannot create (" + std::strerror(errno) + ")");
+            if (!gz_)
+                throw InputError(path + ": cannot create (" + std::strerror(errno) +
+                                 "); --out must be in an existing, writable folder");
         } else {
             file_ = std::fopen(path.c_str(), "wb");
-            if (!file_) throw InputError(path + ": cannot create (" + std::strerror(errno) + ")");
+            if (!file_)
+                throw InputError(path + ": cannot create (" + std::strerror(errno) +
+                                 "); --out must be in an existing, writable folder");
         }
     }
     ~TextSink() {

@@ -299,7 +299,8 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
                           optim::Optimizer* opt) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
-        throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file)");
+        throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
+                                   "use checkpoint.resume=auto for the newest in output.dir");
     const uint64_t file_bytes = fs::file_size(path, ec);
     std::ifstream in(path, std::ios::binary);
     if (!in || ec) throw CheckpointUnreadable(path + ": cannot read the checkpoint");

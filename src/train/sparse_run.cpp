@@ -489,8 +489,10 @@ bool SparseRun::next_batch() {
     if (ranks_with_batch == world_) return !stopped_by_signal();
     // Some rank's share ran out: the epoch ends on every rank (a batch read by the others is not trained on).
     if (pos_.step_in_epoch == 0)
-        throw CollectiveInputError(plan_.data.train_file + ": a rank's share of the file holds no rows; use a larger "
-                                   "file or fewer ranks");
+        throw CollectiveInputError(plan_.data.train_file + (world_ == 1 ? std::string(": holds no rows; name a file "
+                                                                                  "with training rows")
+                                                                    : ": a rank's share of the file holds no rows; "
+                                                                      "use a larger file or fewer ranks"));
     steps_per_epoch_ = pos_.step_in_epoch;
     return false;
 }

@@ -235,4 +235,11 @@ TEST_CASE("sparse set-up: an empty test file, an output.dir that is a file, a fo
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("output.dir " + dir + "/busy is in use by another run"));
     CHECK(!std::filesystem::exists(dir + "/busy/metrics.jsonl"));
+
+    // An empty training file on one rank: no "fewer ranks" advice where there is one rank.
+    r = run_command(binary() + " train --config " + dir + "/c.json" + sets + dir + "/empty-train --set data.train_file=" +
+                    dir + "/empty.svm");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(dir + "/empty.svm: holds no rows; name a file with training rows"));
 }
