@@ -138,8 +138,13 @@ Args parse(int argc, char** argv) {
 int command_train(const std::optional<train::Config>& config, comm::Communicator& comm) {
     if (!config) throw InputError("train needs --config FILE");
     const train::Config& cfg = *config;
-    const auto summary = train::uses_sparse_path(cfg, comm) ? train::SparseTrainer(cfg, comm).train()
-                                                            : train::Trainer(cfg, comm).train();
+    // This process exits when the run returns: a second stop signal meanwhile still ends it with exit 4 and a line.
+    const auto train_then_exit = [](auto&& trainer) {
+        trainer.set_process_exits_after_train(true);
+        return trainer.train();
+    };
+    const auto summary = train::uses_sparse_path(cfg, comm) ? train_then_exit(train::SparseTrainer(cfg, comm))
+                                                            : train_then_exit(train::Trainer(cfg, comm));
     if (summary.contains("stopped") && !summary["stopped"].is_null()) {
         // Stopped early by a signal, with a checkpoint: the one line says what happened and how to go on.
         if (comm.rank() == 0)

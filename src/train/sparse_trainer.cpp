@@ -41,7 +41,7 @@ nlohmann::json SparseTrainer::train() {
     // SIGTERM, SIGINT and train.stop_signal stop the loop gracefully while train() runs (the handlers are restored
     // when it returns); this rank's vote rides in next_batch's allreduce.
     const RunPlan& plan = run.plan();
-    StopRequest stop(stop_signal_number(plan.train.stop_signal), plan.train.stop_grace_s, run.rank());
+    StopRequest stop(stop_signal_number(plan.train.stop_signal), plan.train.stop_grace_s, run.rank(), after_stop_);
     run.set_stop_request(&stop);
     struct Detach {
         detail::SparseRun& run;

@@ -95,7 +95,7 @@ std::string signal_name(int signo) {
     return "signal " + std::to_string(signo);
 }
 
-StopRequest::StopRequest(int extra_signal, double grace_s, int rank) {
+StopRequest::StopRequest(int extra_signal, double grace_s, int rank, AfterStop after) : after_(after) {
     bool idle = false;
     if (!g_state.live.compare_exchange_strong(idle, true))
         throw Error("internal: a second StopRequest while one is live (signal handlers are process-wide)");
@@ -127,7 +127,8 @@ StopRequest::StopRequest(int extra_signal, double grace_s, int rank) {
 
 StopRequest::~StopRequest() {
     HandlerState& g = g_state;
-    for (int i = 0; i < g.count; ++i) sigaction(g.handled[i], &g.previous[i], nullptr);
+    if (after_ == AfterStop::RestoreHandlers || g.signal.load() == 0)
+        for (int i = 0; i < g.count; ++i) sigaction(g.handled[i], &g.previous[i], nullptr);
     g.count = 0;
     g.closing.store(true);
     sem_post(&g.woken);

@@ -214,6 +214,7 @@ std::vector<float> Trainer::parameters_flat() const {
 // The loop, after llm.c's train_gpt2.c: a step is one call, the occasional work around it sits in plain ifs.
 json Trainer::train() {
     const RunPlan& plan = parts_->plan;
+    parts_->after_stop = after_stop_;
     detail::TrainingRun run(*parts_);
     run.resume();
     const LoopState& at = run.position();

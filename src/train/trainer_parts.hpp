@@ -14,6 +14,7 @@
 #include "ringtrain/core/rng.hpp"
 #include "ringtrain/data/sharded_loader.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/train/stop_request.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/optim/schedule.hpp"
 #include "ringtrain/sync/batch_stats_reducer.hpp"
@@ -51,6 +52,7 @@ struct TrainerParts {
 
     const Config config;  // a copy: the Trainer does not depend on its caller's
     const RunPlan& plan;  // config.plan()
+    AfterStop after_stop = AfterStop::RestoreHandlers;  // Trainer::set_process_exits_after_train
     comm::Communicator& comm;
     const int rank, world;
     Device device = Device::CPU;

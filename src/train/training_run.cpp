@@ -49,7 +49,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       steps_per_epoch_(loader_.steps_per_epoch() / passes_),
       loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
-      stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank),
+      stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank, parts.after_stop),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
       step_clock_(parts.model->parameters()),
       train_loss_(std::nan("")) {

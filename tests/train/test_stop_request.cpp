@@ -158,3 +158,23 @@ TEST_CASE("a SIGTERM's line says it may be the launcher ending the job after ano
           "another rank failed: that rank's message says why): stopping at the next step boundary with a checkpoint "
           "(exit 3); a second signal ends at once\n");
 }
+
+TEST_CASE("a process that exits after the run keeps the handlers after a stop: a second signal is still exit 4",
+          "[stop]") {
+    // Two quick Ctrl-Cs: the first stops the run; the second, while the summary is written after train() returned,
+    // used to meet the default action (130, no word).
+    const ChildResult r = in_child([] {
+        { StopRequest stop(0, 0, 1, AfterStop::KeepHandlers); std::raise(SIGINT); stop.agreed(); }
+        std::raise(SIGINT);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+    });
+    CHECK(r.exit_code == kHardStopExitCode);
+    CHECK_THAT(r.stderr_text, Catch::Contains("rank 1: a second stop signal: exiting at once without a checkpoint"));
+    // Without a signal the earlier handlers come back, kept or not (here the default action).
+    const ChildResult quiet = in_child([] {
+        { StopRequest stop(0, 0, 1, AfterStop::KeepHandlers); }
+        std::raise(SIGINT);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+    });
+    CHECK(quiet.exit_code == 128 + SIGINT);
+}

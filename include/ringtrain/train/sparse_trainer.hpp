@@ -14,6 +14,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/stop_request.hpp"
 
 namespace ringtrain::train {
 
@@ -41,6 +42,11 @@ public:
     nlohmann::json train();
     // Called on every rank after each step with the global step (tests: a signal at a known step).
     void set_step_callback(std::function<void(int64_t global_step)> callback);
+    // The process exits when train() returns (the command line): after a stop signal the handlers then stay, so a
+    // second signal while the summary is written still ends it with exit 4 and its line (StopRequest, AfterStop).
+    void set_process_exits_after_train(bool yes) {
+        after_stop_ = yes ? AfterStop::KeepHandlers : AfterStop::RestoreHandlers;
+    }
     // Loads `checkpoint` and evaluates on the test file: {test_accuracy, test_loss, test_logloss, test_auc,
     // samples}. Collective.
     nlohmann::json evaluate_checkpoint(const std::string& checkpoint);
@@ -51,6 +57,7 @@ public:
 private:
     std::unique_ptr<detail::SparseRun> run_;
     std::function<void(int64_t)> step_callback_;
+    AfterStop after_stop_ = AfterStop::RestoreHandlers;
 };
 
 }  // namespace ringtrain::train

@@ -40,12 +40,17 @@ int stop_signal_number(const std::string& spelling);
 // "SIGUSR1" for SIGUSR1, "signal 42" for a number without a name here.
 std::string signal_name(int signo);
 
+// What ~StopRequest does with the handlers after a stop signal came: restore the earlier ones (a library, a test
+// process that goes on), or keep them (a process that exits right after the run: a second signal while it writes its
+// summary then still ends it with kHardStopExitCode and its line, not with the default action's silent 128+N).
+enum class AfterStop { RestoreHandlers, KeepHandlers };
+
 class StopRequest {
 public:
     // Handles SIGTERM, SIGINT and `extra_signal` (0: none) from now on. grace_s > 0 starts the watchdog: once a
     // signal has come, agreed() must follow within grace_s or the process ends (kHardStopExitCode). `rank` names
     // this process in the messages. Throws Error when another StopRequest is live.
-    StopRequest(int extra_signal, double grace_s, int rank);
+    StopRequest(int extra_signal, double grace_s, int rank, AfterStop after = AfterStop::RestoreHandlers);
     ~StopRequest();
     StopRequest(const StopRequest&) = delete;
     StopRequest& operator=(const StopRequest&) = delete;
@@ -58,6 +63,7 @@ public:
     void agreed();
 
 private:
+    AfterStop after_;
     void watch(double grace_s, int rank);
 
     std::vector<int> signals_;

@@ -12,6 +12,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/stop_request.hpp"
 
 namespace ringtrain::train {
 
@@ -36,6 +37,11 @@ public:
     // Called on this rank after each training step (its work around the step done), with the global step: a hook for
     // tests (a signal at a chosen step) and for embedding programs.
     void set_step_callback(std::function<void(int64_t global_step)> callback);
+    // The process exits when train() returns (the command line): after a stop signal the handlers then stay, so a
+    // second signal while the summary is written still ends it with exit 4 and its line (StopRequest, AfterStop).
+    void set_process_exits_after_train(bool yes) {
+        after_stop_ = yes ? AfterStop::KeepHandlers : AfterStop::RestoreHandlers;
+    }
 
     // FNV hash of this rank's current parameter values.
     uint64_t parameter_hash() const;
@@ -45,6 +51,7 @@ public:
 private:
     std::unique_ptr<detail::TrainerParts> parts_;
     std::function<void(int64_t)> step_callback_;
+    AfterStop after_stop_ = AfterStop::RestoreHandlers;
 };
 
 }  // namespace ringtrain::train
