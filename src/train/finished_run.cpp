@@ -4,12 +4,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 namespace ringtrain::train::detail {
 
-std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const std::string& output_dir,
-                                                        const std::string& where) {
-    const std::string path = output_dir + "/summary.json";
+bool nothing_left(const LoopState& at, const TrainPlan& train) {
+    return at.epoch >= train.epochs || (train.max_steps > 0 && at.global_step >= train.max_steps);
+}
+
+std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const RunPlan& plan,
+                                                        const LoopState& at) {
+    const std::string path = plan.output.dir + "/summary.json";
     nlohmann::json kept;
     uint64_t have = 0;
     if (comm.rank() == 0) {
@@ -22,6 +27,11 @@ std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm
     comm.broadcast_object(have, 0);
     if (have == 0) return std::nullopt;
     if (comm.rank() != 0) return nlohmann::json{{"stopped", nullptr}};
+    const TrainPlan& t = plan.train;
+    const std::string where =
+        t.max_steps > 0 && at.global_step >= t.max_steps
+            ? "step " + std::to_string(at.global_step) + " of train.max_steps " + std::to_string(t.max_steps)
+            : "epoch " + std::to_string(at.epoch) + " of " + std::to_string(t.epochs);
     std::fprintf(stderr,
                  "ringtrain: nothing left to train: the checkpoint is the end of the run (%s); %s is the finished "
                  "run's and stays as it is (train more with a larger train.epochs or train.max_steps)\n",

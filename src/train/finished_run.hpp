@@ -9,15 +9,20 @@
 #include <string>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/run_plan.hpp"
 
 namespace ringtrain::train::detail {
 
-// Collective. Rank 0 reads output_dir/summary.json; when it is there and reads as a JSON object, rank 0 says so in
-// one line (`where` says where the checkpoint left the run, e.g. "epoch 2 of 2") and every rank gets a summary to
-// report: rank 0 the file's, the others {"stopped": null}; "stopped" is null on rank 0 too (the run is complete,
-// whatever stopped its last job). nullopt on every rank otherwise (a job that ended between its final checkpoint and
-// its summary): the caller then writes a summary as usual.
-std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const std::string& output_dir,
-                                                        const std::string& where);
+// Whether a run at `at` has nothing left to train: every epoch done, or train.max_steps reached.
+bool nothing_left(const LoopState& at, const TrainPlan& train);
+
+// For a resumed run with nothing_left(), collective. Rank 0 reads output_dir/summary.json; when it is there and
+// reads as a JSON object, rank 0 says so in one line (where the checkpoint left the run, e.g. "epoch 2 of 2") and
+// every rank gets a summary to report: rank 0 the file's, the others {"stopped": null}; "stopped" is null on rank 0
+// too (the run is complete, whatever stopped its last job). nullopt on every rank otherwise (a job that ended
+// between its final checkpoint and its summary): the caller then writes a summary as usual.
+std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const RunPlan& plan,
+                                                        const LoopState& at);
 
 }  // namespace ringtrain::train::detail

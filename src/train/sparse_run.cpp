@@ -385,13 +385,6 @@ bool SparseRun::stopped_by_max_steps() const {
     return plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps;
 }
 
-std::string SparseRun::where_it_ends() const {
-    if (stopped_by_max_steps())
-        return "step " + std::to_string(pos_.global_step) + " of train.max_steps " +
-               std::to_string(plan_.train.max_steps);
-    return "epoch " + std::to_string(pos_.epoch) + " of " + std::to_string(plan_.train.epochs);
-}
-
 bool SparseRun::epochs_left() const {
     return pos_.epoch < plan_.train.epochs && !stopped_by_max_steps() && !stopped_by_signal();
 }

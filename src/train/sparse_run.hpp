@@ -60,10 +60,9 @@ public:
     const RunPlan& plan() const { return plan_; }
     int rank() const { return rank_; }
     comm::Communicator& comm() { return comm_; }
-    // Whether resume() took a checkpoint (every rank), and where the run ends as the plan says ("epoch 2 of 2",
-    // "step 500 of train.max_steps 500"), for a resumed run with nothing left.
+    // Whether resume() took a checkpoint (every rank), and where it left the loop.
     bool resumed() const { return resumed_; }
-    std::string where_it_ends() const;
+    const LoopState& position() const { return pos_; }
     // Forward, loss, backward, the ranks' average of the sparse gradient (or, in local SGD, of all tensors every
     // local_sgd_period steps), the optimizer's update. Returns the learning rate used. Collective.
     float run_step();

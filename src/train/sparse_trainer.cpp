@@ -48,9 +48,8 @@ nlohmann::json SparseTrainer::train() {
         ~Detach() { run.set_stop_request(nullptr); }
     } detach{run};
     run.resume();
-    if (run.resumed() && !run.epochs_left())
-        if (auto kept = detail::keep_finished_run_summary(run.comm(), run.plan().output.dir, run.where_it_ends()))
-            return *kept;
+    if (run.resumed() && detail::nothing_left(run.position(), plan.train))
+        if (auto kept = detail::keep_finished_run_summary(run.comm(), plan, run.position())) return *kept;
     while (run.epochs_left()) {
         run.begin_epoch();
         // Every rank has a batch and no rank got a stop signal (agreed with the last step's loss).

@@ -201,6 +201,10 @@ Trainer::Trainer(const Config& config, comm::Communicator& comm)
 
 Trainer::~Trainer() = default;
 
+void Trainer::set_process_exits_after_train(bool yes) {
+    parts_->after_stop = yes ? AfterStop::KeepHandlers : AfterStop::RestoreHandlers;
+}
+
 void Trainer::set_step_callback(std::function<void(int64_t)> callback) { step_callback_ = std::move(callback); }
 
 uint64_t Trainer::parameter_hash() const { return sync::parameter_value_hash(parts_->model->parameters()); }
@@ -214,18 +218,10 @@ std::vector<float> Trainer::parameters_flat() const {
 // The loop, after llm.c's train_gpt2.c: a step is one call, the occasional work around it sits in plain ifs.
 json Trainer::train() {
     const RunPlan& plan = parts_->plan;
-    parts_->after_stop = after_stop_;
     detail::TrainingRun run(*parts_);
     run.resume();
-    const LoopState& at = run.position();
-    const bool max_steps_reached = plan.train.max_steps > 0 && at.global_step >= plan.train.max_steps;
-    if (run.resumed() && (at.epoch >= plan.train.epochs || max_steps_reached)) {
-        const std::string where = max_steps_reached ? "step " + std::to_string(at.global_step) + " of train.max_steps "
-                                                          + std::to_string(plan.train.max_steps)
-                                                    : "epoch " + std::to_string(at.epoch) + " of " +
-                                                          std::to_string(plan.train.epochs);
-        if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan.output.dir, where)) return *kept;
-    }
+    if (run.resumed() && detail::nothing_left(run.position(), plan.train))
+        if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan, run.position())) return *kept;
     if (parts_->gpu_monitor) parts_->gpu_monitor->start(0.1);
     const LoopState& pos = run.position();
     while (pos.epoch < plan.train.epochs && !run.stopped_by_max_steps() && !run.stopped_by_signal()) {

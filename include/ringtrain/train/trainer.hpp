@@ -12,7 +12,6 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/config.hpp"
-#include "ringtrain/train/stop_request.hpp"
 
 namespace ringtrain::train {
 
@@ -39,9 +38,7 @@ public:
     void set_step_callback(std::function<void(int64_t global_step)> callback);
     // The process exits when train() returns (the command line): after a stop signal the handlers then stay, so a
     // second signal while the summary is written still ends it with exit 4 and its line (StopRequest, AfterStop).
-    void set_process_exits_after_train(bool yes) {
-        after_stop_ = yes ? AfterStop::KeepHandlers : AfterStop::RestoreHandlers;
-    }
+    void set_process_exits_after_train(bool yes);
 
     // FNV hash of this rank's current parameter values.
     uint64_t parameter_hash() const;
@@ -51,7 +48,6 @@ public:
 private:
     std::unique_ptr<detail::TrainerParts> parts_;
     std::function<void(int64_t)> step_callback_;
-    AfterStop after_stop_ = AfterStop::RestoreHandlers;
 };
 
 }  // namespace ringtrain::train
