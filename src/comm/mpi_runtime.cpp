@@ -3,11 +3,31 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::comm {
+
+bool started_by_a_launcher() {
+    // Open MPI's mpirun/prterun, any PMIx server (srun --mpi=pmix), PMI-1/2 (MPICH's Hydra, srun --mpi=pmi2), or a
+    // Slurm job step. A batch script's own shell has SLURM_JOB_ID but no SLURM_STEP_ID: a process it starts without
+    // srun is a singleton.
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD", "SLURM_STEP_ID"})
+        if (std::getenv(name)) return true;
+    return false;
+}
+
+void prefer_fast_singleton_start() {
+    if (started_by_a_launcher()) return;
+    // A process started without a launcher is a world of one that never spawns: Open MPI 4.1 would still fork a
+    // daemon for it and probe UCX devices, 0.6 s of every `ringtrain` command (help, info, a bad config). Isolated
+    // with ob1 it starts in ~0.1 s (bench/RESULTS.md, "Session of 2026-11-28, 07:18"). The variables only set
+    // defaults: a user's own OMPI_MCA_* values win, and other MPI implementations ignore them.
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    setenv("OMPI_MCA_pml", "ob1", 0);
+}
 
 void check_mpi(int rc, const char* call) {
     if (rc == MPI_SUCCESS) return;
@@ -49,6 +69,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
         MPI_Query_thread(&thread_level_);
         owns_ = false;
     } else {
+        prefer_fast_singleton_start();
         const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
         if (rc != MPI_SUCCESS) throw Error("MPI_Init_thread failed (code " + std::to_string(rc) + "); is the MPI installation working?");
         owns_ = true;

@@ -29,6 +29,12 @@ private:
     bool owns_ = false;
 };
 
+// True when a launcher started this process (mpirun, srun, a PMI or PMIx server), from its environment variables.
+bool started_by_a_launcher();
+// Before MPI_Init in a process no launcher started: default Open MPI to an isolated singleton on the ob1 PML (no
+// daemon, no UCX probe), unless the user set those MCA variables. MpiRuntime calls it.
+void prefer_fast_singleton_start();
+
 // Throws ringtrain::Error("<call> failed: <MPI_Error_string>") unless rc is MPI_SUCCESS.
 // Needs MPI_ERRORS_RETURN on the communicator the call used (MpiRuntime and the communicators set it).
 void check_mpi(int rc, const char* call);
