@@ -172,7 +172,7 @@ int command_eval(const Args& a, const std::optional<train::Config>& config, comm
     const train::Config& cfg = *config;
     const auto result = train::uses_sparse_path(cfg, comm)
                              ? train::SparseTrainer(cfg, comm).evaluate_checkpoint(a.checkpoint)
-                             : train::Trainer(cfg, comm).evaluate_checkpoint(a.checkpoint);
+                             : train::Trainer(cfg, comm, train::TrainerUse::Evaluate).evaluate_checkpoint(a.checkpoint);
     if (comm.rank() == 0) std::cout << result.dump() << std::endl;
     return 0;
 }

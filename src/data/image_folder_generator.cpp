@@ -110,9 +110,26 @@ Image make_pattern_image(int pattern, int height, int width, int channels, Rng& 
     return im;
 }
 
+namespace {
+
+// The writers fill a whole folder with their own file names: into one that holds files they would overwrite some
+// and leave the rest, mixing two generations (or a user's own images) under one class. Only a new or empty one.
+void check_out_folder(const std::string& out) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(out, ec);
+    if (!fs::exists(st)) return;
+    if (!fs::is_directory(st)) throw InputError("--out: '" + out + "' exists and is not a folder; name a new folder");
+    if (!fs::is_empty(out, ec) || ec)
+        throw InputError("--out: '" + out + "' exists and is not empty; remove it or name a new folder (the images "
+                         "would overwrite some of its files and mix with the rest)");
+}
+
+}  // namespace
+
 std::vector<std::string> write_pattern_image_folder(const ImageFolderSpec& spec) {
     const std::vector<std::string> names = pattern_class_names(spec.classes);
     if (spec.per_class < 1) throw InputError("--per-class: must be at least 1 (got " + std::to_string(spec.per_class) + ")");
+    check_out_folder(spec.out);
     if (spec.height < 1 || spec.width < 1 || spec.height > 16384 || spec.width > 16384)
         throw InputError("--size: " + std::to_string(spec.height) + "x" + std::to_string(spec.width) +
                          " is not a size from 1x1 to 16384x16384");
@@ -147,6 +164,7 @@ std::vector<std::string> write_pattern_image_folder(const ImageFolderSpec& spec)
 std::vector<std::string> write_quality_image_folder(const std::vector<std::string>& photos, const ImageFolderSpec& spec) {
     if (photos.empty()) throw InputError("--photos: no photo given");
     if (spec.per_class < 1) throw InputError("--per-class: must be at least 1 (got " + std::to_string(spec.per_class) + ")");
+    check_out_folder(spec.out);
     std::vector<Image> sources;
     for (const std::string& p : photos) sources.push_back(decode_image_file(p, spec.channels));
     Rng rng(spec.seed);

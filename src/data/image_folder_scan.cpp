@@ -2,6 +2,7 @@
 // samples alike, whatever order the file system lists them in.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "ringtrain/core/error.hpp"
@@ -18,10 +19,24 @@ bool hidden(const fs::path& p) {
     return !name.empty() && name[0] == '.';
 }
 
-// The image files below `dir` (recursively, following links to folders), sorted by path.
+// True when `outer` is `inner` or one of its ancestors (both canonical).
+bool holds(const fs::path& outer, const fs::path& inner) {
+    auto o = outer.begin(), i = inner.begin();
+    for (; o != outer.end() && i != inner.end(); ++o, ++i)
+        if (*o != *i) return false;
+    return o == outer.end();
+}
+
+// The image files below `dir` (recursively, following links to folders), sorted by path. A link back to the class
+// folder or above it would list the files again and again until the OS stops the path (ELOOP), with the other
+// classes' images under this class's label: refused, naming the link. A folder reached twice through links is
+// listed once.
 std::vector<std::string> images_below(const fs::path& dir, const std::string& key) {
     std::vector<std::string> files;
     std::error_code ec;
+    const fs::path top = fs::canonical(dir, ec);
+    if (ec) throw InputError(key + ": cannot read the folder '" + dir.string() + "': " + ec.message());
+    std::set<fs::path> seen{top};
     fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
     if (ec) throw InputError(key + ": cannot read the folder '" + dir.string() + "': " + ec.message());
     for (; it != end; it.increment(ec)) {
@@ -29,6 +44,15 @@ std::vector<std::string> images_below(const fs::path& dir, const std::string& ke
         const fs::path& p = it->path();
         if (hidden(p)) {
             if (it->is_directory(ec)) it.disable_recursion_pending();
+            continue;
+        }
+        if (it->is_directory(ec)) {
+            const fs::path real = fs::canonical(p, ec);
+            if (ec) throw InputError(key + ": cannot read the folder '" + p.string() + "': " + ec.message());
+            if (holds(real, top))
+                throw InputError(key + ": '" + p.string() + "' links to '" + real.string() + "', which holds the "
+                                 "class folder '" + dir.string() + "' itself (a loop); remove the link");
+            if (!seen.insert(real).second) it.disable_recursion_pending();
             continue;
         }
         if (it->is_regular_file(ec) && image_type_of(p.filename().string())) files.push_back(p.string());

@@ -73,7 +73,7 @@ std::vector<int64_t> gather_indices(comm::Communicator& comm, const std::vector<
 
 }  // namespace
 
-Datasets make_datasets(const RunPlan& plan, int rank, int world) {
+Datasets make_datasets(const RunPlan& plan, int rank, int world, bool check_training_files) {
     const DataPlan& p = plan.data;
     Datasets d;
     switch (p.format) {
@@ -115,8 +115,10 @@ Datasets make_datasets(const RunPlan& plan, int rank, int world) {
             d.test = std::make_unique<data::ImageFolderDataset>(std::move(test), image_folder_options(p, false));
             // A header check would miss truncated and corrupt data; decoding each rank's share finds every bad file
             // at the cost of one decode per file spread over the ranks (and it fills the cache when that is on).
+            // An evaluation reads only the training split's class names: its files are not decoded.
             if (p.skip_bad_files) {
-                find_bad_files(*d.train, rank, world, p.workers, d.bad_train, d.first_bad_reason);
+                if (check_training_files)
+                    find_bad_files(*d.train, rank, world, p.workers, d.bad_train, d.first_bad_reason);
                 find_bad_files(*d.test, rank, world, p.workers, d.bad_test, d.first_bad_reason);
             }
             break;
@@ -154,6 +156,16 @@ void settle_bad_files(Datasets& data, const RunPlan& plan, comm::Communicator& c
     test.drop_files(bad_test);
     data.bad_train.clear();
     data.bad_test.clear();
+    // A class whose every training file failed would train no output for it and still report a result: the same
+    // exit 2 as an empty class folder. Every rank holds the same lists here, so every rank throws the same error.
+    std::vector<int64_t> per_class(static_cast<size_t>(train.num_classes()), 0);
+    for (int64_t i = 0; i < train.size(); ++i) ++per_class[static_cast<size_t>(train.label(i))];
+    for (size_t c = 0; c < per_class.size(); ++c)
+        if (per_class[c] == 0)
+            throw CollectiveInputError(plan.data.train_dir + "/" + train.class_names()[c] +
+                                       ": data.skip_bad_files skipped every training file of class '" +
+                                       train.class_names()[c] + "' (none decodes); the class has nothing to train "
+                                       "on: replace its files or remove the folder");
 }
 
 void check_image_input(const RunPlan& plan, const std::string& model_path) {

@@ -26,11 +26,13 @@ struct Datasets {
 
 // Reads the data the plan names. image_folder with data.skip_bad_files: rank `rank` of `world` also decodes its
 // share of both splits' files (on data.workers threads) and records the ones that fail; nothing is dropped yet.
-Datasets make_datasets(const RunPlan& plan, int rank = 0, int world = 1);
+// Without `check_training_files` (an evaluation, which needs only the training split's class names) only the test
+// split's files are checked.
+Datasets make_datasets(const RunPlan& plan, int rank = 0, int world = 1, bool check_training_files = true);
 
 // Collective (image_folder with data.skip_bad_files; otherwise it returns at once): every rank's bad files are
 // gathered and every rank drops the same ones before any loader is built, so the ranks keep one numbering of the
-// samples; rank 0 reports them once on stderr.
+// samples; rank 0 reports them once on stderr. A training class left without files is a CollectiveInputError.
 void settle_bad_files(Datasets& data, const RunPlan& plan, comm::Communicator& comm);
 
 // image_folder: the model file's declared input must be {data.channels, H, W} of data.image_size (InputError naming

@@ -71,7 +71,7 @@ StepProfile summarise(const StepSamples& m, const detail::TrainerParts& p) {
 StepProfile profile_steps(const Config& config, int warmup, int steps, double min_seconds) {
     if (steps < 1 || warmup < 0) throw InputError("profile: needs at least one measured step");
     comm::MpiCommunicator self(MPI_COMM_SELF);
-    detail::TrainerParts p(config, self);
+    detail::TrainerParts p(config, self, TrainerUse::Train);  // the steps it times may read any training file
     p.build_locally();
     const bool gpu = p.device == Device::CUDA;
     // On a GPU the host only queues work: wait for it at each boundary so the times are the device's.

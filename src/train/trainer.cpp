@@ -37,8 +37,8 @@ comm::WireFormat wire_format(Compression c) {
 namespace detail {
 
 // Each rank's dropout stream differs (ranks drop different units, as in Horovod/DDP) but is reproducible.
-TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm)
-    : config(c), plan(config.plan()), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
+TrainerParts::TrainerParts(const Config& c, comm::Communicator& cm, TrainerUse u)
+    : config(c), plan(config.plan()), use(u), comm(cm), rank(cm.rank()), world(cm.size()), init_rng(plan.train.seed),
       dropout_rng(rank_dropout_seed(plan.train.seed, cm.rank())) {
     if (world > 1)  // its thread runs only where a limit is set
         stall_watchdog = std::make_unique<sync::StallWatchdog>(
@@ -61,7 +61,7 @@ void TrainerParts::build_locally() {
                          " times each rank's work on the host, which only queues a GPU's; set it to off, or run on "
                          "the CPU (device: cpu)");
     check_image_input(plan, config.model_path());
-    data = make_datasets(plan, rank, world);
+    data = make_datasets(plan, rank, world, /*check_training_files=*/use == TrainerUse::Train);
     train_loader = loader_options(plan, data::LoaderMode::Train, rank, world, device);
     eval_loader = loader_options(plan, data::LoaderMode::Eval, rank, world, device);
     preflight(*this);  // output folder, both splits against the model, memory: before anything is built or written
@@ -183,8 +183,8 @@ json TrainerParts::evaluate(int64_t step) {
 
 }  // namespace detail
 
-Trainer::Trainer(const Config& config, comm::Communicator& comm)
-    : parts_(std::make_unique<detail::TrainerParts>(config, comm)) {
+Trainer::Trainer(const Config& config, comm::Communicator& comm, TrainerUse use)
+    : parts_(std::make_unique<detail::TrainerParts>(config, comm, use)) {
     // A rank stuck in set-up (say, reading a data file that never ends) must not hold the others forever.
     sync::SetupDeadline deadline(comm, parts_->plan.sync.setup_timeout_s);
     deadline.enter("reading its data and building the model");

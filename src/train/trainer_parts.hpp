@@ -24,11 +24,12 @@
 #include "ringtrain/telemetry/gpu_monitor.hpp"
 #include "ringtrain/telemetry/timeline.hpp"
 #include "ringtrain/train/config.hpp"
+#include "ringtrain/train/trainer.hpp"
 
 namespace ringtrain::train::detail {
 
 struct TrainerParts {
-    TrainerParts(const Config& config, comm::Communicator& comm);
+    TrainerParts(const Config& config, comm::Communicator& comm, TrainerUse use);
 
     // Data, model, optimizer, and the facts every rank must share: no collectives, so a rank that fails here cannot
     // leave the others waiting.
@@ -52,6 +53,7 @@ struct TrainerParts {
 
     const Config config;  // a copy: the Trainer does not depend on its caller's
     const RunPlan& plan;  // config.plan()
+    const TrainerUse use;
     AfterStop after_stop = AfterStop::RestoreHandlers;  // Trainer::set_process_exits_after_train
     comm::Communicator& comm;
     const int rank, world;

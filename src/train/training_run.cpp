@@ -333,23 +333,29 @@ void TrainingRun::end_epoch() {
         return;
     }
     train_loss_ = pos_.epoch_samples > 0 ? pos_.epoch_loss_sum / pos_.epoch_samples : std::nan("");
+    const int64_t finished = pos_.epoch + 1;
+    ++pos_.epoch;
+    pos_.step_in_epoch = 0;
+    pos_.epoch_loss_sum = 0;
+    pos_.epoch_samples = 0;
+    // The epoch's checkpoint comes before its evaluation: a test split that fails there (an image folder's bad file
+    // is first decoded by the first evaluation) must not throw away the epoch's training.
+    const int64_t every = plan_.checkpoint.every_epochs;
+    if (every > 0 && pos_.epoch % every == 0) {
+        average_parameters_now();  // local_sgd: the one model the evaluation will see
+        write_checkpoint(pos_);
+    }
     evaluate_now();
-    json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
+    json rec = {{"type", "epoch"}, {"epoch", finished}, {"global_step", pos_.global_step},
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
     metrics_.write(rec);
     if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
     std::ostringstream os;
     os.precision(4);
-    os << "epoch " << pos_.epoch + 1 << "/" << plan_.train.epochs << ": train loss " << train_loss_ << ", test loss "
+    os << "epoch " << finished << "/" << plan_.train.epochs << ": train loss " << train_loss_ << ", test loss "
        << last_eval_["test_loss"].get<double>() << ", test accuracy " << last_eval_["test_accuracy"].get<double>();
     progress_.line(os.str());
-    ++pos_.epoch;
-    pos_.step_in_epoch = 0;
-    pos_.epoch_loss_sum = 0;
-    pos_.epoch_samples = 0;
-    const int64_t every = plan_.checkpoint.every_epochs;
-    if (every > 0 && pos_.epoch % every == 0) write_checkpoint(pos_);
 }
 
 void TrainingRun::finish() {
@@ -364,7 +370,9 @@ void TrainingRun::finish() {
                (stopped_by_max_steps_ || every == 0 || pos_.epoch % every != 0)) {
         write_checkpoint(pos_);
     }
-    if (stopped_by_max_steps_ && last_eval_["test_accuracy"].is_null()) evaluate_now();
+    // A run stopped by max_steps inside an epoch, or resumed at its end after that epoch's evaluation failed (the
+    // checkpoint is written first), still reports the final model's test figures.
+    if (!stopped_by_signal() && last_eval_["test_accuracy"].is_null()) evaluate_now();
 }
 
 void TrainingRun::write_checkpoint(const LoopState& at) {

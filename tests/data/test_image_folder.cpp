@@ -156,6 +156,29 @@ TEST_CASE("folder errors name the folder: missing, a file, no classes, an empty 
                                "folder '" + root + "'"));
 }
 
+TEST_CASE("links to folders: a loop back to the class folder is refused naming the link; a folder reached twice is "
+          "listed once", "[image][folder]") {
+    const std::string root = fresh_dir("links");
+    write_bytes(root + "/a/x.png", encode_png(picture(4, 4, 3, 1)));
+    write_bytes(root + "/b/y.png", encode_png(picture(4, 4, 3, 2)));
+    write_bytes(root + "/shared/z.png", encode_png(picture(4, 4, 3, 3)));
+    fs::create_directory_symlink(root + "/shared", root + "/a/one");
+    fs::create_directory_symlink(root + "/shared", root + "/a/two");
+    fs::create_directory_symlink("../shared", root + "/b/far");  // a relative link
+    // "shared" is a class of its own; "a" holds it twice through links (listed once), "b" once.
+    const ImageFolderListing l = scan_image_folder(root, "data.train_dir");
+    CHECK(l.classes == std::vector<std::string>{"a", "b", "shared"});
+    CHECK(l.files == std::vector<std::string>{root + "/a/one/z.png", root + "/a/x.png", root + "/b/far/z.png",
+                                              root + "/b/y.png", root + "/shared/z.png"});
+    // A link to the data root from inside class a: every class's images would come back under a's label.
+    fs::create_directory_symlink("..", root + "/a/up");
+    CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"),
+                      Contains("data.train_dir: '" + root + "/a/up' links to") && Contains("(a loop); remove the link"));
+    fs::remove(root + "/a/up");
+    fs::create_directory_symlink(".", root + "/b/self");
+    CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"), Contains("'" + root + "/b/self' links to"));
+}
+
 TEST_CASE("a sample is transform_image of the decoded file resized to the target, with its class label",
           "[image][folder]") {
     const std::string root = fresh_dir("sample");

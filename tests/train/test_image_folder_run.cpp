@@ -189,3 +189,49 @@ TEST_CASE("an augmented image-folder run stopped at max_steps and resumed ends b
     REQUIRE(r.exit_code == 0);
     CHECK(checkpoint_parameters(dir + "/plain" + last, 6) != a);
 }
+
+TEST_CASE("a bad test file found by the first evaluation keeps the epoch's checkpoint; fixed, the resumed run "
+          "evaluates and finishes", "[train][image][checkpoint]") {
+    const std::string dir = temp_dir("image_folder_bad_test");
+    make_folders(dir, 16);
+    write_bytes(dir + "/test/1_vertical/zz_bad.png", "not a PNG");
+    write_file(dir + "/c.json", folder_config(dir));
+    // 32 training images, batch 16: 2 steps an epoch; the bad test file stops the run at the first evaluation.
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.epochs=1";
+    auto r = run_command(run);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(dir + "/test/1_vertical/zz_bad.png"));
+    CHECK(fs::exists(dir + "/out/checkpoints/ckpt-000000002.bin"));  // the epoch's training is kept
+    fs::remove(dir + "/test/1_vertical/zz_bad.png");
+    r = run_command(run + " --set checkpoint.resume=auto");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto s = read_json(dir + "/out/summary.json");
+    CHECK(s["resumed_from"].is_string());
+    CHECK(s["steps"] == 2);
+    CHECK(s["test_accuracy"].is_number());  // the final model is evaluated, though no epoch was left to train
+}
+
+TEST_CASE("data.skip_bad_files: a class whose every training file is bad is refused; eval never decodes the "
+          "training split", "[train][image]") {
+    const std::string dir = temp_dir("image_folder_bad_class");
+    make_folders(dir, 8);
+    write_file(dir + "/c.json", folder_config(dir, R"(, "skip_bad_files": true)"));
+    auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.epochs=1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    // One bad training file: an evaluation reads only the training split's class names, so it is not reported.
+    write_bytes(dir + "/train/0_horizontal/zz_bad.jpg", "not a JPEG");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                    "/out/checkpoints/ckpt-000000001.bin");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, !Contains("zz_bad.jpg"));
+    // Every file of class 1_vertical bad: nothing would train its output; exit 2 naming the class folder.
+    for (const auto& e : fs::directory_iterator(dir + "/train/1_vertical")) write_bytes(e.path().string(), "junk");
+    r = run_command(binary() + " train --config " + dir + "/c.json --set train.epochs=1 --set output.dir=" + dir +
+                    "/out2");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(dir + "/train/1_vertical: data.skip_bad_files skipped every training file"));
+}

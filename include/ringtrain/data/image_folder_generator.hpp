@@ -24,7 +24,7 @@ Image make_pattern_image(int pattern, int height, int width, int channels, Rng& 
 enum class ImageFileFormat { Jpeg, Png, Mixed };  // Mixed: .jpg .png .ppm .bmp in turn
 
 struct ImageFolderSpec {
-    std::string out;  // the folder to write (class sub-folders are created in it)
+    std::string out;  // the folder to write (class sub-folders are created in it): new or empty, else InputError
     int classes = 2;
     int per_class = 100;
     int height = 32, width = 32, channels = 3;

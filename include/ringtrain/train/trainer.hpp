@@ -19,11 +19,16 @@ namespace detail {
 struct TrainerParts;
 }
 
+// What a Trainer is built for. Evaluate reads the training split only for its classes and shape (an image folder's
+// training files are not decoded to find bad ones: `ringtrain eval` of an ImageNet config must not decode 1.28 M
+// JPEGs before it evaluates 50 k).
+enum class TrainerUse { Train, Evaluate };
+
 class Trainer {
 public:
     // Builds data, model and optimizer on every rank, checks that the ranks agree on the model, and starts
     // every rank from rank 0's parameters. Collective.
-    Trainer(const Config& config, comm::Communicator& comm);
+    Trainer(const Config& config, comm::Communicator& comm, TrainerUse use = TrainerUse::Train);
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
