@@ -235,3 +235,18 @@ TEST_CASE("data.skip_bad_files: a class whose every training file is bad is refu
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Contains(dir + "/train/1_vertical: data.skip_bad_files skipped every training file"));
 }
+
+TEST_CASE("make-image-folder writes only into a new or empty folder", "[train][image][cli]") {
+    const std::string dir = temp_dir("image_folder_out");
+    const std::string make = binary() + " make-image-folder --per-class 2 --size 8x8 --out " + dir + "/f";
+    auto r = run_command(make);
+    REQUIRE(r.exit_code == 0);
+    const auto before = fs::last_write_time(dir + "/f/0_horizontal/img_00000.jpg");
+    r = run_command(make + " --format png --seed 7");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("--out: '" + dir + "/f' exists and is not empty"));
+    CHECK_FALSE(fs::exists(dir + "/f/0_horizontal/img_00000.png"));
+    CHECK(fs::last_write_time(dir + "/f/0_horizontal/img_00000.jpg") == before);
+    fs::create_directories(dir + "/empty");
+    CHECK(run_command(binary() + " make-image-folder --per-class 1 --size 8x8 --out " + dir + "/empty").exit_code == 0);
+}
