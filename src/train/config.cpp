@@ -141,15 +141,32 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
+// Where a key's value came from, for an error about it: the `--set KEY=VALUE` that set it, else the config file.
+// The checks across keys name the key they refuse, so a value given on the command line is never blamed on a file
+// that may hold a valid one.
+class KeyOrigin {
+public:
+    KeyOrigin(std::string file, const std::map<std::string, std::string>& overrides)
+        : file_(std::move(file)), overrides_(overrides) {}
+    std::string operator()(const std::string& key) const {
+        const auto it = overrides_.find(key);
+        return it == overrides_.end() ? file_ : "--set " + it->second;
+    }
+
+private:
+    std::string file_;
+    const std::map<std::string, std::string>& overrides_;
+};
+
 // data.mean / data.std and the image keys, judged per format. Arrays are per channel: IDX has one channel, CIFAR-10
 // three (red, green, blue), an image folder data.channels; synthetic data and the sparse formats are not normalised.
 // Augmentation runs on image folders and CIFAR-10. Every image key that the chosen format would ignore is refused,
 // naming it.
-void check_image_keys(const std::string& src, const DataPlan& d) {
+void check_image_keys(const KeyOrigin& src, const DataPlan& d) {
     const std::string format = to_string(d.format);
     const bool folder = d.format == DataFormat::ImageFolder, cifar = d.format == DataFormat::Cifar10;
     auto refuse = [&](bool set, const std::string& key, const std::string& what_to_do) {
-        if (set) throw InputError(src + ": " + key + ": not used with data.format '" + format + "'; " + what_to_do);
+        if (set) throw InputError(src(key) + ": " + key + ": not used with data.format '" + format + "'; " + what_to_do);
     };
     const bool normalised = folder || cifar || d.format == DataFormat::Idx;
     const std::tuple<const char*, const PerChannel*, double> norms[] = {{"data.mean", &d.mean, 0.0},
@@ -163,13 +180,13 @@ void check_image_keys(const std::string& src, const DataPlan& d) {
         const auto n = static_cast<int>(v->values.size());
         if (v->scalar || n == (folder ? d.channels : cifar ? 3 : 1)) continue;
         if (d.format == DataFormat::Idx)
-            throw InputError(src + ": " + key + ": data.format '" + format + "' normalises every channel alike; give "
+            throw InputError(src(key) + ": " + key + ": data.format '" + format + "' normalises every channel alike; give "
                              "one number, not " + std::to_string(n));
         if (cifar)
-            throw InputError(src + ": " + key + ": " + std::to_string(n) + " values; CIFAR-10 images have 3 channels "
+            throw InputError(src(key) + ": " + key + ": " + std::to_string(n) + " values; CIFAR-10 images have 3 channels "
                              "(red, green, blue): give 3 values (e.g. [0.4914, 0.4822, 0.4465] for data.mean) or one "
                              "number for all");
-        throw InputError(src + ": " + key + ": " + std::to_string(n) + " values for data.channels " +
+        throw InputError(src(key) + ": " + key + ": " + std::to_string(n) + " values for data.channels " +
                          std::to_string(d.channels) + "; give one per channel (or one number for all)");
     }
     const bool resized_crop = d.augment_resized_crop.at(0) != 0.0 || d.augment_resized_crop.at(1) != 0.0;
@@ -183,10 +200,10 @@ void check_image_keys(const std::string& src, const DataPlan& d) {
         const bool sized = d.image_size != std::vector<int64_t>{0, 0};
         if (cifar) {
             if (sized && d.image_size != std::vector<int64_t>{32, 32})
-                throw InputError(src + ": data.image_size: " + json(d.image_size).dump() + ", but CIFAR-10 images are "
+                throw InputError(src("data.image_size") + ": data.image_size: " + json(d.image_size).dump() + ", but CIFAR-10 images are "
                                  "32x32 and are not resized; remove it (or set [32, 32])");
             if (d.channels != 3)
-                throw InputError(src + ": data.channels: " + std::to_string(d.channels) + ", but CIFAR-10 images are "
+                throw InputError(src("data.channels") + ": data.channels: " + std::to_string(d.channels) + ", but CIFAR-10 images are "
                                  "RGB; remove it (or set 3)");
         } else {
             refuse(sized, "data.image_size", folder_only);
@@ -199,51 +216,54 @@ void check_image_keys(const std::string& src, const DataPlan& d) {
     }
     const double lo = d.augment_resized_crop.at(0), hi = d.augment_resized_crop.at(1);
     if (resized_crop && !(lo > 0.0 && lo <= hi))
-        throw InputError(src + ": data.augment.random_resized_crop: [" + json(lo).dump() + ", " + json(hi).dump() +
+        throw InputError(src("data.augment.random_resized_crop") + ": data.augment.random_resized_crop: [" + json(lo).dump() + ", " + json(hi).dump() +
                          "] is not [min_scale, max_scale] with 0 < min <= max <= 1 (or [0, 0] = off)");
     if (!folder) return;
     if (d.train_dir.empty())
-        throw InputError(src + ": data.train_dir: missing; data.format 'image_folder' reads a folder with one "
+        throw InputError(src("data.train_dir") + ": data.train_dir: missing; data.format 'image_folder' reads a folder with one "
                          "sub-folder of images per class");
     if (d.test_dir.empty())
-        throw InputError(src + ": data.test_dir: missing; data.format 'image_folder' evaluates on a folder with the "
+        throw InputError(src("data.test_dir") + ": data.test_dir: missing; data.format 'image_folder' evaluates on a folder with the "
                          "same class sub-folders");
+    if (d.image_size == std::vector<int64_t>{0, 0})
+        throw InputError(src("data.image_size") + ": data.image_size: missing; give [height, width], the model's "
+                         "input size (e.g. [64, 64])");
     if (d.image_size.at(0) < 1 || d.image_size.at(1) < 1)
-        throw InputError(src + ": data.image_size: missing; give [height, width], the model's input size (e.g. "
-                         "[64, 64])");
+        throw InputError(src("data.image_size") + ": data.image_size: " + json(d.image_size).dump() +
+                         " is not a size; give [height, width], each at least 1 (e.g. [64, 64])");
     if (d.channels != 1 && d.channels != 3)
-        throw InputError(src + ": data.channels: " + std::to_string(d.channels) + " is not 1 (grey) or 3 (RGB)");
+        throw InputError(src("data.channels") + ": data.channels: " + std::to_string(d.channels) + " is not 1 (grey) or 3 (RGB)");
 }
 
 // Keys that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse
 // path, whose optimizers are sgd, adagrad and ftrl; the dense path has no adagrad or ftrl. A key the other path
 // would silently ignore is refused, not dropped.
-void check_combinations(const std::string& src, const RunPlan& p) {
+void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     const std::string format = to_string(p.data.format);
     const std::string opt = to_string(p.optimizer.name);
     check_image_keys(src, p.data);
     if (!p.data.is_sparse()) {
         if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
-            throw InputError(src + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
+            throw InputError(src("optimizer.name") + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
                              "criteo); with data.format '" + format + "' use sgd, adam or adadelta");
         if (p.sync.balance != Balance::Off && p.sync.mode == SyncMode::LocalSgd)
-            throw InputError(src + ": sync.balance: '" + to_string(p.sync.balance) + "' needs sync.mode allreduce; "
+            throw InputError(src("sync.balance") + ": sync.balance: '" + to_string(p.sync.balance) + "' needs sync.mode allreduce; "
                              "with local_sgd the ranks do not wait for each other every step; set it to off");
         // device auto may land on a CPU node or a GPU node with one config; an explicit cuda never runs it.
         if (p.train.cpu_precision != ops::CpuPrecision::Fp32 && p.device == DeviceChoice::Cuda)
-            throw InputError(src + ": train.cpu_precision: '" + to_string(p.train.cpu_precision) +
+            throw InputError(src("train.cpu_precision") + ": train.cpu_precision: '" + to_string(p.train.cpu_precision) +
                              "' is for CPU runs, and device is cuda; set it to fp32, or device to cpu or auto");
         return;
     }
     if (p.data.train_file.empty())
-        throw InputError(src + ": data.train_file: missing; data.format '" + format + "' reads a training file");
+        throw InputError(src("data.train_file") + ": data.train_file: missing; data.format '" + format + "' reads a training file");
     if (p.data.test_file.empty())
-        throw InputError(src + ": data.test_file: missing; data.format '" + format + "' evaluates on a test file");
+        throw InputError(src("data.test_file") + ": data.test_file: missing; data.format '" + format + "' evaluates on a test file");
     if (p.optimizer.name == OptimizerName::Adam || p.optimizer.name == OptimizerName::Adadelta)
-        throw InputError(src + ": optimizer.name: '" + opt + "' is not available on the sparse path (data.format '" +
+        throw InputError(src("optimizer.name") + ": optimizer.name: '" + opt + "' is not available on the sparse path (data.format '" +
                          format + "'); use sgd, adagrad or ftrl");
     auto refuse = [&](bool set, const std::string& key, const std::string& why) {
-        if (set) throw InputError(src + ": " + key + ": not available with data.format '" + format + "'; " + why);
+        if (set) throw InputError(src(key) + ": " + key + ": not available with data.format '" + format + "'; " + why);
     };
     refuse(p.optimizer.momentum != 0.0 || p.optimizer.nesterov, "optimizer.momentum",
            "the sparse optimizers update only the rows a step touched; use adagrad or ftrl, or set it to 0");
@@ -262,7 +282,7 @@ void check_combinations(const std::string& src, const RunPlan& p) {
     // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
     // gradients underflow to n = 0 divides by zero.
     if (p.optimizer.name == OptimizerName::Ftrl && p.optimizer.beta == 0.0 && p.optimizer.l2 == 0.0)
-        throw InputError(src + ": optimizer.beta: 0 with optimizer.l2 0 makes ftrl divide by zero on a coordinate "
+        throw InputError(src("optimizer.beta") + ": optimizer.beta: 0 with optimizer.l2 0 makes ftrl divide by zero on a coordinate "
                          "whose gradients are all tiny; set optimizer.beta above 0 (1 is usual) or optimizer.l2 above 0");
 }
 
@@ -285,7 +305,15 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
             throw InputError("--set " + o + ": expected key=value, e.g. --set train.epochs=2");
         const std::string key = o.substr(0, eq);
         auto it = schema().find(key);
-        if (it == schema().end()) throw InputError("--set " + key + ": unknown key (see `ringtrain --help-config`)");
+        if (it == schema().end()) {
+            // A section (data.augment, sync, ...) is set key by key: name its keys instead of calling it unknown.
+            std::string inside;
+            for (const auto& [k, spec] : schema())
+                if (k.rfind(key + ".", 0) == 0) inside += (inside.empty() ? "" : ", ") + k;
+            if (!inside.empty())
+                throw InputError("--set " + key + ": a section, not a key; set its keys one by one (" + inside + ")");
+            throw InputError("--set " + key + ": unknown key (see `ringtrain --help-config`)");
+        }
         // Two values for one key are a mistake in a script more often than an intent; taking the last hides it.
         if (const auto [prev, fresh] = given.emplace(key, o); !fresh)
             throw InputError("--set " + key + ": given twice (" + prev->second + ", then " + o + "); pass each key once");
@@ -308,7 +336,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.source_ = source;
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
-    check_combinations(source, c.plan_);
+    check_combinations(KeyOrigin(source, given), c.plan_);
     return c;
 }
 

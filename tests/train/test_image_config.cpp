@@ -92,7 +92,7 @@ TEST_CASE("image_folder key errors name the key", "[train][config][image]") {
     CHECK_THAT(error({"data.channels=1"}), Contains("data.mean: 3 values for data.channels 1"));
     CHECK_THAT(error({"data.std=[1,2]"}), Contains("data.std: 2 values for data.channels 3"));
     CHECK_THAT(error({"data.test_dir="}), Contains("data.test_dir: missing"));
-    CHECK_THAT(error({"data.image_size=[64,0]"}), Contains("data.image_size: missing"));
+    CHECK_THAT(error({"data.image_size=[64,0]"}), Contains("--set data.image_size=[64,0]: data.image_size: [64,0] is not a size"));
     CHECK_THAT(error({"data.image_size=[1,2,3]"}), Contains("data.image_size: expected 2 entries"));
     CHECK_THAT(error({"data.augment.random_resized_crop=[0,0.5]"}), Contains("data.augment.random_resized_crop:"));
     CHECK_THAT(error({"data.augment.random_resized_crop=0.5"}), Contains("expected an array of numbers"));
@@ -135,8 +135,8 @@ TEST_CASE("cifar10 takes per-channel mean/std (3 values or one number) and the a
           std::vector<float>{0.5f, 0.5f, 0.5f});
     // The values CIFAR-10 has anyway are accepted.
     CHECK(error_of(kCifar, {"data.image_size=[32,32]", "data.channels=3", "data.workers=4"}) == "no error");
-    CHECK_THAT(error_of(kCifar, {"data.mean=[0.5,0.5]"}), Contains("test: data.mean: 2 values; CIFAR-10 images have 3"));
-    CHECK_THAT(error_of(kCifar, {"data.std=[0.2]"}), Contains("test: data.std: 1 values; CIFAR-10 images have 3"));
+    CHECK_THAT(error_of(kCifar, {"data.mean=[0.5,0.5]"}), Contains("--set data.mean=[0.5,0.5]: data.mean: 2 values; CIFAR-10 images have 3"));
+    CHECK_THAT(error_of(kCifar, {"data.std=[0.2]"}), Contains("--set data.std=[0.2]: data.std: 1 values; CIFAR-10 images have 3"));
     CHECK_THAT(error_of(kCifar, {"data.augment.random_resized_crop=[0.9,0.2]"}),
                Contains("data.augment.random_resized_crop: [0.9, 0.2] is not [min_scale, max_scale]"));
 }

@@ -66,12 +66,12 @@ TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
 
 TEST_CASE("keys one path would ignore are refused, naming the key", "[train][config][sparse]") {
     using Catch::Matchers::Contains;
-    CHECK_THAT(error_of(kDense, {"optimizer.name=ftrl"}), Contains("cfg.json: optimizer.name: 'ftrl' is for the sparse path"));
+    CHECK_THAT(error_of(kDense, {"optimizer.name=ftrl"}), Contains("--set optimizer.name=ftrl: optimizer.name: 'ftrl' is for the sparse path"));
     CHECK_THAT(error_of(kDense, {"optimizer.name=adagrad"}), Contains("optimizer.name: 'adagrad'"));
     CHECK_THAT(error_of(kSparse, {"optimizer.name=adam"}), Contains("optimizer.name: 'adam' is not available on the sparse path"));
     CHECK_THAT(error_of(kSparse, {"optimizer.name=adadelta"}), Contains("optimizer.name: 'adadelta'"));
-    CHECK_THAT(error_of(kSparse, {"data.train_file="}), Contains("cfg.json: data.train_file: missing"));
-    CHECK_THAT(error_of(kSparse, {"data.test_file="}), Contains("cfg.json: data.test_file: missing"));
+    CHECK_THAT(error_of(kSparse, {"data.train_file="}), Contains("--set data.train_file=: data.train_file: missing"));
+    CHECK_THAT(error_of(kSparse, {"data.test_file="}), Contains("--set data.test_file=: data.test_file: missing"));
     CHECK_THAT(error_of(kSparse, {"optimizer.momentum=0.9"}), Contains("optimizer.momentum: not available"));
     CHECK_THAT(error_of(kSparse, {"optimizer.weight_decay=0.1"}), Contains("optimizer.weight_decay: not available"));
     CHECK_THAT(error_of(kSparse, {"optimizer.warmup_epochs=1"}), Contains("optimizer.warmup_epochs: not available"));
@@ -93,7 +93,12 @@ TEST_CASE("ftrl with beta 0 and l2 0 is refused, naming optimizer.beta", "[train
     using Catch::Matchers::Contains;
     // Its rate alpha / (beta + sqrt(n)) + l2 would divide by zero where n underflows to 0.
     CHECK_THAT(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0"}),
-               Contains("cfg.json: optimizer.beta: 0 with optimizer.l2 0"));
+               Contains("--set optimizer.beta=0: optimizer.beta: 0 with optimizer.l2 0"));
+    // The same values from the file: the file is named. Set on the command line: the --set is, as above.
+    json in_file = kSparse;
+    in_file["optimizer"] = {{"name", "ftrl"}, {"beta", 0}};
+    CHECK_THAT(error_of(in_file), Contains("cfg.json: optimizer.beta: 0 with optimizer.l2 0"));
+    CHECK_THAT(error_of(kDense, {"data.train_dir=x"}), Contains("--set data.train_dir=x: data.train_dir: not used"));
     CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0", "optimizer.l2=0.5"}).empty());
     CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0.1"}).empty());
     CHECK(error_of(kSparse, {"optimizer.name=adagrad", "optimizer.beta=0"}).empty());  // beta is ftrl's only
