@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,7 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
 PredictArgs parse_predict(int argc, char** argv) {
     PredictArgs a;
     std::vector<std::string> v(argv + 2, argv + argc);
+    std::set<std::string> seen;
     for (size_t i = 0; i < v.size(); ++i) {
         std::string flag = v[i];
         std::optional<std::string> value;
@@ -73,6 +76,9 @@ PredictArgs parse_predict(int argc, char** argv) {
             if (i + 1 >= v.size()) throw InputError(flag + " needs a value; try `ringtrain --help`");
             value = v[++i];
         }
+        // Only --set may repeat: a second --ranks or --link silently replacing the first predicts what was not asked.
+        if (flag != "--set" && !seen.insert(flag).second)
+            throw InputError(flag + " given twice; pass it once (--ranks takes a list: 2,4,8)");
         if (flag == "--config") a.config = *value;
         else if (flag == "--set") a.overrides.push_back(*value);
         else if (flag == "--ranks") a.ranks = *value;
@@ -119,6 +125,15 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
         if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + "; pass --link RATE[,LATENCY] or --measure";
     }
     if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
+    // Checked before the profile: an unwritable --json found after it loses the profile (and under --measure the
+    // measured link). Appending tests it without emptying a file that is there; one made by the test goes again.
+    if (!a.json.empty()) {
+        std::error_code ec;
+        const bool existed = std::filesystem::exists(a.json, ec);
+        if (!std::ofstream(a.json, std::ios::app))
+            throw InputError("--json: cannot write '" + a.json + "'; check the folder exists and is writable");
+        if (!existed) std::filesystem::remove(a.json, ec);
+    }
     const train::StepProfile profile =
         a.profile.empty() ? train::profile_steps(config, 2, a.steps, 1.0)
                           : predict::profile_from_json(

@@ -147,7 +147,7 @@ RunPrediction predict_run(const RunMeasurements& m) {
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = t.compute_s();
     r.measured_efficiency = r.one_rank_step_s / m.measured_step_s;
-    r.error = (m.measured_step_s - r.prediction.step_s) / m.measured_step_s;
+    r.error = (r.prediction.step_s - m.measured_step_s) / m.measured_step_s;
     const scaling::Terms& k = r.prediction.terms;
     const std::string& d = r.prediction.dominant;
     char text[256];
@@ -181,7 +181,7 @@ json shared_prediction_fields(const R& r) {
             {"error", r.error},
             {"measured_step_s", r.measured_step_s},
             {"step_s_fitted_link", r.fitted_link_step_s},
-            {"error_fitted_link", (r.measured_step_s - r.fitted_link_step_s) / r.measured_step_s},
+            {"error_fitted_link", (r.fitted_link_step_s - r.measured_step_s) / r.measured_step_s},
             {"measured_efficiency", r.measured_efficiency},
             {"straggler", r.straggler},
             {"terms_s", scaling::terms_json(p.terms)}};
@@ -260,7 +260,7 @@ SparseRunPrediction predict_sparse_run(const SparseRunMeasurements& m) {
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = in.compute_s();
     r.measured_efficiency = r.one_rank_step_s / m.measured_step_s;
-    r.error = (m.measured_step_s - r.prediction.step_s) / m.measured_step_s;
+    r.error = (r.prediction.step_s - m.measured_step_s) / m.measured_step_s;
 
     const scaling::SparseTerms& k = r.prediction.terms;
     const std::string& d = r.prediction.dominant;

@@ -55,8 +55,11 @@ with tempfile.TemporaryDirectory() as tmp:
         assert p.returncode == 2 and ".profile" in p.stderr and key in p.stderr, (key, p.returncode, p.stderr)
     for bad, want in ((["--link", "1gbps"], "unknown unit 'gbps'"), (["--ranks", "0", "--link", "1gbit"], "--ranks"),
                       (["--link", "1gbit", "--measure"], "alternatives"),
-                      (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument")):
+                      (["--link", "1gbit", "--profile", base[3]], "not a profile written by"), (["--link", "1gbit", "--bogus", "1"], "unknown argument"),
+                      (["--ranks", "2", "--ranks", "4"], "--ranks given twice"), (["--link", "1gbit", "--link=10gbit"], "--link given twice"),
+                      (["--json", os.path.join(tmp, "no/such/folder/x.json")], "--json: cannot write")):
         p = subprocess.run(base + bad, capture_output=True, text=True, cwd=tmp)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert want in p.stderr and p.stderr.count("\n") == 1, (bad, p.stderr)
+        assert p.stdout == "", (bad, p.stdout)  # refused before the profile: no table was printed
 print("ok")

@@ -66,7 +66,7 @@ TEST_CASE("summary.json carries the run's own prediction next to the measured st
     // as the step; the 15 % goal is for real models (bench/sweeps/validation.json, docs/scaling.md).
     CHECK(p["step_s"].get<double>() > 0.2 * measured);
     CHECK(p["step_s"].get<double>() < 5.0 * measured);
-    CHECK(p["error"].get<double>() == Approx((measured - p["step_s"].get<double>()) / measured).epsilon(1e-6));
+    CHECK(p["error"].get<double>() == Approx((p["step_s"].get<double>() - measured) / measured).epsilon(1e-6));
     CHECK(p["samples_per_s"].get<double>() == Approx(2 * 8 / p["step_s"].get<double>()).epsilon(1e-6));
     CHECK(p["efficiency"].get<double>() > 0);
     CHECK(p["efficiency"].get<double>() <= 1.0 + 1e-9);
@@ -98,7 +98,7 @@ TEST_CASE("local SGD predicts itself from its periods: the averaging as the exch
     CHECK(measured > 0);
     CHECK(p["step_s"].get<double>() > 0.2 * measured);  // wide bounds, as above: a ~0.1 ms step on two shared cores
     CHECK(p["step_s"].get<double>() < 5.0 * measured);
-    CHECK(p["error"].get<double>() == Approx((measured - p["step_s"].get<double>()) / measured).epsilon(1e-6));
+    CHECK(p["error"].get<double>() == Approx((p["step_s"].get<double>() - measured) / measured).epsilon(1e-6));
     for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
     CHECK_FALSE(p.contains("merge_s_per_row"));
     CHECK(ringtrain::train::describe_run_prediction(s).rfind("scaling: ", 0) == 0);

@@ -101,7 +101,7 @@ TEST_CASE("a blocking run: the slowest rank's compute, the transfer, the optimiz
     CHECK(p.efficiency == Approx(10.5 / 11.575));
     CHECK(r.one_rank_step_s == Approx(10.5e-3));
     CHECK(r.measured_efficiency == Approx(10.5 / 12.5));
-    CHECK(r.error == Approx((12.5 - 11.575) / 12.5));
+    CHECK(r.error == Approx((11.575 - 12.5) / 12.5));
     CHECK(r.dominant == "compute (forward+backward, 9.00 ms)");
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("an overlapped run: the bucket that sticks out most past backward is n
     CHECK(p.terms.latency == Approx(0).margin(1e-9));
     CHECK(p.dominant == "communication");
     CHECK(r.dominant == "allreduce of bucket 1 (fc1, 2 MB) over ring");
-    CHECK(r.error == Approx((50.0 - 43.0) / 50.0).epsilon(1e-4));
+    CHECK(r.error == Approx((43.0 - 50.0) / 50.0).epsilon(1e-4));
     CHECK(p.efficiency == Approx(8.0 / 43.0).epsilon(1e-4));
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("the buckets' own times go through the timeline; the fitted line alone
     CHECK(r.link.alpha_s > 0);
     const nlohmann::json j = run_prediction_json(r);
     CHECK(j["step_s_fitted_link"].get<double>() == Approx(r.fitted_link_step_s));
-    CHECK(j["error_fitted_link"].get<double>() == Approx((50e-3 - r.fitted_link_step_s) / 50e-3));
+    CHECK(j["error_fitted_link"].get<double>() == Approx((r.fitted_link_step_s - 50e-3) / 50e-3));
     // Each bucket's transfer: its time less its share of the wait for the slowest rank (none here).
     CHECK(bucket_transfer_s(m) == m.bucket_s);
     RunMeasurements waited = blocking_two_ranks();  // 0.2 ms of the 0.225 ms was waiting
@@ -166,11 +166,11 @@ TEST_CASE("the summary's predicted section and the end-of-run line", "[train][pr
     CHECK(j["link"]["alpha_s"].get<double>() == Approx(10e-6).epsilon(1e-6));
     CHECK(j["link"].contains("beta_s_per_byte"));
     CHECK(j["link"].contains("source"));
-    CHECK(j["error"].get<double>() == Approx(0.074));
+    CHECK(j["error"].get<double>() == Approx(-0.074));  // (predicted - measured) / measured
     CHECK(j.contains("samples_per_s"));
     CHECK(j.contains("efficiency"));
     const std::string line = describe_run_prediction({{"predicted", j}});
-    CHECK_THAT(line, Contains("scaling: 0.84 of linear; predicted step 11.5") && Contains("vs measured 12.5 ms (+7 %)") &&
+    CHECK_THAT(line, Contains("scaling: 0.84 of linear; predicted step 11.5") && Contains("vs measured 12.5 ms (-7 %)") &&
                          Contains("dominant: compute (forward+backward, 9.00 ms)"));
     CHECK(describe_run_prediction({{"world_size", 1}}).empty());
     CHECK(describe_run_prediction({{"predicted", {{"why", "local SGD"}}}}).empty());
@@ -231,14 +231,14 @@ TEST_CASE("predict_sparse_run: link from the run's exchange, wait and merge take
     // 1.1 × 6.5 ms + the opening allreduce (20 µs + 32 ns) + 30 µs + 20 µs.
     CHECK(r.prediction.step_s == Approx(7.220032e-3));
     CHECK(r.fitted_link_step_s == Approx(7.220032e-3));  // the fitted link reproduces the exchange exactly here
-    CHECK(r.error == Approx((8e-3 - 7.220032e-3) / 8e-3));
+    CHECK(r.error == Approx((7.220032e-3 - 8e-3) / 8e-3));
     CHECK(r.measured_efficiency == Approx(6.5 / 8));
     CHECK(r.prediction.terms.merge == Approx(20e-6));
     CHECK_THAT(r.dominant, Contains("compute (forward+backward, 5.00 ms)"));
     const nlohmann::json j = sparse_run_prediction_json(r, sparse_two_ranks());
     CHECK(j["terms_s"]["merge"].get<double>() == Approx(20e-6));
     CHECK(j["exchange"][0]["name"] == "slot allgather");
-    CHECK_THAT(describe_run_prediction({{"predicted", j}}), Contains("predicted step 7.22 ms vs measured 8 ms (+10 %)"));
+    CHECK_THAT(describe_run_prediction({{"predicted", j}}), Contains("predicted step 7.22 ms vs measured 8 ms (-10 %)"));
 }
 
 TEST_CASE("predict_sparse_run: a merge probe past the sync's own time is bounded by it; nothing timed is an error",

@@ -58,7 +58,7 @@ struct RunPrediction {
     double fitted_link_step_s = 0;  // the same with every bucket's time from the fitted link instead of its own
     double one_rank_step_s = 0;    // this run's compute without communication: rank 0's data+fwd+bwd+optimizer
     double measured_efficiency = 0;  // one_rank_step_s / measured step
-    double error = 0;              // (measured − predicted) / measured
+    double error = 0;              // (predicted − measured) / measured
     std::string dominant;          // the largest term in words ("allreduce of bucket 1 (fc1, 4.7 MB) over ring")
 };
 
@@ -120,7 +120,7 @@ struct SparseRunPrediction {
     double merge_s_per_row = 0;     // the probe's, at most what the sync's own time leaves (95 % of it)
     double one_rank_step_s = 0;     // rank 0's data + forward + backward + optimizer
     double measured_efficiency = 0;
-    double error = 0;               // (measured − predicted) / measured
+    double error = 0;               // (predicted − measured) / measured
     std::string dominant;           // in words ("slot allgather (61 KB per rank, every step) over mpi")
 };
 
