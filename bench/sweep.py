@@ -4,9 +4,11 @@ summary.json; repeats interleaved (1, N, 1, N ...), medians; the ceiling (N inde
 optionally `ringtrain predict` next to each measured point, and every multi-rank point's own prediction (its
 summary.json "predicted"). Placements: local mpirun, emulated hosts (network namespaces with a tc rate per link,
 scripts/cluster/), or Slurm (an sbatch array per config and rank count, scripts/slurm/cpu.sbatch). Output:
-rows.json, report.md and PNG plots.
+rows.json, report.md and PNG plots. A point that fails (or runs past timeout_s) stops the sweep, but the points
+that finished are written (rows.json marked "incomplete", report.md, plots); --resume continues the same sweep in
+the same folder, reusing every finished point and running the rest.
 
-Usage: bench/sweep.py SWEEP.json [--out DIR] [--bin PATH] [--dry-run]
+Usage: bench/sweep.py SWEEP.json [--out DIR] [--bin PATH] [--dry-run] [--resume]
 Run with Debian's /usr/bin/python3 (python3-matplotlib). Definitions and the sweep file's keys: docs/scaling.md.
 
 Weak scaling: the per-rank batch is fixed (`batch` = per-rank batch); efficiency = samples/s at N / (N x samples/s
@@ -15,9 +17,13 @@ N ranks); efficiency = samples/s at N / (N x samples/s at 1 rank training the wh
 """
 import argparse
 import contextlib
+import glob
+import hashlib
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -31,6 +37,10 @@ LOCAL_FLAGS = ["--oversubscribe", "--bind-to", "none"]
 CLUSTER = os.path.join(ROOT, "scripts/cluster")
 NETNS_PREFIX = "rtsweep"  # its own namespace set (common.sh): never the one a test or another user has up
 SKIPPED = 77  # placement slurm without a running Slurm: the reason is printed, nothing is run
+SPEC_FILE = "sweep-spec.json"  # in the output folder: the sweep that made it (what --resume compares)
+# Keys that do not change what a point measures: a --resume may change them (e.g. a longer timeout_s after a point
+# ran past it).
+RESUME_FREE = ("description", "timeout_s")
 
 
 def fail(msg):
@@ -38,7 +48,39 @@ def fail(msg):
     sys.exit(2)
 
 
+# `ringtrain predict --link RATE[,LATENCY]`'s grammar, mirrored from scaling::parse_link (src/scaling/link.cpp):
+# a number as strtod reads it (decimal or hex; > 0, at most 1e18) then a unit, case-insensitive; the latency is
+# optional (5us). Checked here so that a bad link stops the sweep before its points run, not after all of them.
+LINK_NUMBER = re.compile(r"\s*([+-]?(?:0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?\d+)?|(?:\d+\.?\d*|\.\d+)"
+                         r"(?:e[+-]?\d+)?))", re.I)
+LINK_UNITS = {"rate": ("gbit", "mbit", "kbit"), "latency": ("us", "ms", "s")}
+
+
+def link_problem(text):
+    """Why `ringtrain predict --link TEXT` would refuse TEXT (its own wording), or None when it parses."""
+    rate, comma, latency = text.partition(",")
+    for what, part in (("rate", rate), ("latency", latency if comma else "5us")):
+        m = LINK_NUMBER.match(part)
+        try:
+            v = None if m is None else (float.fromhex(m.group(1)) if "x" in m.group(1).lower() else float(m.group(1)))
+        except ValueError:
+            v = None
+        if v is None or not 0 < v <= 1e18:
+            return f"{what} {part!r} needs a positive number first"
+        unit = part[m.end():].lower()
+        if unit not in LINK_UNITS[what]:
+            return f"{what} {part!r}: unknown unit {unit!r}; use {', '.join(LINK_UNITS[what][:-1])} or " \
+                   f"{LINK_UNITS[what][-1]}"
+    return None
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)  # JSON's true/false are Python ints
+
+
 def load_spec(path):
+    """The sweep file, every key's type and range checked (one line naming the file and the key, exit 2) before
+    anything runs; defaults filled in."""
     try:
         with open(path) as f:
             spec = json.load(f)
@@ -52,20 +94,89 @@ def load_spec(path):
     for key in ("name", "configs", "ranks"):
         if key not in spec:
             fail(f"{path}: missing key {key!r} (see docs/scaling.md)")
-    spec.setdefault("batch", [None])
+
+    def unique(key, values, shown=None, noun=""):
+        """Refuse a repeated value of a key the points are grouped by: both would be merged into one row (the
+        median of two settings) and share one baseline."""
+        seen = set()
+        for v, s in zip(values, shown or values):
+            if v in seen:
+                fail(f"{path}: {key} lists {noun}{s!r} twice; remove or rename one (the points are grouped by "
+                     "it: both would be merged into one row)")
+            seen.add(v)
+
+    def strings(key, v, example, sets=False):
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            fail(f"{path}: {key} must be a list of strings, e.g. {example} (got {json.dumps(v)})")
+        for x in v if sets else ():
+            if "=" not in x or x.startswith("="):
+                fail(f"{path}: {key}: {x!r} is not a key=value override (e.g. \"train.max_steps=20\")")
+
+    if not isinstance(spec["name"], str) or not spec["name"] or "/" in spec["name"] or spec["name"] in (".", ".."):
+        fail(f"{path}: name must be a non-empty string without '/' (the output folder runs/sweeps/NAME)")
+    if not isinstance(spec.get("description", ""), str):
+        fail(f"{path}: description must be a string")
+    if not isinstance(spec["configs"], list) or not spec["configs"] or \
+            not all(isinstance(c, str) and c for c in spec["configs"]):
+        fail(f"{path}: configs must be a non-empty list of config files, e.g. [\"configs/logreg_fashion.json\"]")
+    unique("configs", [os.path.normpath(c) for c in spec["configs"]], spec["configs"])
+    if not isinstance(spec["ranks"], list) or not spec["ranks"] or \
+            not all(is_int(n) and n >= 1 for n in spec["ranks"]) or 1 not in spec["ranks"]:
+        fail(f"{path}: ranks must be a list of positive integers that includes 1 (the efficiency baseline), "
+             f"e.g. [1, 2, 4] (got {json.dumps(spec['ranks'])})")
+    unique("ranks", spec["ranks"])
+    if "batch" in spec:
+        if not isinstance(spec["batch"], list) or not spec["batch"] or \
+                not all(is_int(b) and b >= 1 for b in spec["batch"]):
+            fail(f"{path}: batch must be a list of positive integers, e.g. [64, 128], or left out for the config's "
+                 f"own (got {json.dumps(spec['batch'])})")
+        unique("batch", spec["batch"])
     spec.setdefault("scaling", "weak")
-    spec.setdefault("sync", [{"name": "default", "set": []}])
-    spec.setdefault("set", [])
-    spec.setdefault("placement", "local")
-    spec.setdefault("repeats", 1)
-    spec.setdefault("ceiling", False)
-    spec.setdefault("mpirun_flags", [])
-    spec.setdefault("timeout_s", 900)
-    spec.setdefault("slurm_flags", [])
     if spec["scaling"] not in ("weak", "strong"):
-        fail(f"{path}: scaling must be weak or strong (got {spec['scaling']!r})")
+        fail(f"{path}: scaling must be weak or strong (got {json.dumps(spec['scaling'])})")
+    if spec["scaling"] == "strong" and "batch" not in spec:
+        fail(f"{path}: strong scaling needs batch: the global batches to split over the ranks, e.g. \"batch\": [128]")
+    spec.setdefault("batch", [None])
+    spec.setdefault("sync", [{"name": "default", "set": []}])
+    if not isinstance(spec["sync"], list) or not spec["sync"]:
+        fail(f"{path}: sync must be a non-empty list of {{\"name\": ..., \"set\": [\"sync.key=value\", ...]}}")
+    for i, s in enumerate(spec["sync"]):
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str) or not s["name"] or \
+                set(s) - {"name", "set"}:
+            fail(f"{path}: sync[{i}] must be {{\"name\": \"...\", \"set\": [\"sync.key=value\", ...]}} "
+                 f"(got {json.dumps(s)})")
+        s.setdefault("set", [])
+        strings(f"sync[{i}] ({s['name']}) set", s["set"], "[\"sync.backend=ring\"]", sets=True)
+    unique("sync", [s["name"] for s in spec["sync"]], noun="the name ")
+    spec.setdefault("set", [])
+    strings("set", spec["set"], "[\"train.max_steps=20\"]", sets=True)
+    spec.setdefault("placement", "local")
     if spec["placement"] not in ("local", "netns", "slurm"):
-        fail(f"{path}: placement must be local, netns or slurm (got {spec['placement']!r})")
+        fail(f"{path}: placement must be local, netns or slurm (got {json.dumps(spec['placement'])})")
+    spec.setdefault("repeats", 1)
+    if not is_int(spec["repeats"]) or spec["repeats"] < 1:
+        fail(f"{path}: repeats must be a positive integer")
+    spec.setdefault("ceiling", False)
+    if not isinstance(spec["ceiling"], bool):
+        fail(f"{path}: ceiling must be true or false")
+    spec.setdefault("mpirun_flags", [])
+    strings("mpirun_flags", spec["mpirun_flags"], "[\"--bind-to\", \"core\"]")
+    spec.setdefault("slurm_flags", [])
+    strings("slurm_flags", spec["slurm_flags"], "[\"-p\", \"cpu\"]")
+    spec.setdefault("timeout_s", 900)
+    if not isinstance(spec["timeout_s"], (int, float)) or isinstance(spec["timeout_s"], bool) or \
+            not spec["timeout_s"] > 0:
+        fail(f"{path}: timeout_s must be a positive number of seconds (got {json.dumps(spec['timeout_s'])})")
+    if "predict" in spec:
+        pr = spec["predict"]
+        if not isinstance(pr, dict) or set(pr) - {"link"}:
+            fail(f"{path}: predict must be {{\"link\": \"measure\"}} or {{\"link\": \"10gbit,5us\"}} "
+                 f"(got {json.dumps(pr)})")
+        link = pr.get("link", "measure")
+        why = link_problem(link) if isinstance(link, str) and link != "measure" else None
+        if not isinstance(link, str) or why:
+            fail(f"{path}: predict.link {json.dumps(link)} is not a link `ringtrain predict --link` takes "
+                 f"({why or 'not a string'}): use \"measure\" or RATE[,LATENCY], e.g. \"10gbit,5us\"")
     if "rates" in spec and spec["placement"] != "netns":
         fail(f"{path}: rates (a tc rate per emulated link) need placement netns")
     spec.setdefault("rates", ["none"] if spec["placement"] == "netns" else [None])
@@ -75,23 +186,14 @@ def load_spec(path):
                                         r[len(r.rstrip("kmgbit")):] in ("kbit", "mbit", "gbit"))
                 for r in spec["rates"]):
             fail(f"{path}: rates must be a list of tc rates like \"100mbit\", \"1gbit\", \"10gbit\" (or \"none\")")
+        unique("rates", spec["rates"])
         if max(spec["ranks"]) > 50:
             fail(f"{path}: placement netns runs one rank per emulated host, at most 50")
-    if not all(isinstance(n, int) and n >= 1 for n in spec["ranks"]) or 1 not in spec["ranks"]:
-        fail(f"{path}: ranks must be positive integers and include 1 (the efficiency baseline)")
-    if not isinstance(spec["repeats"], int) or spec["repeats"] < 1:
-        fail(f"{path}: repeats must be a positive integer")
-    for s in spec["sync"]:
-        if not isinstance(s, dict) or "name" not in s:
-            fail(f"{path}: each sync entry is {{\"name\": ..., \"set\": [\"sync.key=value\", ...]}}")
-        s.setdefault("set", [])
     for c in spec["configs"]:
         if not os.path.isfile(os.path.join(ROOT, c)):
             fail(f"{path}: config {c!r} not found (paths are relative to the repository root)")
     # The ceiling is N copies of the one-rank baseline's work at once: with strong scaling that baseline trains the
     # whole global batch (not what each of N ranks does), and a Slurm array runs one point at a time.
-    if not isinstance(spec["ceiling"], bool):
-        fail(f"{path}: ceiling must be true or false")
     if spec["ceiling"] and spec["scaling"] == "strong":
         fail(f"{path}: ceiling needs weak scaling (strong scaling's one-rank baseline trains the whole global batch, "
              "not one rank's share); set \"ceiling\": false")
@@ -101,7 +203,7 @@ def load_spec(path):
     if spec["scaling"] == "strong":
         for b in spec["batch"]:
             for n in spec["ranks"]:
-                if b is None or b % n:
+                if b % n:
                     fail(f"{path}: strong scaling splits the global batch {b} over {n} ranks: it must divide")
     return spec
 
@@ -161,22 +263,26 @@ def slurm_running():
 
 def run_slurm_array(spec, cfg, n, tasks, binary, out, tag):
     """One sbatch array for `tasks` (lists of --set arguments) of `cfg` at `n` ranks, one task per point, one at a
-    time (%1: concurrent points would share the cores), waited for; a failed task ends the sweep."""
+    time (%1: concurrent points would share the cores), waited for. Returns why it failed (one line), or None."""
     lines = os.path.join(out, f"{tag}.lines")
     with open(lines, "w") as f:
         for sets in tasks:
             f.write(" ".join(sum((["--set", x] for x in sets), [])) + "\n")
     env = dict(os.environ, RINGTRAIN_SWEEP=lines, RINGTRAIN_BIN=binary, RINGTRAIN_REQUEUE="0")
     cmd = ["sbatch", "--wait", "--parsable", f"--array=0-{len(tasks) - 1}%1", "-n", str(n), "-J", tag,
-           "-o", os.path.join(out, "%x-%A_%a.out"), "-t", str(max(1, spec["timeout_s"] // 60))] + \
+           "-o", os.path.join(out, "%x-%A_%a.out"), "-t", str(max(1, int(spec["timeout_s"]) // 60))] + \
         spec["slurm_flags"] + [os.path.join(ROOT, "scripts/slurm/cpu.sbatch"), cfg]
     with open(os.path.join(out, f"{tag}.log"), "w") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
-        p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                           timeout=spec["timeout_s"] * (len(tasks) + 1))
+        try:
+            p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               timeout=spec["timeout_s"] * (len(tasks) + 1))
+        except subprocess.TimeoutExpired:
+            return f"the Slurm array {tag} ran past {len(tasks) + 1} x timeout_s; see {out}/{tag}.log"
     if p.returncode != 0:
-        fail(f"the Slurm array {tag} failed (exit {p.returncode}); see {out}/{tag}.log and {out}/{tag}-*.out")
+        return f"the Slurm array {tag} failed (exit {p.returncode}); see {out}/{tag}.log and {out}/{tag}-*.out"
+    return None
 
 
 def first_error(log):
@@ -193,19 +299,118 @@ def first_error(log):
     return None
 
 
-def run(cmd, log, timeout):
+class Failed(Exception):
+    """A step of the sweep failed; the message is the one line to print."""
+
+
+class PointFailed(Failed):
+    """A point of the sweep failed (its run or a ceiling copy exited non-zero, ran past timeout_s, or left no
+    complete summary.json): `tag` is its folder's name under points/, `log` the log to read, `where` what it was."""
+
+    def __init__(self, msg, tag, log, where):
+        super().__init__(msg)
+        self.tag, self.log, self.where = tag, log, where
+
+
+def run(cmd, log, timeout, what="a point"):
+    """Run cmd with its output in log; Failed (naming `what`, the trainer's own reason and the log) when it fails or
+    runs past timeout."""
     with open(log, "w") as f:
         f.write(" ".join(cmd) + "\n")
         f.flush()
-        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, timeout=timeout)
-    if p.returncode != 0:
+        # Its own process group: a timeout (or the sweep being stopped) ends mpirun and its ranks, none left
+        # writing into the point's folder that a --resume clears and runs again.
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        try:
+            code = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_group(p)
+            raise Failed(f"{what} ran past timeout_s ({timeout} s); see {log}") from None
+        except BaseException:  # SIGTERM (sys.exit), Ctrl-C
+            stop_group(p)
+            raise
+    if code != 0:
         why = first_error(log)
-        fail(f"a point failed (exit {p.returncode}){': ' + why if why else ''}; see {log}")
+        raise Failed(f"{what} failed (exit {code}){': ' + why if why else ''}; see {log}")
+
+
+def stop_group(p):
+    """SIGTERM to p's process group (mpirun passes it to its ranks), then SIGKILL to whatever is left of it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
 
 
 def read_summary(d):
     with open(os.path.join(d, "summary.json")) as f:
         return json.load(f)
+
+
+SUMMARY_PROBLEMS = (OSError, ValueError, KeyError, TypeError, AttributeError, statistics.StatisticsError)
+
+
+def write_atomically(path, obj):
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def finished_row(d):
+    """The row of a point whose run finished, for --resume: POINT.row.json (written once the run, its summary.json
+    and its ceiling copies were done) and a summary.json with every field a row reads; None otherwise (never run,
+    failed, killed half-way): that point runs again."""
+    try:
+        with open(d + ".row.json") as f:
+            row = json.load(f)
+        point_row(read_summary(d), row["ranks"])
+        if "ceiling_samples_per_s" in row:
+            for di in sorted(glob.glob(glob.escape(d) + "-alone*[0-9]")):
+                point_row(read_summary(di), 1)
+    except SUMMARY_PROBLEMS:
+        return None
+    return row
+
+
+def clear_point(d):
+    """Remove what an earlier, unfinished run of this point left (its folder, log, row, ceiling copies), so that
+    its rerun starts from nothing (no stale checkpoint to resume from, no old summary.json)."""
+    for path in [d, d + ".log", d + ".row.json", d + ".row.json.tmp"] + glob.glob(glob.escape(d) + "-alone*"):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+
+
+def spec_identity(spec):
+    """What --resume compares: the normalized sweep (defaults filled in) less the keys that do not change what a
+    point measures, and its sha256."""
+    kept = {k: v for k, v in spec.items() if k not in RESUME_FREE}
+    return kept, hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def check_resume(spec, out):
+    """--resume on a folder with points: refused (exit 2, one line) unless SPEC_FILE there says the same sweep."""
+    path = os.path.join(out, SPEC_FILE)
+    try:
+        with open(path) as f:
+            stored = json.load(f)
+        old, digest = stored["spec"], stored["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"--resume: {out} holds points but no readable {SPEC_FILE} ({e.__class__.__name__}): it cannot be shown "
+             "to be this sweep's; remove it or pass another --out")
+    new, new_digest = spec_identity(spec)
+    if digest != new_digest:
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)) if isinstance(old, dict) else []
+        what = f"{diff[0]!r} is {json.dumps(old.get(diff[0]))} there, {json.dumps(new.get(diff[0]))} here" if diff \
+            else "its sha256 differs"
+        fail(f"--resume: {out} was made by a different sweep ({what}); resume with the sweep file that made it, or "
+             "pass another --out")
 
 
 def slowest_wait_per_step(summary):
@@ -239,6 +444,8 @@ def main():
     ap.add_argument("--out", help="output folder [runs/sweeps/NAME]")
     ap.add_argument("--bin", default=os.environ.get("RINGTRAIN_BIN", os.path.join(ROOT, "build/ringtrain")))
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the sweep in --out (same sweep file): reuse every point that finished, run the rest")
     a = ap.parse_args()
     # SIGTERM (a kill, a time limit) unwinds like an error, so the emulated hosts are removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -248,8 +455,15 @@ def main():
     if not a.dry_run and not os.access(a.bin, os.X_OK):
         fail(f"{a.bin}: no ringtrain binary; build it (scripts/build.sh) or pass --bin")
     if not a.dry_run and os.path.isdir(os.path.join(out, "points")) and os.listdir(os.path.join(out, "points")):
-        fail(f"{out} holds an earlier sweep's points; remove it or pass another --out")
+        if not a.resume:
+            fail(f"{out} holds an earlier sweep's points; remove it, pass another --out, or pass --resume to continue "
+                 "that sweep (same sweep file: its finished points are kept, the rest run)")
+        check_resume(spec, out)
     os.makedirs(os.path.join(out, "points"), exist_ok=True)
+    if not a.dry_run:
+        kept, digest = spec_identity(spec)
+        write_atomically(os.path.join(out, SPEC_FILE), {"spec": kept, "sha256": digest,
+                                                        "sweep_file": os.path.abspath(a.sweep)})
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -261,38 +475,62 @@ def main():
 
     # Groups share one efficiency baseline: (config, sync, batch value, link rate).
     groups = [(c, s, b, r) for c in spec["configs"] for s in spec["sync"] for b in spec["batch"] for r in spec["rates"]]
-    raw = []
+    raw = []  # every run, in the sweep's order; with --resume a finished point's row is reused as it was (same
+    reused = []  # point name, repeat and load), so the medians come out as in a sweep that never stopped
+    failed = None
     hosts = EmulatedHosts(max(spec["ranks"]), a.dry_run) if spec["placement"] == "netns" else contextlib.nullcontext()
     with hosts:
-        for rep in range(spec["repeats"]):  # interleaved: every N of a group inside each repeat
-            if spec["placement"] == "slurm":
-                for cfg in spec["configs"]:
-                    raw += slurm_arrays(spec, groups, cfg, rep, a, out)
-                continue
-            for gi, (cfg, sync, b, rate) in enumerate(groups):
-                if rate is not None:
-                    hosts.shape(rate)
-                for n in spec["ranks"]:
-                    # One rank has no link: its baseline is the same whatever the rate, measured once per repeat.
-                    same = next((r for r in raw if n == 1 and r["ranks"] == 1 and r["repeat"] == rep and
-                                 (r["config"], r["sync"], r["batch"]) == (cfg, sync["name"], b)), None)
-                    if same is not None:
-                        raw.append(dict(same, rate=rate))
-                        continue
-                    row = run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep)
-                    if row:
-                        raw.append(row)
+        try:
+            for rep in range(spec["repeats"]):  # interleaved: every N of a group inside each repeat
+                if spec["placement"] == "slurm":
+                    for cfg in spec["configs"]:
+                        slurm_arrays(spec, groups, cfg, rep, a, out, raw, reused)
+                    continue
+                for gi, (cfg, sync, b, rate) in enumerate(groups):
+                    if rate is not None:
+                        hosts.shape(rate)
+                    for n in spec["ranks"]:
+                        # One rank has no link: its baseline is the same whatever the rate, measured once per repeat.
+                        same = next((r for r in raw if n == 1 and r["ranks"] == 1 and r["repeat"] == rep and
+                                     (r["config"], r["sync"], r["batch"]) == (cfg, sync["name"], b)), None)
+                        if same is not None:
+                            raw.append(dict(same, rate=rate))
+                            continue
+                        row = run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep, reused)
+                        if row:
+                            raw.append(row)
+        except PointFailed as e:  # the runs that finished are written all the same, below; --resume continues
+            failed = e
         if a.dry_run:
             return
         points = aggregate(raw, spec)
-        if "predict" in spec:  # (netns: still on the emulated hosts, --measure over each rate)
-            add_predictions(points, spec, a.bin, out, hosts)
+        predict_failed = None
+        if "predict" in spec and not failed:  # (netns: still on the emulated hosts, --measure over each rate)
+            try:
+                predict_points(points, spec, a.bin, out, hosts)
+            except Failed as e:  # the measured points are written all the same, below
+                predict_failed = str(e)
+    resume_cmd = shlex.join(sys.argv + ([] if a.resume else ["--resume"]))
     doc = {"sweep": spec, "command": " ".join(sys.argv), "points": points, "runs": raw}
-    with open(os.path.join(out, "rows.json"), "w") as f:
-        json.dump(doc, f, indent=2)
-    pngs = plot(points, out)
+    if a.resume:
+        doc["resumed"] = {"reused_points": reused, "runs_reused": len(reused)}
+    if failed:
+        doc["incomplete"] = {"failed_point": failed.tag, "point": failed.where, "reason": str(failed),
+                             "log": failed.log, "runs_kept": len(raw), "resume": resume_cmd}
+    if predict_failed:
+        doc["predict_failed"] = predict_failed
+    write_atomically(os.path.join(out, "rows.json"), doc)
+    pngs = plot(points, out) if points else []
     write_report(doc, pngs, out)
-    print(f"wrote {out}/rows.json, {out}/report.md and {len(pngs)} plots")
+    print(f"wrote {out}/rows.json, {out}/report.md and {len(pngs)} plots" +
+          (f" ({len(reused)} run(s) reused)" if a.resume else "") + (" (incomplete)" if failed else ""))
+    if failed:
+        fail(f"point {failed.tag} ({failed.where}): {failed}; the {len(raw)} run(s) that finished are kept in "
+             f"{out}/rows.json and report.md (marked incomplete); fix the cause and continue with: {resume_cmd}")
+    if predict_failed:
+        fail(f"the prediction step failed, not a point: {predict_failed}. Every point was measured and kept: "
+             f"{out}/rows.json and report.md, without predictions (predict them later: bench/device/extrapolate.py "
+             f"{out}/rows.json --out DIR [--link RATE,LATENCY], or rerun only the prediction: {resume_cmd})")
 
 
 def binds_to_core(spec):
@@ -309,7 +547,16 @@ def point_sets(spec, sync, b, n):
     return sets
 
 
-def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
+def batch_text(b):
+    return " (the config's batch)" if b is None else f" batch {b}"
+
+
+def point_text(cfg, sync, b, rate, n, rep):
+    return f"{cfg} {sync['name']}{batch_text(b)}{'' if rate is None else ' ' + rate} N={n} rep {rep}"
+
+
+def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep, reused):
+    """One point: its row (reused as it was when an earlier run of it finished: --resume), or PointFailed."""
     sets = point_sets(spec, sync, b, n)
     tag = f"g{gi}-n{n}-r{rep}"
     d = os.path.join(out, "points", tag)
@@ -319,13 +566,26 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
     if a.dry_run:
         print(" ".join(cmd))
         return None
+    where = point_text(cfg, sync, b, rate, n, rep)
+    row = finished_row(d) if a.resume else None
+    if row is not None:
+        reused.append(tag)
+        print(f"[reused] {where}: {row['samples_per_s']:.0f} samples/s", flush=True)
+        return row
+    clear_point(d)  # a half-written folder of a failed or killed earlier run
     t0 = time.time()
     load_before = os.getloadavg()[0]  # other tenants' load: the model cannot see it, the report shows it
-    run(cmd, d + ".log", spec["timeout_s"])
-    row = measured_row(read_summary(d), cfg, sync, b, rate, n, rep, os.path.relpath(os.path.join(d, "summary.json"), out),
-                       load_before)
-    print(f"[{time.time() - t0:6.1f}s] {cfg} {sync['name']} batch {b}{'' if rate is None else ' ' + rate} N={n} "
-          f"rep {rep}: {row['samples_per_s']:.0f} samples/s" +
+    try:
+        run(cmd, d + ".log", spec["timeout_s"])
+    except Failed as e:
+        raise PointFailed(str(e), tag, d + ".log", where) from None
+    try:
+        row = measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
+                           os.path.relpath(os.path.join(d, "summary.json"), out), load_before)
+    except SUMMARY_PROBLEMS as e:
+        raise PointFailed(f"a point exited 0 without a complete {d}/summary.json ({e!r}); see {d}.log", tag,
+                          d + ".log", where) from None
+    print(f"[{time.time() - t0:6.1f}s] {where}: {row['samples_per_s']:.0f} samples/s" +
           (f", own prediction {100 * row['inrun_error']:+.0f} %" if "inrun_error" in row else ""), flush=True)
     if spec["ceiling"] and n > 1:  # (weak scaling, not under Slurm: load_spec refuses the others)
         procs = []
@@ -338,18 +598,26 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep):
                                                             f"output.dir={di}" for x in args]
             procs.append((subprocess.Popen(ci, stdout=subprocess.DEVNULL, stderr=open(di + ".log", "w"),
                                            cwd=ROOT), di))
-        for p, di in procs:
-            if p.wait() != 0:
+        codes = [p.wait() for p, _ in procs]  # all of them, so that none is left running
+        for code, (_, di) in zip(codes, procs):
+            if code != 0:
                 why = first_error(di + ".log")
-                fail(f"a ceiling copy failed{': ' + why if why else ''}; see {di}.log")
-        row["ceiling_samples_per_s"] = sum(read_summary(di)["samples_per_s"] for _, di in procs)
+                raise PointFailed(f"a ceiling copy failed (exit {code}){': ' + why if why else ''}; see {di}.log",
+                                  tag, di + ".log", where + " (ceiling)")
+        try:
+            row["ceiling_samples_per_s"] = sum(read_summary(di)["samples_per_s"] for _, di in procs)
+        except SUMMARY_PROBLEMS as e:
+            raise PointFailed(f"a ceiling copy left no complete summary.json ({e!r}); see {d}-alone*.log", tag,
+                              procs[0][1] + ".log", where + " (ceiling)") from None
+    write_atomically(d + ".row.json", row)  # the point is finished: what --resume reuses
     return row
 
 
-def slurm_arrays(spec, groups, cfg, rep, a, out):
+def slurm_arrays(spec, groups, cfg, rep, a, out, raw, reused):
     """placement slurm: per rank count, one sbatch array whose tasks are this config's points (sync x batch), in the
-    order of ranks (an array's tasks share -n, and cpu.sbatch takes one config)."""
-    rows = []
+    order of ranks (an array's tasks share -n, and cpu.sbatch takes one config); their rows are appended to raw, in
+    the sweep's order. With --resume a finished point is reused and the array holds only the others. A failed array:
+    its points that finished are kept, then PointFailed (the first point without a complete summary.json)."""
     for n in spec["ranks"]:
         tag = f"{os.path.basename(cfg).replace('.json', '')}-n{n}-r{rep}"
         points = []
@@ -363,14 +631,35 @@ def slurm_arrays(spec, groups, cfg, rep, a, out):
                 print(f"sbatch --array={i} -n {n} -J {tag} scripts/slurm/cpu.sbatch {cfg} " +
                       " ".join(sum((["--set", x] for x in sets), [])))
             continue
+        done = {pt[3]: finished_row(pt[3]) if a.resume else None for pt in points}
+        todo = [pt for pt in points if done[pt[3]] is None]
+        for pt in todo:
+            clear_point(pt[3])  # a half-written folder of a failed or killed earlier run
         load_before = os.getloadavg()[0]
-        run_slurm_array(spec, cfg, n, [p[4] for p in points], a.bin, out, tag)
+        why = run_slurm_array(spec, cfg, n, [p[4] for p in todo], a.bin, out, tag) if todo else None
+        failed = None
         for sync, b, rate, d, _ in points:
-            rows.append(measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
-                                     os.path.relpath(os.path.join(d, "summary.json"), out), load_before))
-            print(f"{cfg} {sync['name']} batch {b} N={n} rep {rep} (Slurm array {tag}): "
-                  f"{rows[-1]['samples_per_s']:.0f} samples/s", flush=True)
-    return rows
+            where = point_text(cfg, sync, b, rate, n, rep)
+            if done[d] is not None:
+                raw.append(done[d])
+                reused.append(os.path.basename(d))
+                print(f"[reused] {where}: {done[d]['samples_per_s']:.0f} samples/s", flush=True)
+                continue
+            try:
+                row = measured_row(read_summary(d), cfg, sync, b, rate, n, rep,
+                                   os.path.relpath(os.path.join(d, "summary.json"), out), load_before)
+            except SUMMARY_PROBLEMS as e:  # the array's other points are kept all the same
+                failed = failed or PointFailed((why or f"the Slurm array {tag} exited 0") + "; this point left no "
+                                               f"complete summary.json ({e.__class__.__name__})", os.path.basename(d),
+                                               os.path.join(out, f"{tag}.log"), where)
+                continue
+            write_atomically(d + ".row.json", row)
+            raw.append(row)
+            print(f"{where} (Slurm array {tag}): {row['samples_per_s']:.0f} samples/s", flush=True)
+        if failed:
+            raise failed
+        if why:  # every point has its summary, yet sbatch failed: stop all the same (rows kept)
+            raise PointFailed(why, tag, os.path.join(out, f"{tag}.log"), f"{cfg} N={n} rep {rep} (Slurm array)")
 
 
 def measured_row(summ, cfg, sync, b, rate, n, rep, summary_path, load_before):
@@ -421,7 +710,10 @@ def aggregate(raw, spec):
             p["inrun_errors"] = [r["inrun_error"] for r in own]
         points.append(p)
     for p in points:
-        base = next(q for q in points if key(q) == key(p, 1))
+        base = next((q for q in points if key(q) == key(p, 1)), None)
+        if base is None:  # an incomplete sweep that stopped before this group's one-rank baseline ran
+            p["efficiency"] = None
+            continue
         p["efficiency"] = p["samples_per_s"] / (p["ranks"] * base["samples_per_s"])
         if "ceiling_samples_per_s" in p:
             p["ceiling"] = p["ceiling_samples_per_s"] / (p["ranks"] * base["samples_per_s"])
@@ -430,8 +722,17 @@ def aggregate(raw, spec):
 
 
 def add_predictions(points, spec, binary, out, hosts):
+    """predict_points, a failure stopping the caller (exit 2, one line): bench/device/extrapolate.py's pass."""
+    try:
+        predict_points(points, spec, binary, out, hosts)
+    except Failed as e:
+        fail(str(e))
+
+
+def predict_points(points, spec, binary, out, hosts):
     """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
-    (over the emulated hosts at that rate with placement netns)."""
+    (over the emulated hosts at that rate with placement netns). Failed when the predictor fails or its output is
+    unreadable; the points predicted before that keep their predictions."""
     link = spec["predict"].get("link", "measure")
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
     cache = {}
@@ -449,9 +750,12 @@ def add_predictions(points, spec, binary, out, hosts):
                 cmd = launcher(spec, 2) + args + ["--measure"]
             else:
                 cmd = args + ["--link", link]
-            run(cmd, js[:-5] + ".log", spec["timeout_s"])
-            with open(js) as f:
-                cache[ck] = {r["ranks"]: r for r in json.load(f)["rows"]}
+            run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")
+            try:
+                with open(js) as f:
+                    cache[ck] = {r["ranks"]: r for r in json.load(f)["rows"]}
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
         pred = cache[ck].get(p["ranks"])
         if pred:
             p["predicted_step_s"] = pred["step_s"]
@@ -510,13 +814,14 @@ def plot(points, out):
     for s in series:
         ps = sorted((p for p in points if label(p) == s), key=lambda p: p["ranks"])
         line, = ax1.plot([p["ranks"] for p in ps], [p["samples_per_s"] for p in ps], "o-", label=s)
+        ps = [p for p in ps if p["efficiency"] is not None]  # (an incomplete sweep: no baseline yet)
         ax2.plot([p["ranks"] for p in ps], [p["efficiency"] for p in ps], "o-", color=line.get_color(), label=s)
         cs = [p for p in ps if "ceiling" in p]
         if cs:
             ax2.plot([p["ranks"] for p in cs], [p["ceiling"] for p in cs], "x--", color=line.get_color())
     ax1.set(xlabel="ranks", ylabel="samples/s", title="throughput")
     ax2.set(xlabel="ranks", ylabel="efficiency", title="efficiency (x--: ceiling)", ylim=(0, 1.1))
-    ax1.legend(fontsize=7)
+    legend(ax1)
     fig.tight_layout()
     pngs.append(save(fig, out, "throughput_efficiency.png"))
 
@@ -531,7 +836,7 @@ def plot(points, out):
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels([f"{label(p)} N={p['ranks']}" for p in points], rotation=60, ha="right", fontsize=6)
     ax.set(ylabel="ms per step (rank 0)", title="time split per point")
-    ax.legend(fontsize=7)
+    legend(ax)
     fig.tight_layout()
     pngs.append(save(fig, out, "time_split.png"))
 
@@ -541,7 +846,7 @@ def plot(points, out):
         ax.plot([p["batch_per_rank"] for p in ps], [p["bytes_sent_per_step_per_rank"] / 1e6 for p in ps], "o",
                 label=f"N={n}")
     ax.set(xlabel="batch per rank", ylabel="MB sent per step per rank", title="bytes per step")
-    ax.legend(fontsize=7)
+    legend(ax)
     fig.tight_layout()
     pngs.append(save(fig, out, "bytes_vs_batch.png"))
 
@@ -551,10 +856,15 @@ def plot(points, out):
                     key=lambda p: p["global_batch"])
         ax.plot([p["global_batch"] for p in ps], [p["test_accuracy"] for p in ps], "o", label=s)
     ax.set(xlabel="global batch", ylabel="test accuracy", title="accuracy vs global batch", xscale="log")
-    ax.legend(fontsize=7)
+    legend(ax)
     fig.tight_layout()
     pngs.append(save(fig, out, "accuracy_vs_global_batch.png"))
     return pngs
+
+
+def legend(ax):
+    if ax.get_legend_handles_labels()[0]:  # (one rank only: no N > 1 series, and matplotlib warns at an empty one)
+        ax.legend(fontsize=7)
 
 
 def save(fig, out, name):
@@ -578,6 +888,18 @@ def write_report(doc, pngs, out):
              "compute (forward + backward), input, optimizer, waiting for gradients (sync_wait less the next column) and "
              "waiting for the slowest rank (the ranks' uneven local work: dense runs' stragglers.wait_for_slowest_s per "
              "step, sparse and local SGD runs' predicted straggler term; '-' where the run has neither: one rank, a GPU).", ""]
+    if doc.get("incomplete"):
+        inc = doc["incomplete"]
+        lines[1:1] = ["", f"**Incomplete sweep**: point {inc['failed_point']} ({inc['point']}) failed: {inc['reason']}. "
+                      f"This report holds the {inc['runs_kept']} run(s) that finished before it (medians over those; "
+                      "no predictions); the points after it did not run. Fix the cause and continue with "
+                      f"`{inc['resume']}`: the finished points are reused, the rest run."]
+    if doc.get("resumed"):
+        lines += [f"Resumed: {doc['resumed']['runs_reused']} run(s) reused from the earlier, interrupted sweep in this "
+                  "folder (same points, same rows).", ""]
+    if doc.get("predict_failed"):
+        lines += [f"**Predictions missing**: the prediction step failed ({doc['predict_failed']}); the measured "
+                  "columns are complete.", ""]
     has_pred = any("predicted_step_s" in p for p in points)
     has_ceil = any("ceiling" in p for p in points)
     has_rate = any(p.get("rate") for p in points)
@@ -595,7 +917,7 @@ def write_report(doc, pngs, out):
     for p in points:
         cells = [os.path.basename(p["config"]), p["sync"]] + ([p.get("rate") or "-"] if has_rate else []) + \
                 [p["ranks"], p["batch_per_rank"], p["global_batch"], f"{p['samples_per_s']:.0f}",
-                 f"{1e3 * p['step_s']:.2f}", f"{p['efficiency']:.3f}"]
+                 f"{1e3 * p['step_s']:.2f}", "-" if p["efficiency"] is None else f"{p['efficiency']:.3f}"]
         if has_ceil:
             cells.append(f"{p['ceiling']:.3f}" if "ceiling" in p else "-")
         if has_pred:
@@ -624,7 +946,7 @@ def write_report(doc, pngs, out):
                   "fitted to the run's own bucket allreduces (less the wait for the slowest rank) and a one-float "
                   "probe; each bucket's own time goes through the timeline ('error, fitted line': every bucket's time "
                   "from the fitted alpha-beta line instead). Measured: the steady step (between consecutive steps, the first left out). Error = "
-                  "(measured - predicted) / measured; with repeats, the repeat with the median error.",
+                  "(predicted - measured) / measured; with repeats, the repeat with the median error.",
                   "", f"{len(own)} points; |error| at most {100 * max(errs):.1f} %, median "
                   f"{100 * statistics.median(errs):.1f} %; {sum(e <= 0.15 for e in errs)} of {len(own)} within 15 %.", "",
                   "| config | sync | backend | rate | ranks | predicted ms | measured ms | error | error, fitted line | "

@@ -2,7 +2,8 @@
 """ctest: bench/sweep.py on bench/sweeps/tiny.json (2 points, weak scaling) writes rows with the measured and
 predicted fields and the slowest-rank wait, the report and the four PNGs; on bench/sweeps/tiny_strong.json (2 points,
 strong scaling) the global batch stays fixed while the per-rank batch halves; the time split per point on hand-made
-points (the slowest-rank wait comes out of sync_wait, never negative). Exit 77 (skipped, with the reason) without
+points (the slowest-rank wait comes out of sync_wait, never negative); --resume on the finished tiny sweep reuses
+every point (ceiling copies too) and runs nothing again. Exit 77 (skipped, with the reason) without
 matplotlib."""
 import importlib.util
 import json
@@ -40,9 +41,9 @@ assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 0, "why": "local SGD"}, "predicted": {"why": "x"}}) is None
 
 
-def run_sweep(name, out):
+def run_sweep(name, out, *extra):
     p = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench/sweep.py"),
-                        os.path.join(root, "bench/sweeps", name), "--bin", binary, "--out", out],
+                        os.path.join(root, "bench/sweeps", name), "--bin", binary, "--out", out] + list(extra),
                        capture_output=True, text=True)
     print(p.stdout, p.stderr)
     assert p.returncode == 0, f"sweep.py {name} exited {p.returncode}"
@@ -70,6 +71,18 @@ with tempfile.TemporaryDirectory() as out:
     report = open(os.path.join(out, "report.md")).read()
     assert "| config | sync | ranks |" in report and "predicted ms" in report, report
     assert "| waiting for gradients ms | waiting for the slowest rank ms |" in report, report
+    # --resume on a sweep that finished: every point (ceiling copies included) is reused as it was, nothing runs
+    # again (the summaries stay untouched), the outputs are written again with the same medians.
+    stamps = {f: os.stat(os.path.join(out, "points", f, "summary.json")).st_mtime_ns
+              for f in os.listdir(os.path.join(out, "points")) if os.path.isdir(os.path.join(out, "points", f))}
+    assert len(stamps) == 4, stamps  # N=1, N=2 and N=2's two ceiling copies
+    again = run_sweep("tiny.json", out, "--resume")
+    assert again["runs"] == doc["runs"] and sorted(again["resumed"]["reused_points"]) == ["g0-n1-r0", "g0-n2-r0"], \
+        again.get("resumed")
+    assert [pt["samples_per_s"] for pt in again["points"]] == [pt["samples_per_s"] for pt in doc["points"]]
+    assert [pt.get("ceiling") for pt in again["points"]] == [pt.get("ceiling") for pt in doc["points"]]
+    assert again["points"][1]["predicted_step_s"] > 0 and "incomplete" not in again, again
+    assert stamps == {f: os.stat(os.path.join(out, "points", f, "summary.json")).st_mtime_ns for f in stamps}
 
 with tempfile.TemporaryDirectory() as out:
     doc = run_sweep("tiny_strong.json", out)

@@ -1,7 +1,12 @@
 #!/usr/bin/python3
 """ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys (and a ceiling
-where it cannot run) exit 2 with one line, a point failing on bad input exits 2 with the trainer's reason in that
-line, every shipped sweep passes --dry-run, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
+where it cannot run), every other key of the wrong type or range, a repeated sync name, config, rank count, batch or
+rate (the points are grouped by them) and a predict.link `ringtrain predict --link` would refuse exit 2 with one line
+naming the file and the key before anything runs; a point failing on bad input exits 2 with the trainer's reason in
+that line; a point failing half-way keeps the runs that finished (rows.json "incomplete", report.md) and names the
+point, its log and --resume, which (same sweep only; a plain rerun is refused) reruns just the failed point and those
+after it; a predictor failing after the points ran keeps them (rows.json, report.md) and says it was the predictor;
+every shipped sweep passes --dry-run, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
 `... netns`: a 2-point sweep on emulated hosts at a tc rate, with each point's own prediction in the rows and the
 report; exit 77 (skipped, with the reason) without root or network namespaces. `... slurm`: a private single-node
 Slurm (own directory and ports, scripts/cluster/start-slurm.sh) runs a 2-point sweep as sbatch arrays, then goes;
@@ -38,10 +43,54 @@ if part == "inputs":
                       # a ceiling where it cannot run is refused, not skipped
                       (dict(base, scaling="strong", batch=[64], ceiling=True), "ceiling needs weak scaling"),
                       (dict(base, placement="slurm", ceiling=True), "ceiling is not run under placement slurm"),
-                      (dict(base, ceiling="yes"), "ceiling must be true or false")):
+                      (dict(base, ceiling="yes"), "ceiling must be true or false"),
+                      # grouped keys: a repeat would merge two settings into one row and skip the second baseline
+                      (dict(base, sync=[{"name": "a", "set": ["sync.backend=ring"]},
+                                        {"name": "a", "set": ["sync.backend=mpi"]}]), "sync lists the name 'a' twice"),
+                      (dict(base, configs=["configs/logreg_fashion.json", "./configs/logreg_fashion.json"]),
+                       "configs lists './configs/logreg_fashion.json' twice"),
+                      (dict(base, ranks=[1, 2, 2]), "ranks lists 2 twice"),
+                      (dict(base, batch=[64, 64]), "batch lists 64 twice"),
+                      (dict(base, placement="netns", rates=["1gbit", "1gbit"]), "rates lists '1gbit' twice"),
+                      # predict: checked before the points run, with `ringtrain predict --link`'s grammar
+                      (dict(base, predict={"link": "10gbps"}), "predict.link \"10gbps\" is not a link"),
+                      (dict(base, predict={"link": "10gbit,5"}), "latency '5': unknown unit"),
+                      (dict(base, predict={"link": "-10gbit"}), "needs a positive number first"),
+                      (dict(base, predict={"link": 10}), "predict.link 10 is not a link"),
+                      (dict(base, predict="measure"), "predict must be {\"link\": \"measure\"}"),
+                      (dict(base, predict={"link": "measure", "links": "x"}), "predict must be"),
+                      # types and ranges: one line naming the key, no traceback
+                      (dict(base, ranks=2), "ranks must be a list of positive integers"),
+                      (dict(base, ranks=[True, 2]), "ranks must be a list of positive integers"),
+                      (dict(base, placement="netns", ranks=2), "ranks must be a list of positive integers"),
+                      (dict(base, batch=64), "batch must be a list of positive integers"),
+                      (dict(base, batch=[0, -4]), "batch must be a list of positive integers"),
+                      (dict(base, mpirun_flags="--bind-to core"), "mpirun_flags must be a list of strings"),
+                      (dict(base, slurm_flags="-p cpu"), "slurm_flags must be a list of strings"),
+                      (dict(base, set="train.max_steps=3"), "set must be a list of strings"),
+                      (dict(base, set=["train.max_steps"]), "'train.max_steps' is not a key=value override"),
+                      (dict(base, sync=[{"name": "a", "set": "sync.backend=ring"}]),
+                       "sync[0] (a) set must be a list of strings"),
+                      (dict(base, sync=[{"name": "a", "sets": []}]), "sync[0] must be"),
+                      (dict(base, sync={"name": "a"}), "sync must be a non-empty list"),
+                      (dict(base, scaling="strong"), "strong scaling needs batch"),
+                      (dict(base, repeats=True), "repeats must be a positive integer"),
+                      (dict(base, timeout_s="60"), "timeout_s must be a positive number"),
+                      (dict(base, configs="configs/logreg_fashion.json"), "configs must be a non-empty list"),
+                      (dict(base, name="../x"), "name must be a non-empty string without '/'")):
         p = run_sweep(bad, "--dry-run")
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], (bad, p.returncode, p.stderr)
+        assert lines[0].startswith("sweep.py: error: ") and ".json: " in lines[0], lines[0]  # names the file
+    for good in ({"link": "1.5GBit,2ms"}, {"link": "100mbit"}, {"link": "measure"}, {}):  # predict's own forms
+        p = run_sweep(dict(base, predict=good), "--dry-run")
+        assert p.returncode == 0, (good, p.stderr)
+    # Without batch the progress line says so (not "batch None").
+    import importlib.util
+    mod = importlib.util.spec_from_file_location("sweep", sweep)
+    sw = importlib.util.module_from_spec(mod)
+    mod.loader.exec_module(sw)
+    assert sw.batch_text(None) == " (the config's batch)" and sw.batch_text(64) == " batch 64"
     # Every shipped sweep loads and lists its points (placement netns checks for root before it lists anything).
     shipped = sorted(f for f in os.listdir(os.path.join(root, "bench/sweeps")) if f.endswith(".json"))
     assert "sparse_batch_sync_local.json" in shipped and "tiny_strong.json" in shipped, shipped
@@ -61,6 +110,87 @@ if part == "inputs":
     assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
     assert "a point failed (exit 2): " in lines[0] and "CIFAR-10 file not found" in lines[0], lines[0]
     assert "rank 0:" not in lines[0] and "see " in lines[0], lines[0]
+    # The predictor failing after every point ran: the points are kept (rows.json, report.md), exit 2 with one line
+    # that blames the predictor, not a point. (A stand-in binary whose `predict` fails; `train` is the real one.)
+    with tempfile.TemporaryDirectory() as out:
+        fake = os.path.join(out, "ringtrain")
+        with open(fake, "w") as f:
+            f.write(f'#!/bin/sh\nif [ "$1" = predict ]; then echo "ringtrain: error: predictor broke" >&2; exit 3; fi\n'
+                    f'exec {binary} "$@"\n')
+        os.chmod(fake, 0o755)
+        with open(os.path.join(out, "sw.json"), "w") as f:
+            json.dump(dict(base, ranks=[1], set=base["set"][:1] + ["train.max_steps=5"] + base["set"][2:],
+                           predict={"link": "10gbit,5us"}), f)
+        p = subprocess.run(["/usr/bin/python3", sweep, os.path.join(out, "sw.json"), "--bin", fake, "--out",
+                            out + "/sw"], capture_output=True, text=True, cwd=root)
+        lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("sweep.py: matplotlib")]
+        assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stdout, p.stderr)
+        assert "the prediction step failed, not a point: the predictor (ringtrain predict) failed (exit 3): " \
+               "predictor broke" in lines[0] and "a point failed" not in lines[0], lines[0]
+        doc = json.load(open(os.path.join(out, "sw", "rows.json")))
+        assert [pt["ranks"] for pt in doc["points"]] == [1] and doc["points"][0]["samples_per_s"] > 0, doc["points"]
+        assert "predictor broke" in doc["predict_failed"] and "predicted_step_s" not in doc["points"][0], doc
+        assert "Predictions missing" in open(os.path.join(out, "sw", "report.md")).read()
+    # A point failing half-way through a sweep: the runs that finished are written (rows.json "incomplete",
+    # report.md), exit 2 with one line naming the point, its log and the --resume to continue; a plain rerun is
+    # refused (naming --resume), so is --resume with another sweep; once the cause is fixed, --resume runs only the
+    # failed point and those after it (its half-written folder cleared first), reusing the rest as they were.
+    with tempfile.TemporaryDirectory() as out:
+        fake, calls, broken = os.path.join(out, "ringtrain"), os.path.join(out, "calls.log"), os.path.join(out, "broken")
+        with open(fake, "w") as f:  # batch 64 fails while `broken` exists, leaving a half-written point folder
+            f.write('#!/bin/sh\nfor x; do case "$x" in output.dir=*) d="${x#output.dir=}";; esac; done\n'
+                    f'[ "$1" = train ] && echo "$(basename "$d")" >> {calls}\n'
+                    f'case "$*" in *train.batch_size=64*) if [ -e {broken} ]; then mkdir -p "$d"; echo {{}} > '
+                    '"$d/summary.json"; echo "ringtrain: error: wrapper broke" >&2; exit 3; fi;; esac\n'
+                    f'exec {binary} "$@"\n')
+        os.chmod(fake, 0o755)
+        open(broken, "w").close()
+        sw = dict(base, name="resume", ranks=[1], batch=[32, 64], repeats=2,
+                  set=base["set"][:1] + ["train.max_steps=5"] + base["set"][2:])
+        with open(os.path.join(out, "sw.json"), "w") as f:
+            json.dump(sw, f)
+
+        def resume_run(*extra, spec="sw.json"):
+            open(calls, "w").close()
+            p = subprocess.run(["/usr/bin/python3", sweep, os.path.join(out, spec), "--bin", fake, "--out",
+                                out + "/sw"] + list(extra), capture_output=True, text=True, cwd=root)
+            lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("sweep.py: matplotlib")]
+            return p, lines, open(calls).read().split()
+
+        p, lines, ran = resume_run()
+        assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stdout, p.stderr)
+        assert ran == ["g0-n1-r0", "g1-n1-r0"], ran  # stopped at the failed point (repeat 0, batch 64)
+        assert "point g1-n1-r0 (" in lines[0] and "wrapper broke" in lines[0], lines[0]
+        assert "points/g1-n1-r0.log" in lines[0] and "--resume" in lines[0], lines[0]
+        doc = json.load(open(os.path.join(out, "sw", "rows.json")))
+        assert doc["incomplete"]["failed_point"] == "g1-n1-r0" and "wrapper broke" in doc["incomplete"]["reason"], doc
+        assert [(pt["batch"], pt["repeats"]) for pt in doc["points"]] == [(32, 1)], doc["points"]
+        assert doc["points"][0]["samples_per_s"] > 0 and doc["points"][0]["efficiency"] == 1.0, doc["points"]
+        first = doc["runs"][0]
+        assert "Incomplete sweep" in open(os.path.join(out, "sw", "report.md")).read().split("|")[0]
+        p, lines, ran = resume_run()  # the same command again, without --resume: refused, naming --resume
+        assert p.returncode == 2 and len(lines) == 1 and "--resume" in lines[0] and ran == [], (p.stderr, ran)
+        with open(os.path.join(out, "other.json"), "w") as f:
+            json.dump(dict(sw, repeats=3), f)
+        p, lines, ran = resume_run("--resume", spec="other.json")  # another sweep's folder: refused
+        assert p.returncode == 2 and len(lines) == 1 and "different sweep" in lines[0] and "'repeats'" in lines[0], \
+            lines
+        assert ran == [], ran
+        os.remove(broken)
+        with open(os.path.join(out, "sw.json"), "w") as f:  # (a longer timeout_s does not make it another sweep)
+            json.dump(dict(sw, timeout_s=120), f)
+        p, lines, ran = resume_run("--resume")
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+        assert ran == ["g1-n1-r0", "g0-n1-r1", "g1-n1-r1"], ran  # the failed point and the rest, in order; once each
+        doc = json.load(open(os.path.join(out, "sw", "rows.json")))
+        assert "incomplete" not in doc and doc["resumed"]["reused_points"] == ["g0-n1-r0"], doc.get("resumed")
+        assert [(pt["batch"], pt["repeats"]) for pt in doc["points"]] == [(32, 2), (64, 2)], doc["points"]
+        assert doc["runs"][0] == first, (doc["runs"][0], first)  # reused as it was: the same point, load, speed
+        assert [(r["batch"], r["repeat"], r["summary"]) for r in doc["runs"]] == \
+            [(b, r, f"points/g{g}-n1-r{r}/summary.json") for r in (0, 1) for g, b in ((0, 32), (1, 64))], doc["runs"]
+        assert all(r["samples_per_s"] > 0 for r in doc["runs"]), doc["runs"]
+        report = open(os.path.join(out, "sw", "report.md")).read()
+        assert "Incomplete sweep" not in report and "Resumed: 1 run(s) reused" in report, report
     p = run_sweep(dict(base, placement="slurm", sync=[{"name": "ring", "set": ["sync.backend=ring"]},
                                                       {"name": "mpi", "set": ["sync.backend=mpi"]}]), "--dry-run")
     assert p.returncode == 0, p.stderr
