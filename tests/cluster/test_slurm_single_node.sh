@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test_slurm_single_node.sh - a private single-node Slurm (scripts/cluster/start-slurm.sh: munged + slurmctld +
-# slurmd, own directory and ports, 2 pretend GPUs) runs scripts/slurm/*.sbatch UNEDITED, only with sbatch options:
-#   1. the docs' first example completes and writes summary.json (2 ranks); the same from outside the checkout
+# slurmd, own directory and ports, 2 pretend GPUs, 66 advertised CPUs) runs scripts/slurm/*.sbatch UNEDITED, only
+# with sbatch options:
+#   1. the docs' first example completes and writes summary.json (2 ranks); the same from outside the checkout; the
+#      same again once it has finished (the resubmission docs/slurm.md advises): nothing left to train, exit 0,
+#      summary.json kept
 #   2. a reference run of the longer job used below
 #   3. the time-limit warning (scancel --batch --signal=USR1, what --signal=B:USR1@120 sends) mid-run: the batch
 #      shell forwards it, the ranks checkpoint and exit 3, the job requeues itself and the requeued run resumes
@@ -9,9 +12,11 @@
 #   4. USR1 to the ranks (scancel --signal=USR1): exit 3, summary "stopped"; a resubmission with the same -J
 #      resumes to the reference parameters
 #   5. plain scancel (SIGTERM to the ranks): a checkpoint, summary "stopped" by SIGTERM
-#   6. gpu.sbatch on the pretend GPUs (one rank per GPU; --set device=cpu --set sync.backend=ring: no CUDA here)
+#   6. gpu.sbatch on the pretend GPUs (one rank per GPU; --set device=cpu --set sync.backend=ring: no CUDA here);
+#      -c 65: data.workers stops at ringtrain's 64; --set=key=value replaces the scripts' settings as --set key=value
 #   7. the docs' array sweep (RINGTRAIN_SWEEP, %A_%a): one run per line, each its own folder and learning rate
-#   8. no binary / no config: exit 2 and one line saying what to do; a step that ends 0 without a summary: exit 1
+#   8. no binary / no config: exit 2 and one line saying what to do; a step that ends 0 without a summary: exit 1,
+#      in an empty folder and in a finished run's
 # Needs root and Slurm (slurmctld slurmd slurm-client munge); else SKIPPED (exit 77). ~1 min on 2 cores.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,7 +29,9 @@ T0=$(now)
 
 W=$(mktemp -d /tmp/rt-slurm-test.XXXXXX)
 # a fixed Slurm directory: a cluster left behind by a killed run of this test is found by its pid files and stopped
-export RT_SLURM_DIR=${RT_CLUSTER_DIR:-/tmp/ringtrain-cluster}/slurm-ctest RT_SLURM_LINK_ETC=0 RT_SLURM_INSTALL=0 RT_SLURM_GPUS=2
+# 66 CPUs (config_overrides; task/none binds nothing): -c 65 is schedulable, for gpu.sbatch's data.workers cap (6)
+export RT_SLURM_DIR=${RT_CLUSTER_DIR:-/tmp/ringtrain-cluster}/slurm-ctest RT_SLURM_LINK_ETC=0 RT_SLURM_INSTALL=0 RT_SLURM_GPUS=2 \
+       RT_SLURM_CPUS=66
 export SLURMCTLD_PORT=${RT_TEST_SLURMCTLD_PORT:-16917} SLURMD_PORT=${RT_TEST_SLURMD_PORT:-16918}
 export SLURM_CONF=$RT_SLURM_DIR/etc/slurm.conf
 for v in $(compgen -e | grep '^SLURM_' | grep -v '^SLURM_CONF$' || true); do unset "$v"; done
@@ -70,6 +77,17 @@ if [ "$st" = COMPLETED ] && [ -f runs/outside/summary.json ] && grep -Eq "($SRC/
   ok "from $O: sbatch \$SRC/scripts/slurm/cpu.sbatch configs/logreg_fashion.json: $st"
 else bad "submitted from outside the checkout: state $st"; show_log "$f"; fi
 cd "$S" || exit 1
+
+# 1c. the docs' example again, after it finished (a resubmission with the same job name, or a requeue): ringtrain
+# finds nothing left to train and keeps the finished run's summary.json; the job completes (not "wrote no summary")
+sha=$(sha256sum "$sum" 2>/dev/null)
+j=$(submit -n2 -c1 scripts/slurm/cpu.sbatch configs/logreg_fashion.json)
+st=$(wait_job "$j" 120); f=$(log_of ringtrain-cpu "$j")
+if [ "$st" = COMPLETED ] && grep -q '^ringtrain: nothing left to train' "$f" \
+   && grep -q '^cpu.sbatch: nothing left to train: the run in runs/ringtrain-cpu had already finished' "$f" \
+   && ! grep -q ERROR "$f" && [ -n "$sha" ] && [ "$(sha256sum "$sum")" = "$sha" ]; then
+  ok "the docs' example resubmitted after it finished: $st, nothing left to train, $sum kept"
+else bad "resubmission of a finished run: state $st"; show_log "$f"; fi
 
 # The longer job of checks 2-4: enough steps (~3 s of training) to be caught mid-run; every epoch also checkpoints.
 LONG=(--set train.epochs=20 --set train.max_steps=3000 --set train.log_every_steps=20 --set output.progress=none)
@@ -144,6 +162,24 @@ if [ "$st" = COMPLETED ] && [ "$(json runs/ringtrain-gpu/summary.json 's["world_
    && grep -q 'GPUs on this node: 2' "$f" && grep -q 'data.workers=1' "$f"; then
   ok "sbatch --gpus-per-node=2 -c1 scripts/slurm/gpu.sbatch: 2 ranks (one per GPU), data.workers from -c"
 else bad "gpu.sbatch: state $st"; show_log "$f"; fi
+# 6b. -c 65: data.workers = CPUs per task stops at 64 (ringtrain refuses more); each of the script's other settings
+# replaced by --set=key=value, ringtrain's one-word spelling (the summary.json check follows that output.dir too)
+j=$(submit -J gpu-wide --gpus-per-node=1 -c 65 scripts/slurm/gpu.sbatch configs/logreg_fashion.json --set=device=cpu \
+      --set=sync.backend=ring --set=train.threads=1 --set=output.dir=runs/gpu-eq --set=checkpoint.resume=auto \
+      --set=train.max_steps=3)
+st=$(wait_job "$j" 120); f=$(log_of gpu-wide "$j")
+if [ "$st" = COMPLETED ] && grep -q ' x 65 CPU(s), .*ringtrain --set data.workers=64$' "$f" \
+   && [ "$(json runs/gpu-eq/summary.json 's["steps"]')" = 3 ] && [ ! -e runs/gpu-wide ]; then
+  ok "gpu.sbatch -c 65 with --set=key=value for device, sync.backend, train.threads, output.dir, checkpoint.resume: data.workers=64"
+else bad "gpu.sbatch -c 65 / --set=key=value: state $st"; show_log "$f"; fi
+# 6c. the same spelling for cpu.sbatch's settings
+j=$(submit -J cpu-eq scripts/slurm/cpu.sbatch configs/logreg_fashion.json --set=train.threads=1 \
+      --set=output.dir=runs/cpu-eq-x --set=checkpoint.resume=auto --set=train.max_steps=3)
+st=$(wait_job "$j" 120); f=$(log_of cpu-eq "$j")
+if [ "$st" = COMPLETED ] && grep -q ' x 1 thread(s), .*ringtrain $' "$f" && [ "$(json runs/cpu-eq-x/summary.json 's["steps"]')" = 3 ] \
+   && [ ! -e runs/cpu-eq ]; then
+  ok "cpu.sbatch with --set=key=value for train.threads, output.dir, checkpoint.resume: no setting of its own left"
+else bad "cpu.sbatch --set=key=value: state $st"; show_log "$f"; fi
 
 # 7. the docs' sweep, as written: one run per line of the sweep file, each in runs/lr-sweep/<task>
 j=$(RINGTRAIN_SWEEP=scripts/slurm/lr-sweep.txt submit -J lr-sweep --array=0-2 -o %x-%A_%a.out scripts/slurm/cpu.sbatch configs/logreg_fashion.json)
@@ -169,6 +205,12 @@ j=$(RINGTRAIN_BIN=/bin/true submit -J notrun scripts/slurm/cpu.sbatch configs/lo
 wait_job "$j" 60 >/dev/null; f=$(log_of notrun "$j")
 [ "$(job_field "$j" ExitCode)" = 1:0 ] && grep -q 'ERROR: srun returned 0 but ringtrain wrote no runs/notrun/summary.json' "$f" \
   && ok "a step that exits 0 without a summary: exit 1, said so" || { bad "no summary: exit $(job_field "$j" ExitCode)"; show_log "$f"; }
+# ... also where a finished run's summary.json is (1): an old summary is no sign that this step ran
+j=$(RINGTRAIN_BIN=/bin/true submit scripts/slurm/cpu.sbatch configs/logreg_fashion.json)
+wait_job "$j" 60 >/dev/null; f=$(log_of ringtrain-cpu "$j")
+[ "$(job_field "$j" ExitCode)" = 1:0 ] && grep -q 'ERROR: srun returned 0 but ringtrain wrote no runs/ringtrain-cpu/summary.json' "$f" \
+  && ok "a step that exits 0 without running, in a finished run's folder: exit 1, said so" \
+  || { bad "no run in a finished run's folder: exit $(job_field "$j" ExitCode)"; show_log "$f"; }
 
 echo "test_slurm_single_node: $(since "$T0") s"
 finish
