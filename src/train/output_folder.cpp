@@ -62,18 +62,19 @@ OutputFolderLock& OutputFolderLock::operator=(OutputFolderLock&& other) noexcept
     return *this;
 }
 
-void keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, int64_t global_step) {
+bool keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, int64_t global_step) {
     std::ifstream in(metrics_path);
-    if (!in) return;
+    if (!in) return false;
     std::vector<std::string> kept;
-    bool dropped = false;
+    bool dropped = false, epoch_logged = false;
     for (std::string line; std::getline(in, line);) {
         const nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        bool keep = true;
-        if (rec.is_object()) {
+        bool keep = rec.is_object();
+        if (keep) {
             const std::string type = rec.value("type", std::string());
             if (type == "step") keep = rec.value("global_step", int64_t{0}) <= global_step;
             if (type == "epoch") keep = rec.value("epoch", int64_t{0}) <= epochs_done;
+            if (keep && type == "epoch" && rec.value("epoch", int64_t{0}) == epochs_done) epoch_logged = true;
         }
         if (keep) {
             kept.push_back(std::move(line));
@@ -82,7 +83,7 @@ void keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, in
         }
     }
     in.close();
-    if (!dropped) return;
+    if (!dropped) return epoch_logged;
     const std::string tmp = metrics_path + ".tmp";
     {
         std::ofstream out(tmp, std::ios::trunc);
@@ -90,6 +91,7 @@ void keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, in
         if (!out) throw Error(tmp + ": cannot write; check that output.dir is writable");
     }
     fs::rename(tmp, metrics_path);
+    return epoch_logged;
 }
 
 }  // namespace ringtrain::train::detail

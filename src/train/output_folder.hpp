@@ -27,8 +27,11 @@ private:
 
 // A run resumed from a checkpoint at `global_step`, `epochs_done` epochs completed, runs the steps after it again:
 // the lines the interrupted run logged past that point (a kill between checkpoints) go, so every step and epoch
-// has one line. Keeps step lines up to global_step and epoch lines up to epochs_done; lines it cannot read stay.
-// Written through a temporary file and a rename. Nothing happens when the file does not exist.
-void keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, int64_t global_step);
+// has one line. Keeps step lines up to global_step and epoch lines up to epochs_done; a line that is not JSON (the
+// torn last line of a killed writer) goes too, so the resumed run's first line starts a line of its own. Written
+// through a temporary file and a rename. Nothing happens when the file does not exist.
+// Returns whether epoch `epochs_done` has its line (an epoch's checkpoint is written before its evaluation, so a
+// run can stop between the two).
+bool keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, int64_t global_step);
 
 }  // namespace ringtrain::train::detail

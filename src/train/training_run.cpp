@@ -33,9 +33,9 @@ private:
 // Rank 0's position after resuming, sent to every rank as it is. `resumed` is a full word (0 or 1) so the struct
 // has no padding bytes.
 struct ResumePoint {
-    int64_t resumed;
+    int64_t resumed, log_finished_epoch;
     int64_t epoch, step_in_epoch, global_step, optimizer_steps;
-    double epoch_loss_sum, epoch_samples;
+    double epoch_loss_sum, epoch_samples, finished_epoch_train_loss;
 };
 
 }  // namespace
@@ -81,6 +81,13 @@ void TrainingRun::resume() {
     if (!resumed_from_.empty())
         progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
                        std::to_string(pos_.step_in_epoch));
+    // The epoch's checkpoint is written before its evaluation: a run that stopped between the two (a test file that
+    // failed to decode, a kill) evaluates that epoch now, so it has its line like every other.
+    if (log_finished_epoch_) {
+        log_finished_epoch_ = false;
+        evaluate_now();
+        log_epoch(pos_.epoch);
+    }
     last_average_step_ = pos_.global_step;
     if (parts_.world > 1) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
 }
@@ -116,6 +123,8 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
     pos_ = std::move(at);
     resumed_from_ = path;
     parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
+    if (const auto it = pos_.extra.find("finished_epoch_train_loss"); it != pos_.extra.end() && it->is_number())
+        train_loss_ = it->get<double>();
 }
 
 // Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
@@ -128,7 +137,10 @@ void TrainingRun::open_outputs() {
     fs::create_directories(dir);
     check_latest_pointer(dir);
     remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
-    if (!resumed_from_.empty()) keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
+    if (!resumed_from_.empty()) {
+        const bool epoch_logged = keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
+        log_finished_epoch_ = pos_.step_in_epoch == 0 && pos_.epoch > 0 && !epoch_logged;
+    }
     metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
@@ -139,14 +151,18 @@ void TrainingRun::open_outputs() {
 void TrainingRun::adopt_root_position() {
     TrainerParts& p = parts_;
     ResumePoint root{.resumed = resumed_from_.empty() ? 0 : 1,
+                     .log_finished_epoch = log_finished_epoch_ ? 1 : 0,
                      .epoch = pos_.epoch,
                      .step_in_epoch = pos_.step_in_epoch,
                      .global_step = pos_.global_step,
                      .optimizer_steps = p.opt->steps_taken(),
                      .epoch_loss_sum = pos_.epoch_loss_sum,
-                     .epoch_samples = pos_.epoch_samples};
+                     .epoch_samples = pos_.epoch_samples,
+                     .finished_epoch_train_loss = train_loss_};
     p.comm.broadcast_object(root, 0);
     if (root.resumed == 0) return;
+    log_finished_epoch_ = root.log_finished_epoch != 0;
+    train_loss_ = root.finished_epoch_train_loss;
     pos_.epoch = root.epoch;
     pos_.step_in_epoch = root.step_in_epoch;
     pos_.global_step = root.global_step;
@@ -346,6 +362,11 @@ void TrainingRun::end_epoch() {
         write_checkpoint(pos_);
     }
     evaluate_now();
+    log_epoch(finished);
+}
+
+// The epoch line (metrics.jsonl, TensorBoard, progress) of epoch `finished` (1-based), after its evaluation.
+void TrainingRun::log_epoch(int64_t finished) {
     json rec = {{"type", "epoch"}, {"epoch", finished}, {"global_step", pos_.global_step},
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
@@ -392,6 +413,9 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     full.world_size = p.world;
     full.extra = {{"config", p.config.document()}};
     if (const auto classes = p.data.train->class_names(); !classes.empty()) full.extra["classes"] = classes;
+    // At an epoch's end: its training loss, for the epoch line a resumed run writes if this run stops before it.
+    if (at.step_in_epoch == 0 && at.epoch > 0 && std::isfinite(train_loss_))
+        full.extra["finished_epoch_train_loss"] = train_loss_;
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->checkpoint_tensors(), p.opt.get(), full);

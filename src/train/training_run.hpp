@@ -68,6 +68,7 @@ public:
 
 private:
     void load_resume_checkpoint();
+    void log_epoch(int64_t finished);
     void load_checkpoint_for_this_run(const std::string& path);
     void open_outputs();
     void adopt_root_position();
@@ -142,6 +143,7 @@ private:
     telemetry::PhaseTimes phases_after_first_step_;  // the prediction's inputs leave the first step out
     nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
     double train_loss_;
+    bool log_finished_epoch_ = false;  // resumed at an epoch's end whose line the stopped run never wrote
     double train_seconds_ = 0.0, eval_seconds_ = 0.0;
 };
 

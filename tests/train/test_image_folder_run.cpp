@@ -191,13 +191,13 @@ TEST_CASE("an augmented image-folder run stopped at max_steps and resumed ends b
 }
 
 TEST_CASE("a bad test file found by the first evaluation keeps the epoch's checkpoint; fixed, the resumed run "
-          "evaluates and finishes", "[train][image][checkpoint]") {
+          "evaluates that epoch first and goes on", "[train][image][checkpoint]") {
     const std::string dir = temp_dir("image_folder_bad_test");
     make_folders(dir, 16);
     write_bytes(dir + "/test/1_vertical/zz_bad.png", "not a PNG");
     write_file(dir + "/c.json", folder_config(dir));
     // 32 training images, batch 16: 2 steps an epoch; the bad test file stops the run at the first evaluation.
-    const std::string run = binary() + " train --config " + dir + "/c.json --set train.epochs=1";
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.epochs=2";
     auto r = run_command(run);
     INFO(r.output);
     CHECK(r.exit_code == 2);
@@ -209,8 +209,21 @@ TEST_CASE("a bad test file found by the first evaluation keeps the epoch's check
     REQUIRE(r.exit_code == 0);
     const auto s = read_json(dir + "/out/summary.json");
     CHECK(s["resumed_from"].is_string());
-    CHECK(s["steps"] == 2);
-    CHECK(s["test_accuracy"].is_number());  // the final model is evaluated, though no epoch was left to train
+    CHECK(s["steps"] == 4);
+    CHECK(s["test_accuracy"].is_number());
+    // Epoch 1 has its line (written by the resumed run, with the stopped run's training loss), once, before epoch 2's.
+    std::vector<nlohmann::json> epochs;
+    std::ifstream m(dir + "/out/metrics.jsonl");
+    for (std::string line; std::getline(m, line);) {
+        const auto j = nlohmann::json::parse(line);
+        if (j["type"] == "epoch") epochs.push_back(j);
+    }
+    REQUIRE(epochs.size() == 2);
+    CHECK(epochs[0]["epoch"] == 1);
+    CHECK(epochs[0]["global_step"] == 2);
+    CHECK(epochs[0]["train_loss"].is_number());
+    CHECK(epochs[0]["test_accuracy"].is_number());
+    CHECK(epochs[1]["epoch"] == 2);
 }
 
 TEST_CASE("data.skip_bad_files: a class whose every training file is bad is refused; eval never decodes the "

@@ -56,22 +56,31 @@ TEST_CASE("a resumed run's metrics.jsonl keeps the lines up to its checkpoint", 
         R"({"type":"step","epoch":1,"step":5,"global_step":5,"loss":1.0})" "\n"
         R"({"type":"step","epoch":1,"step":10,"global_step":10,"loss":0.9})" "\n"
         R"({"type":"epoch","epoch":1,"global_step":10,"test_accuracy":0.5})" "\n"
-        R"({"type":"step","epoch":2,"step":4,"global_step":14,"loss":0.8})" "\n"
-        "not json: kept as it is\n";
-    write_file(path, kept + R"({"type":"step","epoch":2,"step":6,"global_step":16,"loss":0.7})" "\n");
-    keep_metrics_up_to(path, /*epochs_done=*/1, /*global_step=*/14);
+        R"({"type":"step","epoch":2,"step":4,"global_step":14,"loss":0.8})" "\n";
+    write_file(path, kept + "not json: goes\n" + R"({"type":"step","epoch":2,"step":6,"global_step":16,"loss":0.7})" "\n");
+    CHECK(keep_metrics_up_to(path, /*epochs_done=*/1, /*global_step=*/14));  // epoch 1 has its line
     CHECK(slurp(path) == kept);
     CHECK(!fs::exists(path + ".tmp"));
     // Resumed from the end of epoch 1 (step 10): epoch 1's line stays, the steps after it go.
-    keep_metrics_up_to(path, 1, 10);
+    CHECK(keep_metrics_up_to(path, 1, 10));
     CHECK(slurp(path).find(R"("global_step":14)") == std::string::npos);
     CHECK(slurp(path).find(R"({"type":"epoch","epoch":1)") != std::string::npos);
     // A checkpoint at an epoch's last step written before the epoch's line: that line is written again on resume.
-    keep_metrics_up_to(path, 0, 10);
+    CHECK_FALSE(keep_metrics_up_to(path, 0, 10));
     CHECK(slurp(path).find(R"("type":"epoch")") == std::string::npos);
     CHECK(slurp(path).find(R"("global_step":10)") != std::string::npos);
-    keep_metrics_up_to(dir + "/absent.jsonl", 0, 0);  // nothing to trim
+    CHECK_FALSE(keep_metrics_up_to(dir + "/absent.jsonl", 0, 0));  // nothing to trim
     CHECK(!fs::exists(dir + "/absent.jsonl"));
+}
+
+TEST_CASE("a torn last line of metrics.jsonl goes, so the resumed run's first line is a line of its own",
+          "[train][output]") {
+    const std::string dir = temp_dir("output-metrics-torn");
+    const std::string path = dir + "/metrics.jsonl";
+    const std::string whole = R"({"type":"step","epoch":1,"step":8,"global_step":8,"loss":1.0})" "\n";
+    write_file(path, whole + R"({"type":"step","epoch":1,"step":12,"global_step":12,"lo)");  // killed mid-write
+    keep_metrics_up_to(path, 0, 8);
+    CHECK(slurp(path) == whole);
 }
 
 TEST_CASE("a `latest` that is not a file is refused before the run trains", "[train][output]") {
