@@ -10,7 +10,8 @@ the run's training time. Several runs share the panels, one colour each, labelle
 --out defaults to RUN_DIR/plot.png for one run and to runs.png for several.
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib; scripts/setup.sh installs it). Draws with the Agg
-backend: no display needed. Exit 2 with one line when a RUN_DIR holds no metrics.jsonl or a line of it is not JSON.
+backend: no display needed. Exit 2 with one line when a RUN_DIR holds no metrics.jsonl or a line of it is not JSON,
+or when --out's folder is missing or not writable (checked before drawing).
 """
 import argparse
 import json
@@ -78,6 +79,14 @@ def main():
         label = os.path.basename(os.path.normpath(d)) or d
         runs.append((label,) + read_run(d))
     out = args.out or (os.path.join(args.runs[0], "plot.png") if len(args.runs) == 1 else "runs.png")
+    # Checked before drawing, so a typo in --out costs one line, not a traceback after the work.
+    folder = os.path.dirname(out) or "."
+    if os.path.isdir(out):
+        fail(f"--out {out}: is a folder; give a file name, e.g. {os.path.join(out, 'plot.png')}")
+    if not os.path.isdir(folder):
+        fail(f"--out {out}: folder {folder} does not exist; create it or choose another --out")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        fail(f"--out {out}: folder {folder} is not writable; choose another --out")
 
     fig, (ax_loss, ax_acc, ax_time) = plt.subplots(1, 3, figsize=(15, 4.5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -115,7 +124,10 @@ def main():
     ax_time.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3)
     fig.suptitle(args.title or ", ".join(label for label, *_ in runs))
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as e:
+        fail(f"--out {out}: cannot write ({e.strerror or e})")
     print(f"plot_run.py: wrote {out}")
 
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <sstream>
 #include <tuple>
@@ -146,16 +147,19 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
 // that may hold a valid one.
 class KeyOrigin {
 public:
-    KeyOrigin(std::string file, const std::map<std::string, std::string>& overrides)
-        : file_(std::move(file)), overrides_(overrides) {}
+    KeyOrigin(std::string file, const std::map<std::string, std::string>& overrides, std::set<std::string> given)
+        : file_(std::move(file)), overrides_(overrides), given_(std::move(given)) {}
     std::string operator()(const std::string& key) const {
         const auto it = overrides_.find(key);
         return it == overrides_.end() ? file_ : "--set " + it->second;
     }
+    // Whether the file or a --set gave the key (not its default).
+    bool given(const std::string& key) const { return given_.count(key) != 0; }
 
 private:
     std::string file_;
     const std::map<std::string, std::string>& overrides_;
+    std::set<std::string> given_;
 };
 
 // data.mean / data.std and the image keys, judged per format. Arrays are per channel: IDX has one channel, CIFAR-10
@@ -242,7 +246,16 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     const std::string format = to_string(p.data.format);
     const std::string opt = to_string(p.optimizer.name);
     check_image_keys(src, p.data);
+    // Its default given back (a resolved config saved from a run holds every key) is harmless; another value is not.
+    if (p.sync.mode != SyncMode::LocalSgd && src.given("sync.local_sgd_period") &&
+        json(p.sync.local_sgd_period) != schema().at("sync.local_sgd_period").fallback)
+        throw InputError(src("sync.local_sgd_period") + ": sync.local_sgd_period: only used with sync.mode local_sgd "
+                         "(this run averages gradients every step); remove it, or set sync.mode to local_sgd");
     if (!p.data.is_sparse()) {
+        if (p.sync.mode == SyncMode::LocalSgd && p.sync.compression != Compression::None)
+            throw InputError(src("sync.compression") + ": sync.compression: '" + to_string(p.sync.compression) +
+                             "' is not applied with sync.mode local_sgd (its parameter averages travel in float32); "
+                             "set it to none, or sync.mode to allreduce");
         if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
             throw InputError(src("optimizer.name") + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
                              "criteo); with data.format '" + format + "' use sgd, adam or adadelta");
@@ -319,9 +332,11 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
             throw InputError("--set " + key + ": given twice (" + prev->second + ", then " + o + "); pass each key once");
         doc[pointer(key)] = parse_override_value(it->second, o.substr(eq + 1));
     }
+    std::set<std::string> present;  // keys the file or a --set gave, before defaults fill the rest
     for (const auto& [key, spec] : schema()) {
         const auto ptr = pointer(key);
         if (doc.contains(ptr)) {
+            present.insert(key);
             // A value from --set is named as such: the file may hold a valid one for the same key.
             const auto from_set = given.find(key);
             check_value(from_set == given.end() ? source : "--set " + from_set->second, key, spec, doc[ptr]);
@@ -336,7 +351,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.source_ = source;
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
-    check_combinations(KeyOrigin(source, given), c.plan_);
+    check_combinations(KeyOrigin(source, given, std::move(present)), c.plan_);
     return c;
 }
 

@@ -160,8 +160,44 @@ void check_memory(const std::vector<MemoryPart>& parts, double available_bytes, 
                      bytes_text(available_bytes) + "; " + (key_cannot_fix ? largest->otherwise_hint : largest->hint));
 }
 
+namespace {
+
+// output.timeline is written at the end of the run (each rank its own file, next to rank 0's): a folder that cannot
+// hold it is found now, not after the training it was meant to trace.
+void check_timeline_path(const std::string& path) {
+    if (path.empty()) return;
+    const fs::path folder = fs::absolute(fs::path(path)).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec))
+        throw InputError("output.timeline: the folder '" + folder.string() + "' of '" + path + "' does not exist; "
+                         "create it or name a file in an existing folder");
+    std::string probe = (folder / ".ringtrain-write-test-XXXXXX").string();
+    if (::mkdtemp(probe.data()) == nullptr)
+        throw InputError("output.timeline: cannot write in '" + folder.string() + "' (" + std::strerror(errno) +
+                         "); name a file in a writable folder");
+    fs::remove(probe, ec);
+}
+
+// A training run needs one global batch of samples per step (the loader and TrainingRun say the same later, after
+// the ranks' set-up agreement, where a refusal ends the job through MPI_Abort): checked here, inside it.
+void check_global_batch(const RunPlan& plan, int64_t train_samples, int world) {
+    const int64_t global = plan.train.batch_size * world * plan.sync.backward_passes_per_step;
+    if (train_samples >= global) return;
+    throw InputError("train.batch_size: " + std::to_string(plan.train.batch_size) + " per rank x " +
+                     std::to_string(world) + " ranks" +
+                     (plan.sync.backward_passes_per_step > 1
+                          ? " x sync.backward_passes_per_step " + std::to_string(plan.sync.backward_passes_per_step)
+                          : std::string()) +
+                     " = " + std::to_string(global) + " samples a step, more than the " +
+                     std::to_string(train_samples) + " training samples; use a smaller batch or fewer ranks");
+}
+
+}  // namespace
+
 void preflight(const TrainerParts& parts) {
     if (parts.is_root()) check_output_dir(parts.plan.output.dir);
+    check_timeline_path(parts.plan.output.timeline);
+    if (parts.use == TrainerUse::Train) check_global_batch(parts.plan, parts.data.train->size(), parts.world);
     const std::string model_path = parts.config.model_path();
     const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());
     check_splits(parts.data, model, model_path,

@@ -2,6 +2,7 @@
 // below from values gathered once from every rank; TrainingRun::write_summary lists the top-level fields.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "ringtrain/data/image_folder.hpp"
 #include "ringtrain/core/cuda_device.hpp"
@@ -215,8 +216,12 @@ json TrainingRun::write_summary() {
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
     std::string timeline_error;
-    if (!p.timeline->write(&timeline_error))
-        progress_.line("ringtrain: rank " + std::to_string(p.rank) + ": warning: timeline not written: " + timeline_error);
+    if (!p.timeline->write(&timeline_error)) {
+        // Every rank writes its own file: each says when it could not, whatever output.progress is (preflight checked
+        // the folder; this is a disk that filled or a folder removed during the run).
+        std::fprintf(stderr, "ringtrain: rank %d: warning: timeline not written: %s\n", p.rank, timeline_error.c_str());
+        std::fflush(stderr);
+    }
     return summary;
 }
 

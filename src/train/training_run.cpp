@@ -125,6 +125,8 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
     parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
     if (const auto it = pos_.extra.find("finished_epoch_train_loss"); it != pos_.extra.end() && it->is_number())
         train_loss_ = it->get<double>();
+    if (const auto it = pos_.extra.find("log_window"); it != pos_.extra.end() && it->is_object())
+        resumed_window_ = {0.0, it->value("steps", int64_t{0}), it->value("loss_sum", 0.0), it->value("samples", 0.0)};
 }
 
 // Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
@@ -190,6 +192,11 @@ void TrainingRun::begin_epoch() {
     epoch_local_ = {};
     loader_.start_epoch(pos_.epoch, pos_.step_in_epoch * passes_);
     window_ = {telemetry::now_seconds(), 0, 0.0, 0.0};
+    // Resumed inside an epoch: the steps the stopped run ran since its last logged one count towards the next line,
+    // as in an uninterrupted run.
+    if (resumed_window_.steps > 0) window_ = {window_.t0, resumed_window_.steps, resumed_window_.loss_sum,
+                                               resumed_window_.samples};
+    resumed_window_ = {};
 }
 
 float TrainingRun::run_step() {
@@ -416,6 +423,11 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     // At an epoch's end: its training loss, for the epoch line a resumed run writes if this run stops before it.
     if (at.step_in_epoch == 0 && at.epoch > 0 && std::isfinite(train_loss_))
         full.extra["finished_epoch_train_loss"] = train_loss_;
+    // Inside an epoch: rank 0's steps since its last metrics line (a max_steps stop, a checkpoint step that is not a
+    // log step), so the resumed run's next line covers the same steps as an uninterrupted run's.
+    if (at.step_in_epoch > 0 && window_.steps > 0)
+        full.extra["log_window"] = {{"steps", window_.steps}, {"loss_sum", window_.loss_sum},
+                                    {"samples", window_.samples}};
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, p.model->checkpoint_tensors(), p.opt.get(), full);

@@ -113,7 +113,7 @@ private:
         double t0 = 0.0;
         int64_t steps = 0;
         double loss_sum = 0.0, samples = 0.0;
-    } window_;
+    } window_, resumed_window_;  // resumed_window_: from the checkpoint, taken by the first begin_epoch
     int64_t steps_this_run_ = 0;
     bool stopped_by_max_steps_ = false;
     StopRequest stop_;

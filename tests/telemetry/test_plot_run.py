@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/plot_run.py on real runs: two short ringtrain runs, then one PNG per run (the default RUN_DIR/plot.png)
-and one for both (--out); each must be a PNG of real size. A folder without metrics.jsonl is exit 2 with one line.
+and one for both (--out); each must be a PNG of real size. A folder without metrics.jsonl, and --out into a missing
+folder, are exit 2 with one line.
 Exit 77 (SKIPPED in ctest) with the reason when matplotlib is missing."""
 import argparse
 import json
@@ -58,7 +59,15 @@ def main():
         assert r.returncode == 2, f"exit {r.returncode}"
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "metrics.jsonl: not found" in lines[0], r.stderr
-        print("ok: plot_run.py wrote both PNGs and refused a folder without metrics.jsonl")
+        # --out into a missing folder: one line and exit 2 (was a FileNotFoundError traceback and exit 1).
+        missing = os.path.join(work, "no_such_folder", "x.png")
+        r = subprocess.run(plot + [runs[0], "--out", missing], capture_output=True, text=True)
+        assert r.returncode == 2, f"--out into a missing folder: exit {r.returncode}: {r.stderr}"
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("plot_run.py: error: --out") \
+            and "does not exist" in lines[0], r.stderr
+        assert not os.path.exists(os.path.dirname(missing)), "--out's folder was created"
+        print("ok: plot_run.py wrote both PNGs and refused a folder without metrics.jsonl and a missing --out folder")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -105,7 +105,7 @@ TEST_CASE("a class count the model cannot output is refused, naming both", "[tra
     fs::copy(dir + "/train", dir + "/test", fs::copy_options::recursive);
     write_file(dir + "/cnn.json", kStripesCnn);
     write_file(dir + "/c.json", folder_config(dir));
-    const auto r = run_command(binary() + " train --config " + dir + "/c.json");
+    const auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.batch_size=4");  // 12 images
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Contains("sigmoid_bce takes labels 0 and 1"));
     CHECK_THAT(r.output, Contains("labels up to 2"));

@@ -61,6 +61,25 @@ TEST_CASE("resume after max_steps reproduces the uninterrupted loss sequence", "
     }
 }
 
+TEST_CASE("a stop between two logged steps: the resumed run's next line covers the same steps as an uninterrupted "
+          "run's", "[train][checkpoint][metrics]") {
+    const std::string dir = temp_dir("resume-window");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/a", R"(, "optimizer": {"name": "sgd", "lr": 0.05})"));
+    // Lines every 4 steps; the stop at step 37 falls between the lines of steps 36 and 40.
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.log_every_steps=4 --set train.epochs=1";
+    auto r = run_command(run);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + " --set output.dir=" + dir + "/b --set train.max_steps=37");
+    REQUIRE(r.exit_code == 0);
+    r = run_command(run + " --set output.dir=" + dir + "/b --set checkpoint.resume=auto");
+    REQUIRE(r.exit_code == 0);
+    const auto la = step_losses(dir + "/a/metrics.jsonl"), lb = step_losses(dir + "/b/metrics.jsonl");
+    REQUIRE(la.size() == 15);  // steps 4, 8, ..., 60
+    CHECK(lb == la);  // step 40's line is the mean over steps 37-40 in both
+}
+
 TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train][checkpoint]") {
     const std::string dir = temp_dir("keep");
     write_file(dir + "/tiny.json", kTinyCnn);
