@@ -115,6 +115,27 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
                          "change the learning-rate scaling: resume with " + std::to_string(at.world_size) +
                          " ranks (mpirun -np " + std::to_string(at.world_size) +
                          "), or start a fresh run in another output.dir");
+    // The same steps per epoch can hide a changed batch size or training set (512/31 and 512/32 both give 16), and
+    // a new seed reshuffles the epoch under way (and is a new synthetic data set): each would repeat or skip samples.
+    const auto written = [&](const char* section, const char* key) -> json {
+        const json& config = at.extra.is_object() ? at.extra.value("config", json()) : json();
+        return config.is_object() && config.contains(section) ? config[section].value(key, json()) : json();
+    };
+    const std::pair<const char*, json> same[] = {
+        {"train.batch_size", written("train", "batch_size")}, {"train.seed", written("train", "seed")}};
+    for (const auto& [key, then] : same) {
+        const json now = std::string(key) == "train.batch_size" ? json(plan_.train.batch_size) : json(plan_.train.seed);
+        if (!then.is_null() && then != now)
+            throw InputError(path + ": written with " + key + " " + then.dump() + ", this run has " + now.dump() +
+                             "; a change would repeat or skip samples: resume with " + key + "=" + then.dump() +
+                             ", or start a fresh run in another output.dir");
+    }
+    if (at.extra.is_object() && at.extra.contains("train_samples") &&
+        at.extra["train_samples"] != json(parts_.data.train->size()))
+        throw InputError(path + ": written for a training set of " + at.extra["train_samples"].dump() +
+                         " samples, this run's has " + std::to_string(parts_.data.train->size()) +
+                         "; a changed training set would repeat or skip samples: resume on the data that wrote it, "
+                         "or start a fresh run in another output.dir");
     if (at.steps_per_epoch != steps_per_epoch_)
         throw InputError(path + ": written with " + std::to_string(at.steps_per_epoch) + " steps per epoch, this run "
                          "has " + std::to_string(steps_per_epoch_) + " (train.batch_size, the training set or "
@@ -418,7 +439,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     full.rng_states = std::move(states);
     full.steps_per_epoch = steps_per_epoch_;
     full.world_size = p.world;
-    full.extra = {{"config", p.config.document()}};
+    full.extra = {{"config", p.config.document()}, {"train_samples", p.data.train->size()}};
     if (const auto classes = p.data.train->class_names(); !classes.empty()) full.extra["classes"] = classes;
     // At an epoch's end: its training loss, for the epoch line a resumed run writes if this run stops before it.
     if (at.step_in_epoch == 0 && at.epoch > 0 && std::isfinite(train_loss_))

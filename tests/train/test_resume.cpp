@@ -80,6 +80,26 @@ TEST_CASE("a stop between two logged steps: the resumed run's next line covers t
     CHECK(lb == la);  // step 40's line is the mean over steps 37-40 in both
 }
 
+TEST_CASE("a resume with another batch size, seed or training set is refused even where the steps per epoch agree",
+          "[train][checkpoint]") {
+    const std::string dir = temp_dir("resume-same");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/a", R"(, "optimizer": {"name": "sgd", "lr": 0.05})"));
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.epochs=1";
+    auto r = run_command(run + " --set train.max_steps=5");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    // 480 samples at batch 8 = 60 steps an epoch; 484 samples give 60 too, and another seed changes nothing in it.
+    r = run_command(run + " --set checkpoint.resume=auto --set train.seed=12345");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("written with train.seed 7, this run has 12345"));
+    r = run_command(run + " --set checkpoint.resume=auto --set data.synthetic_train_size=484");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("written for a training set of 480 samples, this run's has 484"));
+    r = run_command(run + " --set checkpoint.resume=auto");
+    CHECK(r.exit_code == 0);
+}
+
 TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train][checkpoint]") {
     const std::string dir = temp_dir("keep");
     write_file(dir + "/tiny.json", kTinyCnn);
