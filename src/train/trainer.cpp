@@ -248,8 +248,13 @@ json Trainer::train() {
 }
 
 json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
-    const LoopState at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
-    check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
+    // Every rank reads the checkpoint; one that cannot (missing, damaged, another model's) fails the job through
+    // one agreement, so every rank leaves with exit 2 and its line instead of an MPI_Abort.
+    LoopState at;
+    sync::run_then_agree(parts_->comm, [&] {
+        at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
+        check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
+    });
     json r = parts_->evaluate(at.global_step);
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;

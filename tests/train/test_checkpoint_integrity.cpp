@@ -316,4 +316,10 @@ TEST_CASE("a checkpoint of another world size is refused naming both sizes", "[t
     r = run_command(mpirun(3) + binary() + " train --config " + dir + "/c.json --set checkpoint.resume=auto");
     require_exit2_naming(r, {"written by a 2-rank run, this run has 3"});
     CHECK(slurp(dir + "/out/metrics.jsonl") == before);
+    // eval at 2 ranks of a file that is no checkpoint: every rank says so and leaves with 2, no MPI_Abort.
+    write_file(dir + "/garbage.bin", "not a checkpoint");
+    r = run_command(mpirun(2) + binary() + " eval --config " + dir + "/c.json --checkpoint " + dir + "/garbage.bin");
+    require_exit2_naming(r, {"rank 0: " + dir + "/garbage.bin: not a ringtrain checkpoint",
+                             "rank 1: " + dir + "/garbage.bin: not a ringtrain checkpoint"});
+    CHECK(r.output.find("MPI_ABORT") == std::string::npos);
 }
