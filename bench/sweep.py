@@ -179,6 +179,12 @@ def load_spec(path):
                  f"({why or 'not a string'}): use \"measure\" or RATE[,LATENCY], e.g. \"10gbit,5us\"")
     if "rates" in spec and spec["placement"] != "netns":
         fail(f"{path}: rates (a tc rate per emulated link) need placement netns")
+    # Flags a placement would not pass on are refused, as rates are, rather than silently dropped.
+    if spec["slurm_flags"] and spec["placement"] != "slurm":
+        fail(f"{path}: slurm_flags go to sbatch, which only placement slurm runs; remove them or set placement slurm")
+    if spec["mpirun_flags"] and spec["placement"] == "slurm":
+        fail(f"{path}: mpirun_flags are not used under placement slurm (srun starts the ranks); remove them, or put "
+             "launcher options in slurm_flags")
     spec.setdefault("rates", ["none"] if spec["placement"] == "netns" else [None])
     if spec["placement"] == "netns":
         if not isinstance(spec["rates"], list) or not spec["rates"] or not all(

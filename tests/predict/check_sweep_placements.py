@@ -40,6 +40,8 @@ if part == "inputs":
                       (dict(base, placement="netns", rates=["fast"]), "rates must be a list of tc rates"),
                       (dict(base, placement="netns", rates="1gbit"), "rates must be a list of tc rates"),
                       (dict(base, placement="cloud"), "placement must be local, netns or slurm"),
+                      (dict(base, slurm_flags=["-p", "cpu"]), "slurm_flags go to sbatch, which only placement slurm runs"),
+                      (dict(base, placement="slurm", mpirun_flags=["--bind-to", "core"]), "mpirun_flags are not used under placement slurm"),
                       # a ceiling where it cannot run is refused, not skipped
                       (dict(base, scaling="strong", batch=[64], ceiling=True), "ceiling needs weak scaling"),
                       (dict(base, placement="slurm", ceiling=True), "ceiling is not run under placement slurm"),
