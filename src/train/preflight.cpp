@@ -47,6 +47,15 @@ double physical_memory_bytes() {
     return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
 }
 
+// Why nothing can be created in `folder` (a probe folder made and removed), or "" when something can.
+std::string cannot_write_in(const fs::path& folder) {
+    std::string probe = (folder / ".ringtrain-write-test-XXXXXX").string();
+    if (::mkdtemp(probe.data()) == nullptr) return std::strerror(errno);
+    std::error_code ec;
+    fs::remove(probe, ec);
+    return "";
+}
+
 }  // namespace
 
 void check_output_dir(const std::string& dir) {
@@ -60,11 +69,9 @@ void check_output_dir(const std::string& dir) {
     if (!fs::is_directory(existing, ec))
         throw InputError("output.dir: '" + dir + "' cannot be created: '" + existing.string() +
                          "' is not a folder; name a writable folder");
-    std::string probe = (existing / ".ringtrain-write-test-XXXXXX").string();
-    if (::mkdtemp(probe.data()) == nullptr)
-        throw InputError("output.dir: cannot write in '" + existing.string() + "' (" + std::strerror(errno) +
-                         "), so '" + dir + "' cannot hold the run's outputs; name a writable folder");
-    fs::remove(probe, ec);
+    if (const std::string why = cannot_write_in(existing); !why.empty())
+        throw InputError("output.dir: cannot write in '" + existing.string() + "' (" + why + "), so '" + dir +
+                         "' cannot hold the run's outputs; name a writable folder");
 }
 
 void check_splits(const Datasets& data, const nn::ModelFootprint& model, const std::string& model_path,
@@ -171,11 +178,9 @@ void check_timeline_path(const std::string& path) {
     if (!fs::is_directory(folder, ec))
         throw InputError("output.timeline: the folder '" + folder.string() + "' of '" + path + "' does not exist; "
                          "create it or name a file in an existing folder");
-    std::string probe = (folder / ".ringtrain-write-test-XXXXXX").string();
-    if (::mkdtemp(probe.data()) == nullptr)
-        throw InputError("output.timeline: cannot write in '" + folder.string() + "' (" + std::strerror(errno) +
+    if (const std::string why = cannot_write_in(folder); !why.empty())
+        throw InputError("output.timeline: cannot write in '" + folder.string() + "' (" + why +
                          "); name a file in a writable folder");
-    fs::remove(probe, ec);
 }
 
 // A training run needs one global batch of samples per step (the loader and TrainingRun say the same later, after

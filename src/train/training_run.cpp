@@ -117,18 +117,15 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
                          "), or start a fresh run in another output.dir");
     // The same steps per epoch can hide a changed batch size or training set (512/31 and 512/32 both give 16), and
     // a new seed reshuffles the epoch under way (and is a new synthetic data set): each would repeat or skip samples.
-    const auto written = [&](const char* section, const char* key) -> json {
-        const json& config = at.extra.is_object() ? at.extra.value("config", json()) : json();
-        return config.is_object() && config.contains(section) ? config[section].value(key, json()) : json();
-    };
-    const std::pair<const char*, json> same[] = {
-        {"train.batch_size", written("train", "batch_size")}, {"train.seed", written("train", "seed")}};
-    for (const auto& [key, then] : same) {
-        const json now = std::string(key) == "train.batch_size" ? json(plan_.train.batch_size) : json(plan_.train.seed);
+    const json written = at.extra.is_object() ? at.extra.value("config", json()) : json();
+    const json then_train = written.is_object() ? written.value("train", json::object()) : json::object();
+    for (const auto& [key, now] : {std::pair<const char*, json>{"batch_size", plan_.train.batch_size},
+                                   std::pair<const char*, json>{"seed", plan_.train.seed}}) {
+        const json then = then_train.value(key, json());
         if (!then.is_null() && then != now)
-            throw InputError(path + ": written with " + key + " " + then.dump() + ", this run has " + now.dump() +
-                             "; a change would repeat or skip samples: resume with " + key + "=" + then.dump() +
-                             ", or start a fresh run in another output.dir");
+            throw InputError(path + ": written with train." + key + " " + then.dump() + ", this run has " +
+                             now.dump() + "; a change would repeat or skip samples: resume with train." + key + "=" +
+                             then.dump() + ", or start a fresh run in another output.dir");
     }
     if (at.extra.is_object() && at.extra.contains("train_samples") &&
         at.extra["train_samples"] != json(parts_.data.train->size()))
