@@ -29,6 +29,15 @@ int64_t checked_gemm_inner(const Tensor& a, bool trans_a, const Tensor& b, bool 
 }
 }  // namespace
 
+void open_device_libraries(Device dev) {
+    if (dev == Device::CPU) return;
+#ifdef RINGTRAIN_WITH_CUDA
+    cuda::open_device_libraries();
+#else
+    detail::throw_no_cuda("open_device_libraries");
+#endif
+}
+
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
     checked_gemm_inner(a, trans_a, b, trans_b, c);
     RT_DISPATCH(detail::device_of("gemm", {&a, &b, &c}), gemm, a, trans_a, b, trans_b, c, alpha, beta);

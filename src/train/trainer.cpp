@@ -77,6 +77,7 @@ void TrainerParts::build_locally() {
     if (device == Device::CUDA) {
         // One GPU per rank: local rank modulo the visible GPUs (Slurm's --gpus-per-task shows each task one).
         select_cuda_device(comm.local_rank());
+        ops::open_device_libraries(Device::CUDA);
         device_name = cuda_device_description();
         gpu_monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &gpu_monitor_why);
         model->to(Device::CUDA);

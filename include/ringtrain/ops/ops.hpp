@@ -13,6 +13,12 @@
 
 namespace ringtrain::ops {
 
+// ---- device set-up -------------------------------------------------------------------------------
+// Opens what the ops on `dev` load at run time rather than at process start (CUDA: cuBLAS, see
+// src/ops/cuda/cublas_library.hpp), so that a missing library is an error at set-up naming it, not at the first
+// step. Nothing to do for the CPU; Error for CUDA in a build without it.
+void open_device_libraries(Device dev);
+
 // ---- dense linear algebra ----------------------------------------------------------------------
 // c = alpha * op(a) * op(b) + beta * c, all 2-D row-major; op(x) = x^T when the flag is set.
 // c must already have the result shape [rows of op(a), cols of op(b)].

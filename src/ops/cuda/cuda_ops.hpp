@@ -14,6 +14,8 @@
 
 namespace ringtrain::ops::cuda {
 
+void open_device_libraries();  // cuBLAS (cublas_library.cpp)
+
 void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta);
 void bias_add(Tensor& y, const Tensor& bias);
 void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate);

@@ -8,7 +8,6 @@
 // at most 1 GiB. Workspace comes from the caller's Workspace when it is on the GPU, else from the caching allocator.
 // FP32 convolutions may use TF32 tensor cores (cuDNN's default math, as in PyTorch); RINGTRAIN_CUDNN_TF32=0 in the
 // environment turns that off (FMA math only).
-#include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <array>
@@ -18,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "cublas_library.hpp"
 #include "cuda_ops.hpp"
 #include "cudnn_handle.hpp"
 #include "ringtrain/core/cuda_device.hpp"
@@ -30,7 +30,7 @@ namespace {
 
 void check_cublas(cublasStatus_t s, const char* call) {
     if (s != CUBLAS_STATUS_SUCCESS)
-        throw Error(std::string("cuBLAS call ") + call + " failed: " + cublasGetStatusString(s) + " (status " +
+        throw Error(std::string("cuBLAS call ") + call + " failed: " + cublas_api().status_string(s) + " (status " +
                     std::to_string(static_cast<int>(s)) + ")");
 }
 
@@ -42,12 +42,14 @@ void check_cudnn(cudnnStatus_t s, const char* call) {
 #define RT_CUBLAS(expr) check_cublas((expr), #expr)
 #define RT_CUDNN(expr) check_cudnn((expr), #expr)
 
-// One cuBLAS and one cuDNN handle per process (one GPU per rank), made on first use on the current device.
+// One cuBLAS and one cuDNN handle per process (one GPU per rank), made on first use on the current device. cuBLAS
+// itself is opened then too (cublas_library.hpp says why).
 cublasHandle_t cublas() {
     static cublasHandle_t h = [] {
+        const CublasApi& api = cublas_api();
         cublasHandle_t handle = nullptr;
-        RT_CUBLAS(cublasCreate(&handle));
-        RT_CUBLAS(cublasSetStream(handle, nullptr));
+        RT_CUBLAS(api.create(&handle));
+        RT_CUBLAS(api.set_stream(handle, nullptr));
         return handle;
     }();
     return h;
@@ -175,7 +177,7 @@ void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& 
         return;
     }
     const int lda = static_cast<int>(a.dim(1)), ldb = static_cast<int>(b.dim(1)), ldc = static_cast<int>(N);
-    RT_CUBLAS(cublasSgemm(cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+    RT_CUBLAS(cublas_api().sgemm(cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                           static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, b.data(), ldb,
                           a.data(), lda, &beta, c.data(), ldc));
 }
