@@ -208,10 +208,22 @@ private:
         w = weight_of(z, n, alpha, l1, l2);
     }
     void recompute_weights(float lr) override {
+        weights_of_state(z_w_, n_w_, z_b_, n_b_, lr, weight_.value, bias_.value);
+    }
+    void weights_for_state(const std::vector<Tensor>& state, float lr, Tensor& weight, Tensor& bias) const override {
+        const bool fits = state.size() == 4 && state[0].shape() == z_w_.shape() && state[1].shape() == n_w_.shape() &&
+                          state[2].shape() == z_b_.shape() && state[3].shape() == n_b_.shape() &&
+                          weight.shape() == weight_.value.shape() && bias.shape() == bias_.value.shape();
+        if (!fits)
+            throw Error("ftrl: weights_for_state needs z and n of the table and the bias, and tensors of their shapes");
+        weights_of_state(state[0], state[1], state[2], state[3], lr, weight, bias);
+    }
+    void weights_of_state(const Tensor& z_w, const Tensor& n_w, const Tensor& z_b, const Tensor& n_b, float lr,
+                          Tensor& weight, Tensor& bias) const {
         if (!(lr > 0.0f)) throw Error("ftrl: the learning rate (alpha) must be positive, got " + std::to_string(lr));
-        float* W = weight_.value.data();
-        for (int64_t i = 0; i < weight_.value.numel(); ++i) W[i] = weight_of(z_w_.data()[i], n_w_.data()[i], lr, l1_, l2_);
-        for (int64_t k = 0; k < width_; ++k) bias_.value.data()[k] = weight_of(z_b_.data()[k], n_b_.data()[k], lr, 0.0, 0.0);
+        float* W = weight.data();
+        for (int64_t i = 0; i < weight.numel(); ++i) W[i] = weight_of(z_w.data()[i], n_w.data()[i], lr, l1_, l2_);
+        for (int64_t k = 0; k < width_; ++k) bias.data()[k] = weight_of(z_b.data()[k], n_b.data()[k], lr, 0.0, 0.0);
     }
     void update(const SparseRows& grad, std::span<const float> bias_grad, float lr) override {
         if (!(lr > 0.0f))

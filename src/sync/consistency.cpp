@@ -7,6 +7,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
+#include "ringtrain/core/memory.hpp"
 
 namespace ringtrain::sync {
 
@@ -152,6 +153,48 @@ void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Paramet
     };
     for (auto* p : params) broadcast(p->value);
     for (const auto& [name, t] : state) broadcast(*t);
+}
+
+namespace {
+// A host copy of `t`'s values (the communicator reads host memory only).
+std::vector<float> host_values(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    copy_floats(v.data(), Device::CPU, t.data(), t.device(), v.size());
+    return v;
+}
+}  // namespace
+
+std::vector<std::vector<float>> gather_to_root(comm::Communicator& comm, const std::vector<Tensor*>& tensors) {
+    std::vector<std::vector<float>> all;
+    all.reserve(tensors.size());
+    for (const Tensor* t : tensors) {
+        const std::vector<float> mine = host_values(*t);
+        all.push_back(comm.gather(mine, 0));
+    }
+    return all;
+}
+
+void scatter_from_root(comm::Communicator& comm, const std::vector<std::vector<float>>& values,
+                       const std::vector<Tensor*>& tensors) {
+    const bool root = comm.rank() == 0;
+    const size_t ranks = static_cast<size_t>(comm.size());
+    if (root && values.size() != tensors.size())
+        throw Error("scatter_from_root: " + std::to_string(values.size()) + " value lists for " +
+                    std::to_string(tensors.size()) + " tensors");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        Tensor& t = *tensors[i];
+        const auto n = static_cast<size_t>(t.numel());
+        if (root && values[i].size() != n * ranks)
+            throw Error("scatter_from_root: tensor " + std::to_string(i) + " has " + std::to_string(values[i].size()) +
+                        " values for " + std::to_string(ranks) + " ranks of " + std::to_string(n));
+        if (root) copy_floats(t.data(), t.device(), values[i].data(), Device::CPU, n);
+        std::vector<float> part(n);
+        for (size_t r = 1; r < ranks; ++r) {
+            if (root) std::copy_n(values[i].begin() + static_cast<std::ptrdiff_t>(r * n), n, part.begin());
+            comm.broadcast(std::span<float>(part), 0);
+            if (static_cast<size_t>(comm.rank()) == r) copy_floats(t.data(), t.device(), part.data(), Device::CPU, n);
+        }
+    }
 }
 
 void run_then_agree(comm::Communicator& comm, const std::function<void()>& local_work) {

@@ -29,31 +29,53 @@ ParameterAverager::ParameterAverager(comm::Communicator& comm, std::vector<nn::P
 
 void ParameterAverager::average() {
     if (comm_.size() == 1) return;
+    std::vector<Tensor*> values;
+    for (nn::Parameter* p : params_) values.push_back(&p->value);
+    collectives_ += average_values(values);
+}
+
+std::vector<Tensor> ParameterAverager::averaged_copies() {
+    std::vector<Tensor> copies;
+    copies.reserve(params_.size());
+    for (const nn::Parameter* p : params_) {
+        copies.emplace_back(p->value.shape());
+        copies.back().copy_from(p->value);
+    }
+    if (comm_.size() == 1) return copies;
+    std::vector<Tensor*> values;
+    for (Tensor& c : copies) values.push_back(&c);
+    average_values(values);  // not counted: collectives() is per average() (the run's prediction divides by those)
+    return copies;
+}
+
+uint64_t ParameterAverager::average_values(const std::vector<Tensor*>& values) {
+    uint64_t collectives = 0;
     for (const auto& g : groups_) {
         // A lone CPU tensor is reduced in place; device tensors are staged through host memory (MPI sees host only).
-        if (g.size() == 1 && params_[g[0]]->value.device() == Device::CPU) {
-            comm_.allreduce(params_[g[0]]->value.span(), comm::ReduceOp::Average);
-            ++collectives_;
+        if (g.size() == 1 && values[g[0]]->device() == Device::CPU) {
+            comm_.allreduce(values[g[0]]->span(), comm::ReduceOp::Average);
+            ++collectives;
             continue;
         }
         size_t need = 0;
-        for (size_t i : g) need += static_cast<size_t>(params_[i]->value.numel());
+        for (size_t i : g) need += static_cast<size_t>(values[i]->numel());
         if (buffer_.size() < need) buffer_.resize(need);
         size_t off = 0;
         for (size_t i : g) {
-            const Tensor& v = params_[i]->value;
+            const Tensor& v = *values[i];
             copy_floats(buffer_.data() + off, Device::CPU, v.data(), v.device(), static_cast<size_t>(v.numel()));
             off += static_cast<size_t>(v.numel());
         }
         comm_.allreduce(std::span<float>(buffer_.data(), off), comm::ReduceOp::Average);
-        ++collectives_;
+        ++collectives;
         off = 0;
         for (size_t i : g) {
-            Tensor& v = params_[i]->value;
+            Tensor& v = *values[i];
             copy_floats(v.data(), v.device(), buffer_.data() + off, Device::CPU, static_cast<size_t>(v.numel()));
             off += static_cast<size_t>(v.numel());
         }
     }
+    return collectives;
 }
 
 }  // namespace ringtrain::sync

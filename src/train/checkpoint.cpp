@@ -191,25 +191,56 @@ void require_same_tensors(const std::string& path, const std::vector<TensorEntry
 
 }  // namespace
 
+namespace {
+
+std::string rank_copy_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
+
+// The copies fit the run's tensors: one value list per tensor, each with every rank's values (a caller's bug if not).
+void check_rank_copies(const std::vector<std::pair<std::string, Tensor*>>& tensors, const RankCopies& copies) {
+    if (copies.empty()) return;
+    if (copies.ranks < 1 || copies.values.size() != tensors.size())
+        throw Error("save_checkpoint: per-rank copies of " + std::to_string(copies.values.size()) + " tensors for " +
+                    std::to_string(tensors.size()));
+    for (size_t i = 0; i < tensors.size(); ++i)
+        if (copies.values[i].size() != static_cast<size_t>(tensors[i].second->numel() * copies.ranks))
+            throw Error("save_checkpoint: the per-rank copies of '" + tensors[i].first + "' hold " +
+                        std::to_string(copies.values[i].size()) + " values, not " + std::to_string(copies.ranks) +
+                        " x " + std::to_string(tensors[i].second->numel()));
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
-                     const LoopState& s) {
+                     const LoopState& s, const RankCopies& copies) {
     const auto tensors = all_tensors(params, opt);
+    check_rank_copies(tensors, copies);
     // Host copies of device tensors: each is checksummed for the header, then written after it.
     std::vector<Tensor> staged;
     staged.reserve(tensors.size());
-    std::vector<const float*> host(tensors.size());
+    struct Block {
+        const float* data;
+        int64_t numel;
+    };
+    std::vector<Block> blocks;  // what follows the header, in header order
     json list = json::array();
-    for (size_t i = 0; i < tensors.size(); ++i) {
-        const Tensor& t = *tensors[i].second;
-        if (t.device() == Device::CPU) {
-            host[i] = t.data();
-        } else {
-            staged.emplace_back(t.shape());
-            staged.back().copy_from(t);
-            host[i] = staged.back().data();
+    auto add = [&](const std::string& name, const Shape& shape, const float* data, int64_t numel) {
+        list.push_back({{"name", name}, {"shape", shape}, {"crc32c", crc32c(bytes_of(data, numel))}});
+        blocks.push_back({data, numel});
+    };
+    for (const auto& [name, t] : tensors) {
+        const float* host = t->data();
+        if (t->device() != Device::CPU) {
+            staged.emplace_back(t->shape());
+            staged.back().copy_from(*t);
+            host = staged.back().data();
         }
-        list.push_back({{"name", tensors[i].first}, {"shape", t.shape()}, {"crc32c", crc32c(bytes_of(host[i], t.numel()))}});
+        add(name, t->shape(), host, t->numel());
     }
+    for (int64_t r = 0; r < copies.ranks; ++r)
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            const Tensor& t = *tensors[i].second;
+            add(rank_copy_name(r, tensors[i].first), t.shape(), copies.values[i].data() + r * t.numel(), t.numel());
+        }
     json header;
     header["format"] = "ringtrain-checkpoint";
     header["version"] = kVersion;
@@ -225,6 +256,7 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
     header["optimizer"] = opt ? json{{"name", opt->name()}, {"steps", opt->steps_taken()}} : json(nullptr);
     header["model_hash"] = sync::parameter_layout_hash(params);
     header["parameter_tensors"] = params.size();
+    header["rank_copies"] = copies.ranks;
     header["tensors"] = list;
     const std::string text = header.dump();
     const uint64_t len = text.size();
@@ -234,8 +266,8 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
         out.write(kMagic, sizeof kMagic);
         out.write(reinterpret_cast<const char*>(&len), sizeof len);
         out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        for (size_t i = 0; i < tensors.size(); ++i)
-            out.write(reinterpret_cast<const char*>(host[i]), static_cast<std::streamsize>(tensors[i].second->numel() * 4));
+        for (const Block& b : blocks)
+            out.write(reinterpret_cast<const char*>(b.data), static_cast<std::streamsize>(b.numel * 4));
         out.write(reinterpret_cast<const char*>(&footer), sizeof footer);
     });
 }
@@ -272,10 +304,10 @@ LoopState read_position(const HeaderReader& r, const json& header) {
     return s;
 }
 
-// Reads every tensor of `list` from `offset` on, checking each one's CRC-32C and finiteness; keeps the first `keep`.
-std::vector<Tensor> read_verified_tensors(std::ifstream& in, const std::string& path,
-                                          const std::vector<TensorEntry>& list, uint64_t offset, size_t keep) {
-    std::vector<Tensor> loaded;
+// Reads every tensor of `list` from `offset` on, checking each one's CRC-32C and finiteness, and hands each to
+// `take` (its index in `list`, a host tensor).
+void read_verified_tensors(std::ifstream& in, const std::string& path, const std::vector<TensorEntry>& list,
+                           uint64_t offset, const std::function<void(size_t, Tensor&&)>& take) {
     in.seekg(static_cast<std::streamoff>(offset));
     for (size_t i = 0; i < list.size(); ++i) {
         const TensorEntry& t = list[i];
@@ -288,15 +320,38 @@ std::vector<Tensor> read_verified_tensors(std::ifstream& in, const std::string& 
         if (bad != host.data() + t.numel)
             throw InputError(path + ": tensor '" + t.name + "' holds " + std::to_string(*bad) + " at element " +
                              std::to_string(bad - host.data()) + "; the run that wrote it had diverged");
-        if (i < keep) loaded.push_back(std::move(host));
+        take(i, std::move(host));
     }
-    return loaded;
+}
+
+// The per-rank copies a verified header announces ("rank_copies", absent in files written before them): 0, or one
+// per rank of world_size, each a copy of the first `own` entries named "rank<R>/<name>" with the same shapes.
+// Returns the number of ranks with copies; `own` is set to the count of the run's own tensors.
+int64_t read_rank_copies_layout(const HeaderReader& r, const json& header, const std::vector<TensorEntry>& list,
+                                int64_t world_size, size_t& own) {
+    const int64_t ranks = header.contains("rank_copies") ? r.integer("rank_copies", 0) : 0;
+    if (ranks != 0 && ranks != world_size)
+        r.fail("key 'rank_copies' is " + std::to_string(ranks) + ", not 0 or world_size " + std::to_string(world_size));
+    const size_t sets = static_cast<size_t>(ranks) + 1;
+    if (list.size() % sets != 0)
+        r.fail("lists " + std::to_string(list.size()) + " tensors, not the run's own and " + std::to_string(ranks) +
+               " per-rank copies of them");
+    own = list.size() / sets;
+    for (int64_t rank = 0; rank < ranks && own > 0; ++rank)
+        for (size_t i = 0; i < own; ++i) {
+            const TensorEntry& copy = list[own * static_cast<size_t>(rank + 1) + i];
+            if (copy.name != rank_copy_name(rank, list[i].name) || copy.shape != list[i].shape)
+                r.fail("tensor entry " + std::to_string(own * static_cast<size_t>(rank + 1) + i) + " ('" + copy.name +
+                       "') is not rank " + std::to_string(rank) + "'s copy of '" + list[i].name + "' " +
+                       shape_string(list[i].shape));
+        }
+    return ranks;
 }
 
 }  // namespace
 
-LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
-                          optim::Optimizer* opt) {
+LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
+                          RankCopies* copies) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
         throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
@@ -358,8 +413,10 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
 
     // 3. The tensor list against the file's size and this run's model and optimizer.
     const std::vector<TensorEntry> list = read_tensor_list(r, file_bytes);
+    size_t own = 0;  // the run's own tensors (the model's, the optimizer's); per-rank copies of them follow
+    const int64_t ranks = read_rank_copies_layout(r, header, list, s.world_size, own);
     const auto param_count = static_cast<size_t>(r.integer("parameter_tensors", 0));
-    if (param_count > list.size()) r.fail("parameter_tensors exceeds the tensor list");
+    if (param_count > own) r.fail("parameter_tensors exceeds the tensor list");
     const uint64_t expect = file_bytes_for(list, len);
     if (file_bytes < expect)
         throw CheckpointUnreadable(path + ": checkpoint is truncated (" + std::to_string(file_bytes) +
@@ -379,14 +436,51 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
                              (opt_rec.is_null() ? std::string("none") : opt_rec["name"].dump()) +
                              " but the config uses " + opt->name() + "; use the same optimizer to resume");
         const std::vector<std::pair<std::string, Tensor*>> want_state(want.begin() + static_cast<std::ptrdiff_t>(params.size()), want.end());
-        require_same_tensors(path, list, param_count, want_state, "optimizer");
+        const std::vector<TensorEntry> have_state(list.begin() + static_cast<std::ptrdiff_t>(param_count),
+                                                  list.begin() + static_cast<std::ptrdiff_t>(own));
+        require_same_tensors(path, have_state, 0, want_state, "optimizer");
     }
 
     // 4. Every tensor read and verified before any is restored, so a damaged file changes nothing.
-    const std::vector<Tensor> loaded = read_verified_tensors(in, path, list, kPrefixBytes + len, want.size());
+    std::vector<Tensor> loaded;
+    RankCopies got;
+    if (copies) {
+        got.ranks = ranks;
+        got.values.resize(ranks > 0 ? own : 0);
+        for (size_t i = 0; i < got.values.size(); ++i)
+            got.values[i].reserve(static_cast<size_t>(list[i].numel * ranks));
+    }
+    read_verified_tensors(in, path, list, kPrefixBytes + len, [&](size_t i, Tensor&& t) {
+        if (i < want.size()) {
+            loaded.push_back(std::move(t));
+        } else if (copies && i >= own) {
+            // Rank by rank in the file, so each rank's values follow the previous rank's.
+            std::vector<float>& v = got.values[(i - own) % own];
+            v.insert(v.end(), t.data(), t.data() + t.numel());
+        }
+    });
     for (size_t i = 0; i < loaded.size(); ++i) want[i].second->copy_from(loaded[i]);
     if (opt) opt->set_steps_taken(opt_rec["steps"].get<int64_t>());
+    if (copies) *copies = std::move(got);
     return s;
+}
+
+namespace {
+constexpr const char* kLastAverageStep = "local_sgd_last_average_step";
+}  // namespace
+
+void record_last_average_step(LoopState& state, int64_t step) {
+    if (!state.extra.is_object()) state.extra = json::object();
+    state.extra[kLastAverageStep] = step;
+}
+
+int64_t recorded_last_average_step(const std::string& path, const LoopState& state) {
+    const auto it = state.extra.find(kLastAverageStep);
+    if (it == state.extra.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > state.global_step)
+        throw CheckpointUnreadable(path + ": checkpoint has per-rank copies but no valid extra." + kLastAverageStep +
+                                   "; the file is damaged or was not written by ringtrain");
+    return it->get<int64_t>();
 }
 
 void check_checkpoint_classes(const std::string& path, const json& extra, const std::vector<std::string>& classes) {

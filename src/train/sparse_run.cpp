@@ -133,9 +133,9 @@ MemoryPart sparse_table_memory(const RunPlan& plan, int64_t num_features, int64_
 
 // The loop position rank 0 found, sent to every rank as one struct.
 struct ResumePoint {
-    int64_t epoch, step_in_epoch, global_step, steps_per_epoch;
+    int64_t epoch, step_in_epoch, global_step, steps_per_epoch, last_average_step;
     double epoch_loss_sum, epoch_samples;
-    int32_t resumed;
+    int64_t resumed, rank_copies;  // 0 or 1, full words: no padding bytes
 };
 
 // One rank's totals for the summary, gathered once.
@@ -330,7 +330,8 @@ void SparseRun::load_resume_checkpoint() {
 // and the training file fix which rows each rank reads at each step, and resume replays an epoch by counting
 // batches, so a change would put the run elsewhere in the data without a word.
 void SparseRun::load_checkpoint_for_this_run(const std::string& path) {
-    LoopState at = load_checkpoint(path, model_->parameters(), opt_.get());
+    RankCopies copies;
+    LoopState at = load_checkpoint(path, model_->parameters(), opt_.get(), &copies);
     const auto refuse = [&](const std::string& key, const std::string& then, const std::string& now) {
         throw InputError(path + ": written with " + key + " " + then + ", this run has " + now +
                          "; resuming would read other rows than the checkpoint's run: resume with the settings that "
@@ -343,14 +344,29 @@ void SparseRun::load_checkpoint_for_this_run(const std::string& path) {
         if (sparse.contains("stream") && sparse["stream"].contains(key) && sparse["stream"][key] != value)
             refuse(key, sparse["stream"][key].dump(), value.dump());
     steps_per_epoch_ = sparse.value("steps_per_epoch", int64_t{0});
+    // Every rank's own table, bias and optimizer state, where this run keeps them per rank too (a checkpoint without
+    // them, or a run that switched to allreduce, continues from the checkpoint's model and rank 0's state).
+    last_average_step_ = at.global_step;  // the checkpoint's tensors are one model on every rank
+    resumed_copies_ = {};
+    if (keeps_rank_copies() && !copies.empty()) {
+        last_average_step_ = recorded_last_average_step(path, at);
+        resumed_copies_ = std::move(copies);
+    }
     pos_ = std::move(at);
     resumed_ = true;
     resumed_from_ = path;
 }
 
 void SparseRun::adopt_root_position() {
-    ResumePoint p{pos_.epoch, pos_.step_in_epoch, pos_.global_step, steps_per_epoch_,
-                  pos_.epoch_loss_sum, pos_.epoch_samples, resumed_ ? 1 : 0};
+    ResumePoint p{.epoch = pos_.epoch,
+                  .step_in_epoch = pos_.step_in_epoch,
+                  .global_step = pos_.global_step,
+                  .steps_per_epoch = steps_per_epoch_,
+                  .last_average_step = last_average_step_,
+                  .epoch_loss_sum = pos_.epoch_loss_sum,
+                  .epoch_samples = pos_.epoch_samples,
+                  .resumed = resumed_ ? 1 : 0,
+                  .rank_copies = resumed_copies_.empty() ? 0 : 1};
     comm_.broadcast_object(p, 0);
     pos_.epoch = p.epoch;
     pos_.step_in_epoch = p.step_in_epoch;
@@ -361,7 +377,14 @@ void SparseRun::adopt_root_position() {
     steps_per_epoch_ = p.steps_per_epoch;
     resumed_ = p.resumed != 0;
     skip_batches_ = pos_.step_in_epoch;
+    last_average_step_ = p.last_average_step;
     broadcast_from_root();
+    if (p.rank_copies != 0) {
+        // Local SGD: each rank continues from its own tensors, as in an uninterrupted run.
+        const auto w = watch("the resume's sending of every rank's own tensors", 0);
+        sync::scatter_from_root(comm_, resumed_copies_.values, own_tensors());
+    }
+    resumed_copies_ = {};
 }
 
 void SparseRun::broadcast_from_root() {
@@ -370,6 +393,13 @@ void SparseRun::broadcast_from_root() {
     int64_t steps = opt_->steps_taken();
     comm_.broadcast_object(steps, 0);
     opt_->set_steps_taken(steps);
+}
+
+std::vector<Tensor*> SparseRun::own_tensors() {
+    std::vector<Tensor*> t;
+    for (nn::Parameter* p : model_->parameters()) t.push_back(&p->value);
+    for (auto& [name, state] : opt_->state()) t.push_back(state);
+    return t;
 }
 
 std::vector<std::span<float>> SparseRun::all_values() {
@@ -490,9 +520,9 @@ bool SparseRun::next_batch() {
     return false;
 }
 
-// Local SGD stops only where the ranks just averaged: an extra averaging for the checkpoint elsewhere would change
-// the trajectory, and the resumed run would no longer end where an uninterrupted one does (a stop waits up to
-// local_sgd_period steps; the vote is cast again before each step until then).
+// Local SGD stops only where the ranks just averaged (a stop waits up to local_sgd_period steps; the vote is cast
+// again before each step until then). The rule predates checkpoints with every rank's own tensors, which resume
+// exactly from any step; it is kept so that a stop behaves as it always has.
 bool SparseRun::may_stop_now() const {
     return plan_.sync.mode != SyncMode::LocalSgd || world_ == 1 || pos_.global_step % plan_.sync.local_sgd_period == 0;
 }
@@ -640,12 +670,53 @@ LoopState SparseRun::checkpoint_position() {
     return at;
 }
 
+bool SparseRun::keeps_rank_copies() const { return plan_.sync.mode == SyncMode::LocalSgd && world_ > 1; }
+
 void SparseRun::write_checkpoint(const LoopState& at) {
-    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();  // one model on every rank, as saved
+    // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
+    // aside (averaging in place here would change the rest of the run), and every rank's own tensors.
+    std::vector<nn::Parameter> averaged;
+    RankCopies copies;
+    if (keeps_rank_copies()) {
+        averaged = averaged_model();
+        const auto w = watch("the checkpoint's gathering of every rank's tensors", 0);
+        copies = {world_, sync::gather_to_root(comm_, own_tensors())};
+    }
     if (rank_ != 0) return;
+    LoopState full = at;
+    std::vector<nn::Parameter*> model = model_->parameters();
+    if (keeps_rank_copies()) {
+        record_last_average_step(full, last_average_step_);
+        for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
+    }
     const std::string name = checkpoint_file_name(at.global_step);
-    save_checkpoint(plan_.output.checkpoint_dir() + "/" + name, model_->parameters(), opt_.get(), at);
+    save_checkpoint(plan_.output.checkpoint_dir() + "/" + name, model, opt_.get(), full, copies);
     publish_checkpoint(plan_.output.checkpoint_dir(), name, plan_.checkpoint.keep);
+}
+
+// Local SGD with several ranks: the table and bias a checkpoint holds, what the ranks' average would make here
+// (average_all_tensors: FTRL's weights from the averaged state), made aside. Right after an average the ranks hold
+// one model already: copied as it is. Collective.
+std::vector<nn::Parameter> SparseRun::averaged_model() {
+    std::vector<nn::Parameter> model;
+    for (const nn::Parameter* p : model_->parameters()) {
+        model.push_back({p->name, Tensor(p->value.shape()), Tensor()});
+        model.back().value.copy_from(p->value);
+    }
+    if (last_average_step_ == pos_.global_step) return model;
+    std::vector<Tensor> state;
+    for (const auto& [name, t] : opt_->state()) {
+        state.emplace_back(t->shape());
+        state.back().copy_from(*t);
+    }
+    size_t bytes = 0;
+    for (const nn::Parameter& p : model) bytes += static_cast<size_t>(p.value.numel()) * sizeof(float);
+    for (const Tensor& t : state) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
+    const auto w = watch("the checkpoint's average of the ranks' models", bytes);
+    for (nn::Parameter& p : model) comm_.allreduce(p.value.span(), comm::ReduceOp::Average);
+    for (Tensor& t : state) comm_.allreduce(t.span(), comm::ReduceOp::Average);
+    opt_->weights_for_state(state, learning_rate(), model[0].value, model[1].value);
+    return model;
 }
 
 void SparseRun::write_step_checkpoint() { write_checkpoint(checkpoint_position()); }
@@ -656,6 +727,9 @@ void SparseRun::end_epoch() {
     if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
     if ((stopped_by_max_steps() || stopped_by_signal()) && pos_.step_in_epoch != steps_per_epoch_)
         return;  // stays inside the epoch, for the final checkpoint
+    // Local SGD: the epoch's test figures are those of the one model the ranks average to, as on the dense path
+    // (each rank scoring its share with its own drifted model would report a mixture; a no-op right after an average).
+    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
     last_eval_ = evaluate();
     json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
@@ -686,11 +760,10 @@ std::vector<telemetry::Scalar> SparseRun::epoch_scalars() const {
 }
 
 void SparseRun::finish() {
-    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
     const bool stopped = stopped_by_signal();
-    if (last_eval_.is_null() && !stopped) last_eval_ = evaluate();
     // The run's last position is saved when checkpoints are on and the last write was elsewhere; after a stop
-    // signal, checkpoints off included (what the stop is for).
+    // signal, checkpoints off included (what the stop is for). Saved before the final average below: local SGD's
+    // checkpoint holds each rank's own tensors as they are at this step in an uninterrupted run.
     if ((plan_.checkpoint.enabled() && steps_run_ > 0) || stopped) {
         const std::string last = plan_.output.checkpoint_dir() + "/" + checkpoint_file_name(pos_.global_step);
         int32_t have = rank_ == 0 && fs::exists(last) ? 1 : 0;
@@ -700,6 +773,8 @@ void SparseRun::finish() {
         }
         if (!have) write_checkpoint(checkpoint_position());
     }
+    if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();  // the run ends with one model on every rank
+    if (last_eval_.is_null() && !stopped) last_eval_ = evaluate();
 }
 
 // ---- evaluation ----

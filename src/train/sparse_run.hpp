@@ -93,7 +93,13 @@ private:
     void load_resume_checkpoint();
     void load_checkpoint_for_this_run(const std::string& path);
     void adopt_root_position();
+    // Local SGD with several ranks: the ranks' parameters and optimizer state differ between averages, so checkpoints
+    // hold every rank's own tensors next to the ranks' average (checkpoint.hpp, RankCopies).
+    bool keeps_rank_copies() const;
     void write_checkpoint(const LoopState& at);
+    std::vector<nn::Parameter> averaged_model();
+    // The table and bias, then the optimizer's state: what each rank keeps as its own in local SGD.
+    std::vector<Tensor*> own_tensors();
     LoopState checkpoint_position();
     // Every tensor the run holds: the table and bias, then the optimizer's state (what local SGD averages).
     std::vector<std::span<float>> all_values();
@@ -153,6 +159,7 @@ private:
     int64_t steps_per_epoch_ = 0;
     bool resumed_ = false;
     std::string resumed_from_;  // rank 0: the checkpoint resume() loaded
+    RankCopies resumed_copies_;  // rank 0, between loading a checkpoint and sending every rank its own tensors
     int64_t skip_batches_ = 0;  // resuming inside an epoch: batches of this rank's share already trained on
 
     // One step's buffers (capacity kept across steps).

@@ -30,11 +30,11 @@ private:
     telemetry::Span span_;
 };
 
-// Rank 0's position after resuming, sent to every rank as it is. `resumed` is a full word (0 or 1) so the struct
+// Rank 0's position after resuming, sent to every rank as it is. The flags are full words (0 or 1) so the struct
 // has no padding bytes.
 struct ResumePoint {
-    int64_t resumed, log_finished_epoch;
-    int64_t epoch, step_in_epoch, global_step, optimizer_steps;
+    int64_t resumed, log_finished_epoch, rank_copies;
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps, last_average_step;
     double epoch_loss_sum, epoch_samples, finished_epoch_train_loss;
 };
 
@@ -49,6 +49,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       steps_per_epoch_(loader_.steps_per_epoch() / passes_),
       loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
+      rank_copies_(local_sgd_ && parts.world > 1),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank, parts.after_stop),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
       step_clock_(parts.model->parameters()),
@@ -88,7 +89,6 @@ void TrainingRun::resume() {
         evaluate_now();
         log_epoch(pos_.epoch);
     }
-    last_average_step_ = pos_.global_step;
     if (parts_.world > 1) latency_probe_s_ = latency_probe(parts_.comm);  // ~1 ms, for "predicted"
 }
 
@@ -107,7 +107,8 @@ void TrainingRun::load_resume_checkpoint() {
 // rank reads at each step, the learning-rate scaling and the dropout streams; resuming across a change would skip
 // or repeat samples.
 void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
-    LoopState at = load_checkpoint(path, parts_.model->checkpoint_tensors(), parts_.opt.get());
+    RankCopies copies;
+    LoopState at = load_checkpoint(path, parts_.model->checkpoint_tensors(), parts_.opt.get(), &copies);
     check_checkpoint_classes(path, at.extra, parts_.data.train->class_names());
     if (at.world_size != parts_.world)
         throw InputError(path + ": written by a " + std::to_string(at.world_size) + "-rank run, this run has " +
@@ -138,6 +139,14 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
                          "has " + std::to_string(steps_per_epoch_) + " (train.batch_size, the training set or "
                          "sync.backward_passes_per_step changed); resume with the settings that wrote it, or start a "
                          "fresh run in another output.dir");
+    // Every rank's own parameters and optimizer state, where this run keeps them per rank too (a checkpoint without
+    // them, or a run that switched to allreduce, continues from the checkpoint's model and rank 0's state).
+    last_average_step_ = at.global_step;  // the checkpoint's model is one model on every rank
+    resumed_copies_ = {};
+    if (rank_copies_ && !copies.empty()) {
+        last_average_step_ = recorded_last_average_step(path, at);
+        resumed_copies_ = std::move(copies);
+    }
     pos_ = std::move(at);
     resumed_from_ = path;
     parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
@@ -172,10 +181,12 @@ void TrainingRun::adopt_root_position() {
     TrainerParts& p = parts_;
     ResumePoint root{.resumed = resumed_from_.empty() ? 0 : 1,
                      .log_finished_epoch = log_finished_epoch_ ? 1 : 0,
+                     .rank_copies = resumed_copies_.empty() ? 0 : 1,
                      .epoch = pos_.epoch,
                      .step_in_epoch = pos_.step_in_epoch,
                      .global_step = pos_.global_step,
                      .optimizer_steps = p.opt->steps_taken(),
+                     .last_average_step = last_average_step_,
                      .epoch_loss_sum = pos_.epoch_loss_sum,
                      .epoch_samples = pos_.epoch_samples,
                      .finished_epoch_train_loss = train_loss_};
@@ -188,6 +199,7 @@ void TrainingRun::adopt_root_position() {
     pos_.global_step = root.global_step;
     pos_.epoch_loss_sum = root.epoch_loss_sum;
     pos_.epoch_samples = root.epoch_samples;
+    last_average_step_ = root.last_average_step;
     // Rank 0 checked the checkpoint's world size against this run's, so there is one state per rank.
     std::vector<Rng::State> rngs(p.world);
     if (p.is_root()) rngs = pos_.rng_states;
@@ -196,6 +208,12 @@ void TrainingRun::adopt_root_position() {
     if (resumed_from_.empty()) resumed_from_ = "(rank 0's checkpoint)";
     sync::broadcast_from_root(p.comm, p.model->checkpoint_tensors(), p.opt->state());
     p.opt->set_steps_taken(root.optimizer_steps);
+    if (root.rank_copies != 0) {
+        // Local SGD: each rank continues from its own parameters and optimizer state, as in an uninterrupted run.
+        const auto w = p.watch("the resume's sending of every rank's own tensors", 0, pos_.global_step);
+        sync::scatter_from_root(p.comm, resumed_copies_.values, rank_tensors());
+    }
+    resumed_copies_ = {};
 }
 
 // ---- the step ----
@@ -354,7 +372,8 @@ TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
 }
 
 void TrainingRun::write_step_checkpoint() {
-    average_parameters_now();
+    // Local SGD averages nothing here: write_checkpoint saves the ranks' average without making it, so the checkpoint
+    // schedule leaves the run as it is.
     const LossSums all = epoch_sums_over_ranks();
     LoopState at = pos_;
     at.epoch_loss_sum += all.loss;
@@ -406,9 +425,10 @@ void TrainingRun::log_epoch(int64_t finished) {
 
 void TrainingRun::finish() {
     progress_.finish();
-    average_parameters_now();  // local_sgd: the run ends with one model on every rank
     // The final position is always saved, so a run stopped by max_steps resumes where it stopped; a run stopped by a
-    // signal saves it even with checkpoints off (what the stop is for), unless that position was just written.
+    // signal saves it even with checkpoints off (what the stop is for), unless that position was just written. Saved
+    // before the final average below: local SGD's checkpoint holds each rank's own parameters as they are at this
+    // step in an uninterrupted run (a max_steps stop between averages).
     const int64_t every = plan_.checkpoint.every_epochs;
     if (stopped_by_signal()) {
         if (last_checkpoint_step_ != pos_.global_step) write_checkpoint(pos_);
@@ -416,6 +436,7 @@ void TrainingRun::finish() {
                (stopped_by_max_steps_ || every == 0 || pos_.epoch % every != 0)) {
         write_checkpoint(pos_);
     }
+    average_parameters_now();  // local_sgd: the run ends with one model on every rank
     // A run stopped by max_steps inside an epoch, or resumed at its end after that epoch's evaluation failed (the
     // checkpoint is written first), still reports the final model's test figures.
     if (!stopped_by_signal() && last_eval_["test_accuracy"].is_null()) evaluate_now();
@@ -429,7 +450,17 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
         const auto w = p.watch("the checkpoint's gathering of RNG states", sizeof(Rng::State), at.global_step);
         states = p.comm.allgather_object(p.dropout_rng.state());
     }
-    average_buffers_now();  // a collective: before rank 0 alone writes
+    // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
+    // aside, and every rank's own tensors; otherwise the BatchNorm buffers averaged in place.
+    std::vector<nn::Parameter> averaged;
+    RankCopies copies;
+    if (rank_copies_) {
+        averaged = averaged_model();
+        const auto w = p.watch("the checkpoint's gathering of every rank's tensors", 0, at.global_step);
+        copies = {p.world, sync::gather_to_root(p.comm, rank_tensors())};
+    } else {
+        average_buffers_now();
+    }
     last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
     LoopState full = at;
@@ -446,10 +477,47 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     if (at.step_in_epoch > 0 && window_.steps > 0)
         full.extra["log_window"] = {{"steps", window_.steps}, {"loss_sum", window_.loss_sum},
                                     {"samples", window_.samples}};
+    if (rank_copies_) record_last_average_step(full, last_average_step_);
+    std::vector<nn::Parameter*> model = p.model->checkpoint_tensors();
+    if (rank_copies_)
+        for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
-    save_checkpoint(dir + "/" + name, p.model->checkpoint_tensors(), p.opt.get(), full);
+    save_checkpoint(dir + "/" + name, model, p.opt.get(), full, copies);
     publish_checkpoint(dir, name, plan_.checkpoint.keep);
+}
+
+// Local SGD with several ranks: the model a checkpoint holds, the ranks' average of the parameters and the BatchNorm
+// buffers, made aside: an average the schedule does not make would change the rest of the run. Right after an
+// average the parameters are one model already: copied as they are. Collective.
+std::vector<nn::Parameter> TrainingRun::averaged_model() {
+    TrainerParts& p = parts_;
+    const auto w = p.watch("the checkpoint's average of the ranks' models", 0, pos_.global_step);
+    std::vector<Tensor> values;
+    if (last_average_step_ == pos_.global_step) {
+        for (const nn::Parameter* prm : p.model->parameters()) {
+            values.emplace_back(prm->value.shape());
+            values.back().copy_from(prm->value);
+        }
+    } else {
+        values = p.averager->averaged_copies();
+    }
+    for (Tensor& b : p.buffer_averager->averaged_copies()) values.push_back(std::move(b));
+    const std::vector<nn::Parameter*> names = p.model->checkpoint_tensors();  // parameters, then buffers
+    std::vector<nn::Parameter> model(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        model[i].name = names[i]->name;
+        model[i].value = std::move(values[i]);
+    }
+    return model;
+}
+
+// The tensors each rank keeps as its own in local SGD, in a checkpoint's order: parameters, buffers, optimizer state.
+std::vector<Tensor*> TrainingRun::rank_tensors() {
+    std::vector<Tensor*> t;
+    for (nn::Parameter* prm : parts_.model->checkpoint_tensors()) t.push_back(&prm->value);
+    for (auto& [name, state] : parts_.opt->state()) t.push_back(state);
+    return t;
 }
 
 std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {

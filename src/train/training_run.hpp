@@ -78,6 +78,8 @@ private:
     };
     LossSums epoch_sums_over_ranks();
     void write_checkpoint(const LoopState& at);
+    std::vector<nn::Parameter> averaged_model();
+    std::vector<Tensor*> rank_tensors();
     void average_parameters_now();
     void average_buffers_now();
     void evaluate_now();
@@ -101,6 +103,9 @@ private:
     // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
     const float loss_scale_;
     const bool local_sgd_;
+    // Local SGD with several ranks: the ranks' parameters differ between averages and each keeps its own optimizer
+    // state, so checkpoints hold every rank's own tensors next to the ranks' average (checkpoint.hpp, RankCopies).
+    const bool rank_copies_;
     // sync.balance speed with more than one rank, else null.
     std::unique_ptr<sync::BatchBalancer> balancer_;
 
@@ -121,6 +126,7 @@ private:
     int64_t last_checkpoint_step_ = -1;
     int64_t last_average_step_ = 0;  // local_sgd: the global step of the last parameter average
     std::string resumed_from_;
+    RankCopies resumed_copies_;  // rank 0, between loading a checkpoint and sending every rank its own tensors
 
     data::Batch batch_;
     ops::LossTotals pending_loss_;  // this rank's training losses not yet read by the host

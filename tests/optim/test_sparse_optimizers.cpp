@@ -308,6 +308,39 @@ TEST_CASE("FTRL recomputes its weights from averaged state (local SGD)", "[optim
     CHECK(t.w(1) == 0.7f);
 }
 
+TEST_CASE("FTRL's weights of another state are recompute_weights' bits, computed aside (local SGD checkpoints)",
+          "[optim][sparse]") {
+    SparseOptimizerOptions o = options("ftrl");
+    o.l1 = 0.05f;
+    o.l2 = 0.1f;
+    Table t(4, 2), other(4, 2);
+    auto opt = make_sparse_optimizer(o, t.weight, t.bias), from = make_sparse_optimizer(o, other.weight, other.bias);
+    std::vector<float> bg{0.3f, -0.1f};
+    opt->apply(rows_of(2, {0, 2}, {1.0f, -0.5f, 0.25f, 2.0f}), bg, 0.4f);
+    from->apply(rows_of(2, {1, 2}, {-1.5f, 0.5f, 0.75f, -2.0f}), bg, 0.4f);
+    // `from`'s state, as a checkpoint's averaged copy would be: the weights it gives without touching `opt`.
+    std::vector<Tensor> state;
+    for (const auto& [name, tensor] : from->state()) {
+        state.emplace_back(tensor->shape());
+        state.back().copy_from(*tensor);
+    }
+    const std::vector<float> before(t.weight.value.data(), t.weight.value.data() + 8);
+    Tensor w({4, 2}), b({2});
+    opt->weights_for_state(state, 0.3f, w, b);
+    CHECK(std::vector<float>(t.weight.value.data(), t.weight.value.data() + 8) == before);
+    from->recompute_weights(0.3f);
+    CHECK(std::vector<float>(w.data(), w.data() + 8) ==
+          std::vector<float>(other.weight.value.data(), other.weight.value.data() + 8));
+    CHECK(std::vector<float>(b.data(), b.data() + 2) ==
+          std::vector<float>(other.bias.value.data(), other.bias.value.data() + 2));
+    state.pop_back();
+    CHECK_THROWS_AS(opt->weights_for_state(state, 0.3f, w, b), Error);
+    // SGD and AdaGrad: nothing derives from state, nothing is written.
+    Tensor untouched = Tensor::filled({4, 2}, 7.0f);
+    make_sparse_optimizer(options("adagrad"), t.weight, t.bias)->weights_for_state({}, 0.3f, untouched, b);
+    CHECK(untouched.data()[3] == 7.0f);
+}
+
 TEST_CASE("export_rows / import_rows carry a row's weight and per-row state bit for bit", "[optim][sparse][owner]") {
     // Owner updates: rank A updates rows, ships them, rank B writes them in; B must then be A for those rows (weight
     // and state), keep its other rows, and the next update on both must agree to the bit.

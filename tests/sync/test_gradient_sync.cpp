@@ -458,6 +458,36 @@ TEST_CASE("ParameterAverager makes every rank's parameters the average", "[sync]
     }
 }
 
+TEST_CASE("ParameterAverager's averaged copies are average()'s bits and leave the parameters alone",
+          "[sync][local_sgd]") {
+    const int me = world_rank();
+    auto comm = comm::make_communicator("ring");
+    for (size_t fusion : {size_t{64} << 20, size_t{0}, size_t{2048}}) {
+        INFO("fusion " << fusion);
+        ParamSet ps;
+        for (size_t i = 0; i < ps.ptrs.size(); ++i) {
+            const auto v = grad_values(static_cast<size_t>(ps.ptrs[i]->value.numel()), me, 31, i, 5);
+            std::copy(v.begin(), v.end(), ps.ptrs[i]->value.data());
+        }
+        sync::ParameterAverager avg(*comm, ps.ptrs, fusion);
+        const std::vector<Tensor> copies = avg.averaged_copies();
+        CHECK(avg.collectives() == 0);  // counted per average() only (the run's prediction divides by averages)
+        REQUIRE(copies.size() == ps.ptrs.size());
+        size_t untouched = 0;
+        for (size_t i = 0; i < ps.ptrs.size(); ++i) {
+            const auto v = grad_values(static_cast<size_t>(ps.ptrs[i]->value.numel()), me, 31, i, 5);
+            untouched += std::equal(v.begin(), v.end(), ps.ptrs[i]->value.data());
+        }
+        CHECK(untouched == ps.ptrs.size());
+        avg.average();
+        size_t same = 0;
+        for (size_t i = 0; i < ps.ptrs.size(); ++i)
+            same += copies[i].shape() == ps.ptrs[i]->value.shape() &&
+                    std::equal(copies[i].data(), copies[i].data() + copies[i].numel(), ps.ptrs[i]->value.data());
+        CHECK(same == ps.ptrs.size());
+    }
+}
+
 // Hidden (tag [.]): brings the job down. Run by the ctest entry test_sync_stall_abort, which expects the message.
 TEST_CASE("stall_abort_s takes the job down with the stall message", "[.][stall_abort]") {
     const int me = world_rank();

@@ -98,6 +98,45 @@ TEST_CASE("require_same_facts: silent when the ranks agree, the same error on ev
     CHECK_NOTHROW(sync::require_same_facts(*comm, same));
 }
 
+TEST_CASE("gather_to_root and scatter_from_root: every rank's tensors to rank 0 and each rank's own back",
+          "[agree][mpi][local_sgd]") {
+    const int me = world_rank(), n = world_size();
+    auto comm = comm::make_communicator("ring");
+    // Rank r's tensor i holds 100 r + 10 i + j.
+    std::vector<Tensor> mine = {Tensor({2, 3}), Tensor({1}), Tensor({0})};
+    auto fill = [&](int rank) {
+        for (size_t i = 0; i < mine.size(); ++i)
+            for (int64_t j = 0; j < mine[i].numel(); ++j)
+                mine[i].data()[j] = static_cast<float>(100 * rank + 10 * i + j);
+    };
+    fill(me);
+    std::vector<Tensor*> tensors;
+    for (Tensor& t : mine) tensors.push_back(&t);
+    std::vector<std::vector<float>> all = sync::gather_to_root(*comm, tensors);
+    REQUIRE(all.size() == mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+        const auto numel = static_cast<size_t>(mine[i].numel());
+        if (me != 0) {
+            CHECK(all[i].empty());
+            continue;
+        }
+        REQUIRE(all[i].size() == numel * static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r)
+            for (size_t j = 0; j < numel; ++j)
+                CHECK(all[i][static_cast<size_t>(r) * numel + j] ==
+                      static_cast<float>(100 * r + 10 * static_cast<int>(i) + static_cast<int>(j)));
+    }
+    // Back, after the ranks' own values were overwritten (as a resumed run's are by rank 0's broadcast).
+    for (Tensor& t : mine) std::fill(t.data(), t.data() + t.numel(), -1.0f);
+    sync::scatter_from_root(*comm, all, tensors);
+    std::vector<float> got;
+    for (const Tensor& t : mine) got.insert(got.end(), t.data(), t.data() + t.numel());
+    fill(me);
+    std::vector<float> want;
+    for (const Tensor& t : mine) want.insert(want.end(), t.data(), t.data() + t.numel());
+    CHECK(got == want);
+}
+
 TEST_CASE("ranks that pick different backends are told so when the communicator is made", "[agree][mpi]") {
     const int me = world_rank(), n = world_size();
     const std::string backend = me == 0 ? "ring" : "mpi";

@@ -6,7 +6,9 @@
 
 #include <csignal>
 #include <filesystem>
+#include <functional>
 
+#include "checkpoint_surgery.hpp"
 #include "fixtures.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
@@ -142,4 +144,75 @@ TEST_CASE("resume candidates: latest first, then by descending step, never a pat
     train::remove_stale_temporaries(dir);
     CHECK(!fs::exists(dir + "/ckpt-000000040.bin.tmp"));
     CHECK(fs::exists(dir + "/ckpt-000000010.bin"));
+}
+
+TEST_CASE("per-rank copies: stored after the run's own tensors, read back, checked like them",
+          "[train][checkpoint][local_sgd]") {
+    const std::string dir = temp_dir("rank-copies");
+    OneTensor m(4);
+    nn::Parameter v{"v", Tensor({2}), Tensor({2})};
+    std::vector<nn::Parameter*> model = {&m.p, &v};
+    train::LoopState at = position(3);
+    at.world_size = 2;
+    at.rng_states = {Rng(1).state(), Rng(2).state()};
+    train::record_last_average_step(at, 0);
+    // Rank 0's w and v, then rank 1's.
+    const train::RankCopies copies{2, {{0, 1, 2, 3, 10, 11, 12, 13}, {5, 6, 15, 16}}};
+    const std::string path = dir + "/ckpt.bin";
+    train::save_checkpoint(path, model, nullptr, at, copies);
+    const CheckpointBytes c = read_checkpoint_bytes(path);
+    CHECK(c.header["rank_copies"] == 2);
+    std::vector<std::string> names;
+    for (const auto& t : c.header["tensors"]) names.push_back(t["name"]);
+    CHECK(names == std::vector<std::string>{"w", "v", "rank0/w", "rank0/v", "rank1/w", "rank1/v"});
+
+    OneTensor fresh(4);
+    nn::Parameter v2{"v", Tensor({2}), Tensor({2})};
+    std::vector<nn::Parameter*> target = {&fresh.p, &v2};
+    train::RankCopies got;
+    const train::LoopState s = train::load_checkpoint(path, target, nullptr, &got);
+    CHECK(got.ranks == 2);
+    CHECK(got.values == copies.values);
+    CHECK(train::recorded_last_average_step(path, s) == 0);
+    CHECK_NOTHROW(train::load_checkpoint(path, target, nullptr));  // eval: the model alone
+
+    // A checkpoint without copies (as every checkpoint before them) reads as none, and records no average step.
+    train::save_checkpoint(dir + "/plain.bin", model, nullptr, position(3));
+    const train::LoopState plain = train::load_checkpoint(dir + "/plain.bin", target, nullptr, &got);
+    CHECK(got.empty());
+    CHECK_THROWS_AS(train::recorded_last_average_step(dir + "/plain.bin", plain), train::CheckpointUnreadable);
+
+    // Copies that do not fit the tensors are the caller's bug, never a file.
+    CHECK_THROWS_AS(train::save_checkpoint(dir + "/bad.bin", model, nullptr, at, train::RankCopies{2, {{0, 1, 2, 3}}}),
+                    Error);
+    CHECK_FALSE(fs::exists(dir + "/bad.bin"));
+
+    // A damaged copy fails its checksum before anything is restored.
+    const std::string damaged = dir + "/damaged.bin";
+    fs::copy_file(path, damaged);
+    flip_bit(damaged, c.bytes.size() - 8, 3);  // rank 1's v, before the 4-byte footer
+    fresh.p.value.data()[1] = 42.0f;
+    CHECK_THROWS_AS(train::load_checkpoint(damaged, target, nullptr, &got), train::CheckpointUnreadable);
+    CHECK(fresh.p.value.data()[1] == 42.0f);
+
+    // Crafted headers (checksums recomputed): a copy under another name, more copies than ranks.
+    for (const auto& [what, edit] : std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
+             {"is not rank 1's copy of 'v'", [](nlohmann::json& h) { h["tensors"][5]["name"] = "rank1/x"; }},
+             {"key 'rank_copies' is 3, not 0 or world_size 2", [](nlohmann::json& h) { h["rank_copies"] = 3; }},
+             {"lists 5 tensors, not the run's own and 2 per-rank copies",
+              [](nlohmann::json& h) { h["tensors"].erase(5); }}}) {
+        INFO(what);
+        const std::string crafted = dir + "/crafted.bin";
+        fs::remove(crafted);
+        fs::copy_file(path, crafted);
+        nlohmann::json h = c.header;
+        edit(h);
+        replace_header(crafted, h.dump());
+        try {
+            train::load_checkpoint(crafted, target, nullptr, &got);
+            FAIL("loaded");
+        } catch (const train::CheckpointUnreadable& e) {
+            CHECK_THAT(e.what(), Catch::Contains(what));
+        }
+    }
 }

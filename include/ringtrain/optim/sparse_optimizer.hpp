@@ -55,6 +55,11 @@ public:
     // the state tensors (state()) instead and then call this: every weight and the bias recomputed from the state at
     // alpha = lr (O(rows * K)). SGD and AdaGrad keep their weights outside the state: nothing to do.
     virtual void recompute_weights(float lr) {}
+    // recompute_weights for another state, computed aside: the weight and bias FTRL holds with `state` (tensors of
+    // state()'s shapes, in its order) at alpha = lr, written into `weight` and `bias` (the table's and the bias's
+    // shapes). For a local SGD checkpoint's model, the ranks' average made without changing what they train on.
+    // SGD and AdaGrad keep their weights outside the state: nothing to do.
+    virtual void weights_for_state(const std::vector<Tensor>& state, float lr, Tensor& weight, Tensor& bias) const {}
 
     // Owner-computes updates (sync.sparse_update owner): each rank updates only the rows it owns, then ships them
     // with their per-row state to the other ranks, which write them into their own table and state. A row travels

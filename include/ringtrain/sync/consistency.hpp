@@ -43,6 +43,15 @@ void require_same_facts(comm::Communicator& comm, const Facts& mine);
 void broadcast_from_root(comm::Communicator& comm, const std::vector<nn::Parameter*>& params,
                          const std::vector<std::pair<std::string, Tensor*>>& state);
 
+// Local SGD checkpoints (each rank's own parameters and optimizer state): every rank's values of `tensors` gathered to
+// rank 0, one collective per tensor. On rank 0, element i holds rank 0's values of tensors[i], then rank 1's, and so
+// on; elsewhere it is empty. Device tensors travel through host copies. Collective.
+std::vector<std::vector<float>> gather_to_root(comm::Communicator& comm, const std::vector<Tensor*>& tensors);
+// The way back, on resume: rank r's part of values[i] (rank 0's argument, laid out as gather_to_root returns it;
+// ignored on the other ranks) into its own tensors[i]. One broadcast per tensor and rank other than 0. Collective.
+void scatter_from_root(comm::Communicator& comm, const std::vector<std::vector<float>>& values,
+                       const std::vector<Tensor*>& tensors);
+
 // Hash of parameter names and shapes, in order (stored in checkpoints: a checkpoint of another model is refused).
 uint64_t parameter_layout_hash(const std::vector<nn::Parameter*>& params);
 

@@ -1,5 +1,5 @@
 // ParameterAverager: local SGD's averaging of parameter values across ranks (each rank steps on its own gradients
-// and, every H steps, calls average()).
+// and, every H steps, calls average()), and the same average computed aside for a checkpoint (averaged_copies()).
 #pragma once
 
 #include <cstddef>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/tensor.hpp"
 #include "ringtrain/nn/layer.hpp"
 
 namespace ringtrain::sync {
@@ -19,9 +20,18 @@ class ParameterAverager {
 public:
     ParameterAverager(comm::Communicator& comm, std::vector<nn::Parameter*> params, size_t fusion_bytes = 64u << 20);
     void average();
+    // The ranks' average of every parameter, as host tensors in parameter order, with the parameters left as they
+    // are: a local SGD checkpoint saves the average, but an average the schedule does not make would change what the
+    // ranks train on from there. The same groups and collectives as average(), so the same bits. Collective; copies
+    // of the values on one rank.
+    std::vector<Tensor> averaged_copies();
     uint64_t collectives() const { return collectives_; }
 
 private:
+    // average()'s work on `values` (the parameters' own, or host copies of them: same shapes, same order); returns
+    // the collectives it made.
+    uint64_t average_values(const std::vector<Tensor*>& values);
+
     comm::Communicator& comm_;
     std::vector<nn::Parameter*> params_;
     std::vector<std::vector<size_t>> groups_;  // parameter indices packed together

@@ -7,6 +7,12 @@
 //           u32 CRC-32C of everything before the tensors (magic, length, header).
 // Format 1 files (magic "RTCKPT01", no checksums, no model hash) are refused with a message saying so: loading
 // unverifiable weights is what checksums exist to prevent.
+//
+// Local SGD with several ranks adds every rank's own copy of every tensor after the run's own ones (header key
+// "rank_copies" = the number of ranks, tensors named "rank<R>/<name>", rank 0's first): the ranks' parameters drift
+// apart between averages and each keeps its own optimizer state. Files without them (written before they existed,
+// or by other runs) read as before. An older ringtrain evaluates a file with them (it reads the model and skips the
+// rest) but refuses to resume it (exit 2: the tensor list does not fit its optimizer).
 #pragma once
 
 #include <cstdint>
@@ -42,13 +48,29 @@ public:
     using InputError::InputError;
 };
 
-void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
-                     const LoopState& state);
+// Every rank's own values of the checkpoint's tensors (the parameters, then the optimizer's state, as saved): values[i]
+// holds rank 0's values of tensor i, then rank 1's, and so on (sync::gather_to_root's layout). Empty: none.
+struct RankCopies {
+    int64_t ranks = 0;
+    std::vector<std::vector<float>> values;
+    bool empty() const { return ranks == 0; }
+};
 
-// Verifies the whole file, then restores `params` and (when given) the optimizer. Throws CheckpointUnreadable for
-// a damaged file, InputError when it is sound but of another model or optimizer (names the first differing tensor).
-LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params,
-                          optim::Optimizer* opt);
+// `copies`, when not empty, must hold every tensor of `params` and the optimizer's state for copies.ranks ranks.
+void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
+                     const LoopState& state, const RankCopies& copies = {});
+
+// Verifies the whole file, then restores `params` and (when given) the optimizer, and fills `copies` (when given)
+// with the file's per-rank copies (empty when it has none). Throws CheckpointUnreadable for a damaged file,
+// InputError when it is sound but of another model or optimizer (names the first differing tensor).
+LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
+                          RankCopies* copies = nullptr);
+
+// Local SGD: the global step of the ranks' last average, recorded in extra next to per-rank copies, so that a resumed
+// run averages again exactly where the uninterrupted one would (say, at an epoch's end right after a step checkpoint).
+void record_last_average_step(LoopState& state, int64_t step);
+// The step record_last_average_step recorded; CheckpointUnreadable when it is missing or not in [0, global_step].
+int64_t recorded_last_average_step(const std::string& path, const LoopState& state);
 
 // A checkpoint of a run on named classes (an image folder) records them in extra["classes"]; a run that resumes
 // or evaluates it must have the same names in the same order (InputError naming both lists). A checkpoint without
