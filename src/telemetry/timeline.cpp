@@ -68,25 +68,6 @@ size_t Timeline::dropped_count() const {
 bool Timeline::write(std::string* error) const {
     if (!enabled_) return true;
     using nlohmann::json;
-    json events = json::array();
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
-                          {"args", {{"name", "rank " + std::to_string(rank_)}}}});
-        events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
-                          {"args", {{"sort_index", rank_}}}});
-        for (const auto& [tid, name] : thread_names_)
-            events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"args", {{"name", name}}}});
-        for (const Event& e : events_) {
-            json ev = {{"name", e.name}, {"cat", e.category}, {"ph", "X"},  {"ts", e.start_us},
-                       {"dur", e.dur_us}, {"pid", rank_},      {"tid", e.tid}};
-            if (!e.args.empty()) ev["args"] = e.args;
-            events.push_back(std::move(ev));
-        }
-    }
-    json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
-    if (dropped_count() > 0) doc["otherData"] = {{"droppedEvents", dropped_count()}};
-
     const std::string tmp = file_path_ + ".tmp";
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -94,8 +75,30 @@ bool Timeline::write(std::string* error) const {
             if (error) *error = "cannot open " + tmp + " for writing";
             return false;
         }
-        // Invalid UTF-8 in a name becomes U+FFFD instead of an exception: a trace is written whatever the names.
-        out << doc.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+        // One event at a time, never the whole document: a DOM of every event plus its text took ~0.9-1.3 KB of
+        // memory per event while writing (bench/RESULTS.md, "The timeline written event by event"). Invalid UTF-8 in
+        // a name becomes U+FFFD instead of an exception: a trace is written whatever the names.
+        bool first = true;
+        const auto put = [&](const json& ev) {
+            out << (first ? "\n" : ",\n") << ev.dump(-1, ' ', false, json::error_handler_t::replace);
+            first = false;
+        };
+        std::lock_guard<std::mutex> lock(mutex_);
+        out << "{\"displayTimeUnit\":\"ms\",";
+        if (dropped_ > 0) out << "\"otherData\":{\"droppedEvents\":" << dropped_ << "},";
+        out << "\"traceEvents\":[";
+        put({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
+             {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+        put({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"sort_index", rank_}}}});
+        for (const auto& [tid, name] : thread_names_)
+            put({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"args", {{"name", name}}}});
+        for (const Event& e : events_) {
+            json ev = {{"name", e.name}, {"cat", e.category}, {"ph", "X"},  {"ts", e.start_us},
+                       {"dur", e.dur_us}, {"pid", rank_},      {"tid", e.tid}};
+            if (!e.args.empty()) ev["args"] = e.args;
+            put(ev);
+        }
+        out << "\n]}\n";
         out.flush();
         if (!out) {
             if (error) *error = "cannot write " + tmp;
