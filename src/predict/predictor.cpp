@@ -55,8 +55,11 @@ std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketL
         Row r;
         r.configured = scaling::predict_step(t, layout, link, configured, n, batch_per_rank);
         r.best = r.configured;
+        // Local SGD's averages travel in float32 (train refuses sync.compression with it): no 16-bit candidate.
+        const std::vector<double> wires = configured.local_sgd_period > 0 ? std::vector<double>{4.0}
+                                                                          : std::vector<double>{4.0, 2.0};
         for (scaling::Algorithm a : scaling::kAlgorithms)
-            for (double wire : {4.0, 2.0}) {
+            for (double wire : wires) {
                 scaling::Setting s = configured;
                 s.algorithm = a;
                 s.wire_bytes_per_float = wire;

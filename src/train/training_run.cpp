@@ -30,11 +30,15 @@ private:
     telemetry::Span span_;
 };
 
+// Local SGD checkpoints with per-rank copies: the step at which the BatchNorm buffers were last averaged (absent: not
+// at the checkpoint's step, so a resumed run averages them where it must).
+constexpr const char* kBuffersAveragedStep = "local_sgd_buffers_averaged_step";
+
 // Rank 0's position after resuming, sent to every rank as it is. The flags are full words (0 or 1) so the struct
 // has no padding bytes.
 struct ResumePoint {
     int64_t resumed, log_finished_epoch, rank_copies;
-    int64_t epoch, step_in_epoch, global_step, optimizer_steps, last_average_step;
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps, last_average_step, buffers_averaged_step;
     double epoch_loss_sum, epoch_samples, finished_epoch_train_loss;
 };
 
@@ -142,9 +146,12 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
     // Every rank's own parameters and optimizer state, where this run keeps them per rank too (a checkpoint without
     // them, or a run that switched to allreduce, continues from the checkpoint's model and rank 0's state).
     last_average_step_ = at.global_step;  // the checkpoint's model is one model on every rank
+    buffers_averaged_step_ = at.global_step;  // its buffers were averaged when it was written
     resumed_copies_ = {};
     if (rank_copies_ && !copies.empty()) {
         last_average_step_ = recorded_last_average_step(path, at);
+        const auto it = at.extra.is_object() ? at.extra.find(kBuffersAveragedStep) : at.extra.end();
+        buffers_averaged_step_ = it != at.extra.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
         resumed_copies_ = std::move(copies);
     }
     pos_ = std::move(at);
@@ -187,6 +194,7 @@ void TrainingRun::adopt_root_position() {
                      .global_step = pos_.global_step,
                      .optimizer_steps = p.opt->steps_taken(),
                      .last_average_step = last_average_step_,
+                     .buffers_averaged_step = buffers_averaged_step_,
                      .epoch_loss_sum = pos_.epoch_loss_sum,
                      .epoch_samples = pos_.epoch_samples,
                      .finished_epoch_train_loss = train_loss_};
@@ -200,6 +208,7 @@ void TrainingRun::adopt_root_position() {
     pos_.epoch_loss_sum = root.epoch_loss_sum;
     pos_.epoch_samples = root.epoch_samples;
     last_average_step_ = root.last_average_step;
+    buffers_averaged_step_ = root.buffers_averaged_step;
     // Rank 0 checked the checkpoint's world size against this run's, so there is one state per rank.
     std::vector<Rng::State> rngs(p.world);
     if (p.is_root()) rngs = pos_.rng_states;
@@ -402,7 +411,11 @@ void TrainingRun::end_epoch() {
     // is first decoded by the first evaluation) must not throw away the epoch's training.
     const int64_t every = plan_.checkpoint.every_epochs;
     if (every > 0 && pos_.epoch % every == 0) {
-        average_parameters_now();  // local_sgd: the one model the evaluation will see
+        // The one model the evaluation will see, averaged before the checkpoint: a resumed run whose epoch line was
+        // written does not evaluate again, and must continue from what the evaluation left (local SGD's per-rank
+        // copies included).
+        average_parameters_now();
+        average_buffers_now();
         write_checkpoint(pos_);
     }
     evaluate_now();
@@ -477,7 +490,10 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     if (at.step_in_epoch > 0 && window_.steps > 0)
         full.extra["log_window"] = {{"steps", window_.steps}, {"loss_sum", window_.loss_sum},
                                     {"samples", window_.samples}};
-    if (rank_copies_) record_last_average_step(full, last_average_step_);
+    if (rank_copies_) {
+        record_last_average_step(full, last_average_step_);
+        full.extra[kBuffersAveragedStep] = buffers_averaged_step_;
+    }
     std::vector<nn::Parameter*> model = p.model->checkpoint_tensors();
     if (rank_copies_)
         for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
@@ -502,7 +518,14 @@ std::vector<nn::Parameter> TrainingRun::averaged_model() {
     } else {
         values = p.averager->averaged_copies();
     }
-    for (Tensor& b : p.buffer_averager->averaged_copies()) values.push_back(std::move(b));
+    if (buffers_averaged_step_ == pos_.global_step) {
+        for (const nn::Parameter* b : p.model->buffers()) {
+            values.emplace_back(b->value.shape());
+            values.back().copy_from(b->value);
+        }
+    } else {
+        for (Tensor& b : p.buffer_averager->averaged_copies()) values.push_back(std::move(b));
+    }
     const std::vector<nn::Parameter*> names = p.model->checkpoint_tensors();  // parameters, then buffers
     std::vector<nn::Parameter> model(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
@@ -544,8 +567,10 @@ void TrainingRun::average_parameters_now() {
 // averager fuses them into few allreduces and stages a GPU model's through host memory (the communicator reads host
 // memory only).
 void TrainingRun::average_buffers_now() {
+    if (buffers_averaged_step_ == pos_.global_step) return;  // equal already; a second average could move a last bit
     const auto w = parts_.watch("the BatchNorm buffers' average", 0, pos_.global_step);
     parts_.buffer_averager->average();
+    buffers_averaged_step_ = pos_.global_step;
 }
 
 // Evaluation on one model (local SGD averages first), timed apart from training.

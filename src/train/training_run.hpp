@@ -125,6 +125,10 @@ private:
     int stop_signal_ = 0;  // the agreed stop's signal (the highest number any rank got), 0 = none
     int64_t last_checkpoint_step_ = -1;
     int64_t last_average_step_ = 0;  // local_sgd: the global step of the last parameter average
+    // The global step at which the BatchNorm buffers were last averaged (-1: not since this run started). A second
+    // average of equal buffers is not always the same bits (x+x+x)/3: so never twice at one step, and a resumed run
+    // knows whether the run it continues had averaged them at the checkpoint's step.
+    int64_t buffers_averaged_step_ = -1;
     std::string resumed_from_;
     RankCopies resumed_copies_;  // rank 0, between loading a checkpoint and sending every rank its own tensors
 

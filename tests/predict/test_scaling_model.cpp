@@ -146,6 +146,14 @@ TEST_CASE("predict_rows: the best setting is the fastest algorithm and wire form
     CHECK(rows[0].best.setting.wire_bytes_per_float == 2.0);
     CHECK(rows[0].best.step_s < rows[0].configured.step_s);
     CHECK(rows[0].best.setting.algorithm != Algorithm::RecursiveDoubling);
+
+    // Local SGD: its averages travel in float32 (train refuses sync.compression with it), so the best setting
+    // offered keeps the fp32 wire, even where 16 bits would be faster.
+    s.local_sgd_period = 5;
+    const auto local = predict_rows(t, two_buckets(t), hand_link(), s, {4}, 64);
+    REQUIRE(local.size() == 1);
+    CHECK(local[0].best.setting.wire_bytes_per_float == 4.0);
+    CHECK(local[0].best.setting.local_sgd_period == 5);
 }
 
 TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") {

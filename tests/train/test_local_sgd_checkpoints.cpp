@@ -198,6 +198,18 @@ TEST_CASE("dense local SGD: another checkpoint schedule, a max_steps stop and a 
         resume.push_back("checkpoint.resume=auto");
         CHECK(train_dense(*comm, c, killed_dir, resume) == whole);
         comm->barrier();
+
+        // One epoch, then resumed from its epoch checkpoint for the second (the most common resume of all). The
+        // epoch's evaluation averaged the BatchNorm buffers; the resumed run, whose epoch line exists, does not
+        // evaluate again, so the checkpoint must hold what that evaluation left. Buffers are not in
+        // parameters_flat: the final checkpoints (every tensor, every rank's copies) are compared.
+        const std::string epoch_dir = dense_dir(c, "epoch");
+        train_dense(*comm, c, epoch_dir, {"train.epochs=1"});
+        CHECK(train_dense(*comm, c, epoch_dir, {"checkpoint.resume=auto"}) == whole);
+        if (comm->rank() == 0)
+            CHECK(checkpoint_tensor_values(checkpoint_path(epoch_dir, steps)) ==
+                  checkpoint_tensor_values(checkpoint_path(whole_dir, steps)));
+        comm->barrier();
     }
 }
 
