@@ -136,7 +136,29 @@ struct ResumePoint {
     int64_t epoch, step_in_epoch, global_step, steps_per_epoch, last_average_step;
     double epoch_loss_sum, epoch_samples;
     int64_t resumed, rank_copies;  // 0 or 1, full words: no padding bytes
+    int64_t window_steps;          // the steps since the stopped run's last logged line, and their sums
+    double window_loss, window_rows;
 };
+
+// A checkpoint inside an epoch records the steps since the last logged line (summed over the ranks, as logged), so
+// the resumed run's next line covers the same steps as an uninterrupted run's. Absent (older checkpoints, or none
+// pending): the next line covers the resumed steps only.
+constexpr const char* kLogWindow = "log_window";
+
+struct LogWindow {
+    int64_t steps = 0;
+    double loss = 0, rows = 0;
+};
+
+LogWindow recorded_log_window(const json& extra) {
+    const auto it = extra.is_object() ? extra.find(kLogWindow) : extra.end();
+    if (it == extra.end() || !it->is_object()) return {};
+    const json& w = *it;
+    if (!w.contains("steps") || !w["steps"].is_number_integer() || !w.contains("loss_sum") ||
+        !w["loss_sum"].is_number() || !w.contains("rows") || !w["rows"].is_number())
+        return {};
+    return {w["steps"].get<int64_t>(), w["loss_sum"].get<double>(), w["rows"].get<double>()};
+}
 
 // One rank's totals for the summary, gathered once.
 struct RankTotals {
@@ -366,7 +388,16 @@ void SparseRun::adopt_root_position() {
                   .epoch_loss_sum = pos_.epoch_loss_sum,
                   .epoch_samples = pos_.epoch_samples,
                   .resumed = resumed_ ? 1 : 0,
-                  .rank_copies = resumed_copies_.empty() ? 0 : 1};
+                  .rank_copies = resumed_copies_.empty() ? 0 : 1,
+                  .window_steps = 0,
+                  .window_loss = 0,
+                  .window_rows = 0};
+    if (resumed_ && rank_ == 0) {
+        const LogWindow w = recorded_log_window(pos_.extra);
+        p.window_steps = w.steps;
+        p.window_loss = w.loss;
+        p.window_rows = w.rows;
+    }
     comm_.broadcast_object(p, 0);
     pos_.epoch = p.epoch;
     pos_.step_in_epoch = p.step_in_epoch;
@@ -378,6 +409,9 @@ void SparseRun::adopt_root_position() {
     resumed_ = p.resumed != 0;
     skip_batches_ = pos_.step_in_epoch;
     last_average_step_ = p.last_average_step;
+    window_steps_ = p.window_steps;
+    window_loss_ = p.window_loss;
+    window_rows_ = p.window_rows;
     broadcast_from_root();
     if (p.rank_copies != 0) {
         // Local SGD: each rank continues from its own tensors, as in an uninterrupted run.
@@ -667,6 +701,8 @@ LoopState SparseRun::checkpoint_position() {
                             {"format", to_string(plan_.data.format)},
                             {"stream", stream_settings(plan_, train_fingerprint_)}}},
                 {"config", config_.document()}};
+    if (pos_.step_in_epoch > 0 && window_steps_ > 0)
+        at.extra[kLogWindow] = {{"steps", window_steps_}, {"loss_sum", window_loss_}, {"rows", window_rows_}};
     return at;
 }
 

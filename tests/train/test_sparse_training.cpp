@@ -153,8 +153,9 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
     write_file(dir + "/w.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", whole, common));
     write_file(dir + "/p.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", parts, common));
     // 2 ranks x 80 rows, batch 8: 10 steps an epoch; stop inside the second epoch (and once inside the first).
+    // A line every 3 steps: the stops at 4 and 13 fall between lines.
     const std::string run = mpirun(2) + binary() + " train --set train.batch_size=8 --set train.epochs=3 "
-                            "--set data.shuffle_buffer=16 --config ";
+                            "--set data.shuffle_buffer=16 --set train.log_every_steps=3 --config ";
     auto r = run_command(run + dir + "/w.json");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
@@ -174,6 +175,17 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
     // Bit for bit: the same batches in the same order, the same sums.
     CHECK(checkpoint_parameters(ckpt(whole, 30), 2) == checkpoint_parameters(ckpt(parts, 30), 2));
     CHECK(read_json(whole + "/summary.json")["test_logloss"] == s["test_logloss"]);
+    // The same metrics lines: each checkpoint inside an epoch carries the steps since the last line, so the resumed
+    // run's next line (steps 4-6, 13-15) is the mean over the same steps as the uninterrupted run's.
+    const auto lines = [](const std::string& run_dir) {
+        std::vector<std::pair<int64_t, double>> v;
+        for (const json& l : read_jsonl(run_dir + "/metrics.jsonl"))
+            if (l["type"] == "step") v.emplace_back(l["global_step"].get<int64_t>(), l["loss"].get<double>());
+        return v;
+    };
+    const auto lw = lines(whole), lp = lines(parts);
+    CHECK(lw.size() == 10);  // steps 3, 6, ..., 30
+    CHECK(lp == lw);
 }
 
 TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the same bits", "[train][sparse][mpi]") {
