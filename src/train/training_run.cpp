@@ -33,6 +33,9 @@ private:
 // Local SGD checkpoints with per-rank copies: the step at which the BatchNorm buffers were last averaged (absent: not
 // at the checkpoint's step, so a resumed run averages them where it must).
 constexpr const char* kBuffersAveragedStep = "local_sgd_buffers_averaged_step";
+// Every rank's own sums of the epoch so far, [[loss, samples], ...] (absent in checkpoints before 2026-11-28 12:30
+// UTC, whose epoch_loss_sum holds all of them).
+constexpr const char* kEpochLossPerRank = "epoch_loss_per_rank";
 
 // Rank 0's position after resuming, sent to every rank as it is. The flags are full words (0 or 1) so the struct
 // has no padding bytes.
@@ -161,6 +164,16 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
         train_loss_ = it->get<double>();
     if (const auto it = pos_.extra.find("log_window"); it != pos_.extra.end() && it->is_object())
         resumed_window_ = {0.0, it->value("steps", int64_t{0}), it->value("loss_sum", 0.0), it->value("samples", 0.0)};
+    resumed_local_ = recorded_epoch_loss(parts_.rank);
+}
+
+// This rank's sums of the epoch so far from the loaded checkpoint (rank 0's pos_), zero where it has none.
+TrainingRun::LossSums TrainingRun::recorded_epoch_loss(int rank) const {
+    const auto it = pos_.extra.is_object() ? pos_.extra.find(kEpochLossPerRank) : pos_.extra.end();
+    if (it == pos_.extra.end() || !it->is_array() || it->size() != static_cast<size_t>(parts_.world)) return {};
+    const json& mine = (*it)[static_cast<size_t>(rank)];
+    if (!mine.is_array() || mine.size() != 2 || !mine[0].is_number() || !mine[1].is_number()) return {};
+    return {mine[0].get<double>(), mine[1].get<double>()};
 }
 
 // Rank 0 only (inside resume's agreement). A fresh run never overwrites a previous run's metrics or checkpoints.
@@ -214,6 +227,11 @@ void TrainingRun::adopt_root_position() {
     if (p.is_root()) rngs = pos_.rng_states;
     p.comm.broadcast_bytes(std::as_writable_bytes(std::span<Rng::State>(rngs)), 0);
     p.dropout_rng.set_state(rngs[p.rank]);
+    std::vector<LossSums> sums(p.world);
+    if (p.is_root() && !resumed_from_.empty())
+        for (int r = 0; r < p.world; ++r) sums[static_cast<size_t>(r)] = recorded_epoch_loss(r);
+    p.comm.broadcast_bytes(std::as_writable_bytes(std::span<LossSums>(sums)), 0);
+    resumed_local_ = sums[static_cast<size_t>(p.rank)];
     if (resumed_from_.empty()) resumed_from_ = "(rank 0's checkpoint)";
     sync::broadcast_from_root(p.comm, p.model->checkpoint_tensors(), p.opt->state());
     p.opt->set_steps_taken(root.optimizer_steps);
@@ -234,7 +252,8 @@ bool TrainingRun::stop_at_max_steps() {
 
 void TrainingRun::begin_epoch() {
     epoch_t0_ = telemetry::now_seconds();
-    epoch_local_ = {};
+    epoch_local_ = resumed_local_;  // zero but on the first epoch of a run resumed inside it
+    resumed_local_ = {};
     loader_.start_epoch(pos_.epoch, pos_.step_in_epoch * passes_);
     window_ = {telemetry::now_seconds(), 0, 0.0, 0.0};
     // Resumed inside an epoch: the steps the stopped run ran since its last logged one count towards the next line,
@@ -383,24 +402,22 @@ TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
 void TrainingRun::write_step_checkpoint() {
     // Local SGD averages nothing here: write_checkpoint saves the ranks' average without making it, so the checkpoint
     // schedule leaves the run as it is.
-    const LossSums all = epoch_sums_over_ranks();
-    LoopState at = pos_;
-    at.epoch_loss_sum += all.loss;
-    at.epoch_samples += all.samples;
-    write_checkpoint(at);
+    write_checkpoint(pos_);  // with every rank's epoch_local_
 }
 
 void TrainingRun::end_epoch() {
     if (pending_loss_.pending()) read_loss();  // stopped by max_steps between reads
     const LossSums all = epoch_sums_over_ranks();
-    pos_.epoch_loss_sum += all.loss;
-    pos_.epoch_samples += all.samples;
     train_seconds_ += telemetry::now_seconds() - epoch_t0_;
     if ((stopped_by_max_steps_ || stopped_by_signal()) && pos_.step_in_epoch < steps_per_epoch_) {
-        // the position stays inside the epoch, for the final checkpoint
-        if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
+        // The position stays inside the epoch, for the final checkpoint (which records each rank's epoch_local_).
+        const double samples = pos_.epoch_samples + all.samples;
+        if (samples > 0) train_loss_ = (pos_.epoch_loss_sum + all.loss) / samples;
         return;
     }
+    pos_.epoch_loss_sum += all.loss;
+    pos_.epoch_samples += all.samples;
+    epoch_local_ = {};  // in pos_ now; the epoch's checkpoint below starts the next epoch
     train_loss_ = pos_.epoch_samples > 0 ? pos_.epoch_loss_sum / pos_.epoch_samples : std::nan("");
     const int64_t finished = pos_.epoch + 1;
     ++pos_.epoch;
@@ -463,6 +480,11 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
         const auto w = p.watch("the checkpoint's gathering of RNG states", sizeof(Rng::State), at.global_step);
         states = p.comm.allgather_object(p.dropout_rng.state());
     }
+    std::vector<LossSums> epoch_sums;
+    {
+        const auto w = p.watch("the checkpoint's gathering of the epoch's loss sums", sizeof(LossSums), at.global_step);
+        epoch_sums = p.comm.allgather_object(epoch_local_);
+    }
     // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
     // aside, and every rank's own tensors; otherwise the BatchNorm buffers averaged in place.
     std::vector<nn::Parameter> averaged;
@@ -490,6 +512,8 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     if (at.step_in_epoch > 0 && window_.steps > 0)
         full.extra["log_window"] = {{"steps", window_.steps}, {"loss_sum", window_.loss_sum},
                                     {"samples", window_.samples}};
+    full.extra[kEpochLossPerRank] = json::array();
+    for (const LossSums& e : epoch_sums) full.extra[kEpochLossPerRank].push_back({e.loss, e.samples});
     if (rank_copies_) {
         record_last_average_step(full, last_average_step_);
         full.extra[kBuffersAveragedStep] = buffers_averaged_step_;

@@ -77,6 +77,7 @@ private:
         double loss = 0.0, samples = 0.0;
     };
     LossSums epoch_sums_over_ranks();
+    LossSums recorded_epoch_loss(int rank) const;
     void write_checkpoint(const LoopState& at);
     std::vector<nn::Parameter> averaged_model();
     std::vector<Tensor*> rank_tensors();
@@ -109,10 +110,12 @@ private:
     // sync.balance speed with more than one rank, else null.
     std::unique_ptr<sync::BatchBalancer> balancer_;
 
-    // pos_.epoch_loss_sum/epoch_samples hold all ranks' sums up to this run's start of the epoch (a resumed
-    // checkpoint's, else 0); this rank's additions since then are in epoch_local_.
+    // pos_.epoch_loss_sum/epoch_samples hold all ranks' sums up to this run's start of the epoch (an older resumed
+    // checkpoint's, else 0); this rank's own sums since then are in epoch_local_. A checkpoint records every rank's
+    // epoch_local_ (extra.epoch_loss_per_rank) and a resumed run continues its own (resumed_local_, taken by the first
+    // begin_epoch), so the epoch's mean adds the same numbers in the same order as an uninterrupted run.
     LoopState pos_;
-    LossSums epoch_local_;
+    LossSums epoch_local_, resumed_local_;
     double epoch_t0_ = 0.0;
     struct Window {  // steps since the last logged one
         double t0 = 0.0;

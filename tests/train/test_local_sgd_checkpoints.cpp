@@ -76,6 +76,14 @@ std::vector<float> train_dense(ringtrain::comm::Communicator& comm, const DenseC
     return t.parameters_flat();
 }
 
+// The epoch lines' mean training losses of the run in `dir` (rank 0's metrics.jsonl).
+std::vector<double> epoch_train_losses(const std::string& dir) {
+    std::vector<double> v;
+    for (const json& l : read_jsonl(dir + "/out/metrics.jsonl"))
+        if (l["type"] == "epoch") v.push_back(l["train_loss"].get<double>());
+    return v;
+}
+
 std::string checkpoint_path(const std::string& dir, int64_t step) {
     return dir + "/out/checkpoints/" + checkpoint_file_name(step);
 }
@@ -177,10 +185,13 @@ TEST_CASE("dense local SGD: another checkpoint schedule, a max_steps stop and a 
         if (comm->rank() == 0 && world > 1) check_between_averages_layout(checkpoint_path(parts_dir, 37), world, true);
         comm->barrier();
         CHECK(train_dense(*comm, c, parts_dir, {"checkpoint.every_steps=5", "checkpoint.resume=auto"}) == whole);
-        // The last checkpoints agree too, every rank's copies (optimizer state included) with them.
-        if (comm->rank() == 0)
+        // The last checkpoints agree too, every rank's copies (optimizer state included) with them, and the epochs'
+        // mean training losses (each rank's partial sum travels in the checkpoint).
+        if (comm->rank() == 0) {
             CHECK(checkpoint_tensor_values(checkpoint_path(parts_dir, steps)) ==
                   checkpoint_tensor_values(checkpoint_path(whole_dir, steps)));
+            CHECK(epoch_train_losses(parts_dir) == epoch_train_losses(whole_dir));
+        }
 
         // Killed right after a step checkpoint at the first epoch's last step (the loop has not yet averaged for the
         // epoch's evaluation): the resumed run must still average there.

@@ -56,6 +56,7 @@ TEST_CASE("resume after max_steps reproduces the uninterrupted loss sequence", "
             CHECK(sb["test_accuracy"] == sa["test_accuracy"]);
             CHECK(sb["test_loss"] == sa["test_loss"]);
             CHECK(sb["parameter_hash_per_rank"] == sa["parameter_hash_per_rank"]);
+            CHECK(sb["train_loss"] == sa["train_loss"]);  // both epochs had a stop inside
             CHECK(sb["resumed_from"].is_string());
         }
     }
@@ -78,6 +79,10 @@ TEST_CASE("a stop between two logged steps: the resumed run's next line covers t
     const auto la = step_losses(dir + "/a/metrics.jsonl"), lb = step_losses(dir + "/b/metrics.jsonl");
     REQUIRE(la.size() == 15);  // steps 4, 8, ..., 60
     CHECK(lb == la);  // step 40's line is the mean over steps 37-40 in both
+    // The epoch's mean training loss too: the checkpoint carries each rank's partial sum, which the resumed run
+    // continues, so the epoch sums its steps in the same order as the uninterrupted run (not a + b in two pieces).
+    const auto sa = read_json(dir + "/a/summary.json"), sb = read_json(dir + "/b/summary.json");
+    CHECK(sb["train_loss"] == sa["train_loss"]);
 }
 
 TEST_CASE("a resume with another batch size, seed or training set is refused even where the steps per epoch agree",
