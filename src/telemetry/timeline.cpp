@@ -1,7 +1,9 @@
 // Timeline: Chrome trace events per rank (see the header for the file layout).
 #include "ringtrain/telemetry/timeline.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 namespace ringtrain::telemetry {
@@ -78,6 +80,7 @@ bool Timeline::write(std::string* error) const {
         // One event at a time, never the whole document: a DOM of every event plus its text took ~0.9-1.3 KB of
         // memory per event while writing (bench/RESULTS.md, "The timeline written event by event"). Invalid UTF-8 in
         // a name becomes U+FFFD instead of an exception: a trace is written whatever the names.
+        errno = 0;  // what a failed write leaves here names the reason
         bool first = true;
         const auto put = [&](const json& ev) {
             out << (first ? "\n" : ",\n") << ev.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -101,7 +104,11 @@ bool Timeline::write(std::string* error) const {
         out << "\n]}\n";
         out.flush();
         if (!out) {
-            if (error) *error = "cannot write " + tmp;
+            // A full disk: the partial file would keep it full.
+            const int why = errno;
+            out.close();
+            std::remove(tmp.c_str());
+            if (error) *error = "cannot write " + tmp + (why != 0 ? std::string(" (") + std::strerror(why) + ")" : "");
             return false;
         }
     }

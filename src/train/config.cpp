@@ -292,6 +292,8 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
     refuse(p.train.cpu_precision != ops::CpuPrecision::Fp32, "train.cpu_precision",
            "the sparse model has no convolution or linear layer to run in bf16; set it to fp32");
+    refuse(!p.output.timeline.empty(), "output.timeline",
+           "the sparse path records no timeline (its time split is summary.json's phase_s); remove it or --timeline");
     // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
     // gradients underflow to n = 0 divides by zero.
     if (p.optimizer.name == OptimizerName::Ftrl && p.optimizer.beta == 0.0 && p.optimizer.l2 == 0.0)

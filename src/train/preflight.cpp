@@ -11,6 +11,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/image_folder.hpp"
+#include "ringtrain/telemetry/timeline.hpp"
 
 namespace ringtrain::train::detail {
 
@@ -171,7 +172,9 @@ namespace {
 
 // output.timeline is written at the end of the run (each rank its own file, next to rank 0's): a folder that cannot
 // hold it is found now, not after the training it was meant to trace.
-void check_timeline_path(const std::string& path) {
+// The file is written beside and renamed over the name, which would replace whatever is there: only a missing name or
+// a writable regular file (a previous trace) is taken; a folder, link, device or pipe, or a read-only file, is refused.
+void check_timeline_path(const std::string& path, int rank) {
     if (path.empty()) return;
     const fs::path folder = fs::absolute(fs::path(path)).parent_path();
     std::error_code ec;
@@ -181,6 +184,15 @@ void check_timeline_path(const std::string& path) {
     if (const std::string why = cannot_write_in(folder); !why.empty())
         throw InputError("output.timeline: cannot write in '" + folder.string() + "' (" + why +
                          "); name a file in a writable folder");
+    const std::string mine = telemetry::Timeline::rank_path(path, rank);
+    const fs::file_status st = fs::symlink_status(mine, ec);
+    if (ec || !fs::exists(st)) return;
+    if (!fs::is_regular_file(st))
+        throw InputError("output.timeline: '" + mine + "' exists and is not a regular file (a folder, link, device or "
+                         "pipe), which writing the trace would replace; name a new file");
+    if (::access(mine.c_str(), W_OK) != 0)
+        throw InputError("output.timeline: '" + mine + "' exists and is not writable (" + std::strerror(errno) +
+                         "); name a new file, or make it writable to replace it");
 }
 
 // A training run needs one global batch of samples per step (the loader and TrainingRun say the same later, after
@@ -201,7 +213,7 @@ void check_global_batch(const RunPlan& plan, int64_t train_samples, int world) {
 
 void preflight(const TrainerParts& parts) {
     if (parts.is_root()) check_output_dir(parts.plan.output.dir);
-    check_timeline_path(parts.plan.output.timeline);
+    check_timeline_path(parts.plan.output.timeline, parts.rank);
     if (parts.use == TrainerUse::Train) check_global_batch(parts.plan, parts.data.train->size(), parts.world);
     const std::string model_path = parts.config.model_path();
     const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());
