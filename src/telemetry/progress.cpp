@@ -13,6 +13,14 @@ Progress::Progress(const std::string& mode, bool enabled, int64_t every_steps) :
 
 void Progress::step(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss, double sps) {
     if (!enabled_) return;
+    if (steps <= 0) {  // the epoch's length is not known yet (a streamed file's first pass): no total, no bar
+        std::fprintf(stderr, "%sepoch %lld/%lld step %lld loss %.4f %.0f samples/s%s", bar_ ? "\r\033[K" : "",
+                     static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(step),
+                     loss, sps, bar_ ? "" : "\n");
+        if (bar_) std::fflush(stderr);
+        bar_open_ = bar_;
+        return;
+    }
     if (bar_) {
         const int width = 30;
         const int filled = steps > 0 ? static_cast<int>(width * step / steps) : width;

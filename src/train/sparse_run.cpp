@@ -178,6 +178,7 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
       rank_(comm.rank()),
       world_(comm.size()),
       t_start_(telemetry::now_seconds()) {
+    progress_ = telemetry::Progress(to_string(plan_.output.progress), rank_ == 0, 1);
     // A rank stuck in set-up (a training file on a hung file system, a FIFO nobody writes) must not hold the others
     // forever: the same deadline as the dense path's (Trainer).
     sync::SetupDeadline deadline(comm_, plan_.sync.setup_timeout_s);
@@ -678,6 +679,9 @@ void SparseRun::log_step(float lr) {
     const json loss = window_rows_ > 0 ? json(window_loss_ / window_rows_) : json(nullptr);
     metrics_.write({{"type", "step"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step_in_epoch},
                     {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
+    // steps_per_epoch_ is 0 until the first pass over the file has counted them: the line then shows no total.
+    progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_,
+                   loss.is_number() ? loss.get<double>() : std::nan(""), sps);
     if (tensorboard_.enabled()) {
         std::vector<telemetry::Scalar> v = {{"train/lr", lr}, {"train/samples_per_s", sps}};
         if (loss.is_number()) v.insert(v.begin(), {"train/loss", loss.get<double>()});
@@ -772,11 +776,12 @@ void SparseRun::end_epoch() {
     rec.update(last_eval_);
     metrics_.write(rec);
     if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
-    if (rank_ == 0)
-        std::fprintf(stderr, "epoch %lld/%lld: train loss %.4f, test log loss %.4f, test AUC %s, test accuracy %.4f\n",
-                     static_cast<long long>(pos_.epoch + 1), static_cast<long long>(plan_.train.epochs), train_loss_,
-                     last_eval_["test_logloss"].get<double>(), last_eval_["test_auc"].dump().c_str(),
-                     last_eval_["test_accuracy"].get<double>());
+    char text[256];
+    std::snprintf(text, sizeof text, "epoch %lld/%lld: train loss %.4f, test log loss %.4f, test AUC %s, test accuracy %.4f",
+                  static_cast<long long>(pos_.epoch + 1), static_cast<long long>(plan_.train.epochs), train_loss_,
+                  last_eval_["test_logloss"].get<double>(), last_eval_["test_auc"].dump().c_str(),
+                  last_eval_["test_accuracy"].get<double>());
+    progress_.line(text);
     ++pos_.epoch;
     pos_.step_in_epoch = 0;
     pos_.epoch_loss_sum = pos_.epoch_samples = 0;
@@ -796,6 +801,7 @@ std::vector<telemetry::Scalar> SparseRun::epoch_scalars() const {
 }
 
 void SparseRun::finish() {
+    progress_.finish();
     const bool stopped = stopped_by_signal();
     // The run's last position is saved when checkpoints are on and the last write was elsewhere; after a stop
     // signal, checkpoints off included (what the stop is for). Saved before the final average below: local SGD's

@@ -480,3 +480,22 @@ TEST_CASE("sparse: K classes with softmax; the ranks' agreement; a rank with no 
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("one.svm: a rank's share of the file holds no rows"));
 }
+
+TEST_CASE("sparse: output.progress prints step lines and epoch results on rank 0, nothing with none", "[train][sparse]") {
+    const std::string dir = temp_dir("sparse-progress");
+    write_svm(dir + "/train.svm", svm_rows(160, 50, 3));
+    write_svm(dir + "/test.svm", svm_rows(40, 50, 4));
+    write_file(dir + "/c.json", sparse_config("libsvm", dir + "/train.svm", dir + "/test.svm", dir + "/out", ""));
+    // 160 rows at batch 16: 10 steps an epoch, a line every 5. The first pass has not counted its steps yet.
+    const std::string run = binary() + " train --config " + dir + "/c.json --set train.batch_size=16 "
+                            "--set train.epochs=2 --set train.log_every_steps=5 --set output.progress=";
+    auto r = run_command(run + "lines");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("epoch 1/2 step 5 loss"));
+    CHECK_THAT(r.output, Catch::Contains("epoch 1/2: train loss"));
+    CHECK_THAT(r.output, Catch::Contains("epoch 2/2 step 10/10 loss"));
+    r = run_command(run + "none --set output.dir=" + dir + "/quiet");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, !Catch::Contains("epoch 1/2"));
+}
