@@ -132,6 +132,10 @@ Args parse(int argc, char** argv) {
             a.overrides.push_back("output.timeline=" + *value);
         }
     }
+    // Without a config there is nothing to apply --set to (info reports the defaults): refused, never dropped.
+    if (a.command == "info" && a.config.empty() && !a.overrides.empty())
+        throw InputError("--set " + a.overrides.front() + ": `ringtrain info` applies --set to a config; pass --config "
+                         "FILE with it, or leave --set out for the defaults");
     return a;
 }
 

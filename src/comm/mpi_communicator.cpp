@@ -201,7 +201,8 @@ std::vector<std::byte> MpiCommunicatorBase::allgather_bytes(std::span<const std:
 void MpiCommunicatorBase::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void MpiCommunicatorBase::abort(const std::string& message, int exit_code) {
-    if (!message.empty()) std::fprintf(stderr, "ringtrain: rank %d: %s\n", rank_, message.c_str());
+    // The documented error format (docs/run-output.md): a grep for "ringtrain: error:" in a job log finds it.
+    if (!message.empty()) std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank_, message.c_str());
     std::fflush(stderr);
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -71,7 +71,7 @@ if wait_steps "$W/kill/metrics.jsonl" 40 60 "$job"; then
   while kill -0 "$job" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
   took=$(since "$t")
   rc=0; if kill -0 "$job" 2>/dev/null; then rc=still-running; kill -TERM "$job"; wait "$job"; else wait "$job" || rc=$?; fi
-  own=$(grep -m1 '^ringtrain: rank 0: ' "$W/kill.log")
+  own=$(grep -m1 -E '^ringtrain: (error: )?rank 0: ' "$W/kill.log")
   if awk -v s="$took" 'BEGIN{exit !(s <= 10)}' && [ "$rc" != 0 ] && [ "$rc" != 124 ] && ! grep -q RT_CLUSTER_TIMEOUT "$W/kill.log" \
      && [ -n "$own" ]; then
     ok "rank 1 SIGKILLed: the job ended after $took s with $rc; rank 0 said: $own"
