@@ -174,10 +174,13 @@ namespace {
 // hold it is found now, not after the training it was meant to trace.
 // The file is written beside and renamed over the name, which would replace whatever is there: only a missing name or
 // a writable regular file (a previous trace) is taken; a folder, link, device or pipe, or a read-only file, is refused.
-void check_timeline_path(const std::string& path, int rank) {
+void check_timeline_path(const std::string& path, int rank, const std::string& output_dir) {
     if (path.empty()) return;
     const fs::path folder = fs::absolute(fs::path(path)).parent_path();
     std::error_code ec;
+    // The run's own output.dir (Horovod users put HOROVOD_TIMELINE beside the run): rank 0 checks and creates it
+    // before training, so it need not exist yet.
+    if (!fs::exists(folder, ec) && folder.lexically_normal() == fs::absolute(output_dir).lexically_normal()) return;
     if (!fs::is_directory(folder, ec))
         throw InputError("output.timeline: the folder '" + folder.string() + "' of '" + path + "' does not exist; "
                          "create it or name a file in an existing folder");
@@ -213,7 +216,7 @@ void check_global_batch(const RunPlan& plan, int64_t train_samples, int world) {
 
 void preflight(const TrainerParts& parts) {
     if (parts.is_root()) check_output_dir(parts.plan.output.dir);
-    check_timeline_path(parts.plan.output.timeline, parts.rank);
+    check_timeline_path(parts.plan.output.timeline, parts.rank, parts.plan.output.dir);
     if (parts.use == TrainerUse::Train) check_global_batch(parts.plan, parts.data.train->size(), parts.world);
     const std::string model_path = parts.config.model_path();
     const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());

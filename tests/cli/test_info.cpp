@@ -61,3 +61,18 @@ TEST_CASE("--timeline FILE writes a Chrome trace", "[cli]") {
     for (const auto& e : trace["traceEvents"]) has_forward = has_forward || e["name"] == "forward";
     CHECK(has_forward);
 }
+
+TEST_CASE("--timeline may name a file in the run's own output.dir before it exists", "[cli]") {
+    const std::string dir = temp_dir("timeline-in-output-dir");
+    const std::string base = binary() + " train --config " + source_dir() + "/configs/logreg_fashion.json"
+                             " --set data.format=synthetic --set data.synthetic_shape=[784] --set train.max_steps=5"
+                             " --set output.progress=none";
+    auto r = run_command(base + " --set output.dir=" + dir + "/run --timeline " + dir + "/run/trace.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_json(dir + "/run/trace.json")["traceEvents"].size() > 0);
+    // Any other missing folder is still refused before training.
+    r = run_command(base + " --set output.dir=" + dir + "/run2 --timeline " + dir + "/elsewhere/trace.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("output.timeline: the folder"));
+}
