@@ -34,14 +34,14 @@ void ParameterAverager::average() {
     collectives_ += average_values(values);
 }
 
-std::vector<Tensor> ParameterAverager::averaged_copies() {
+std::vector<Tensor> ParameterAverager::averaged_copies(bool ranks_agree) {
     std::vector<Tensor> copies;
     copies.reserve(params_.size());
     for (const nn::Parameter* p : params_) {
         copies.emplace_back(p->value.shape());
         copies.back().copy_from(p->value);
     }
-    if (comm_.size() == 1) return copies;
+    if (comm_.size() == 1 || ranks_agree) return copies;
     std::vector<Tensor*> values;
     for (Tensor& c : copies) values.push_back(&c);
     average_values(values);  // not counted: collectives() is per average() (the run's prediction divides by those)

@@ -483,6 +483,21 @@ int64_t recorded_last_average_step(const std::string& path, const LoopState& sta
     return it->get<int64_t>();
 }
 
+void record_log_window(LoopState& state, const LogWindow& w) {
+    if (state.step_in_epoch == 0 || w.steps == 0) return;
+    if (!state.extra.is_object()) state.extra = json::object();
+    state.extra["log_window"] = {{"steps", w.steps}, {"loss_sum", w.loss_sum}, {"samples", w.samples}};
+}
+
+LogWindow recorded_log_window(const LoopState& state) {
+    const auto it = state.extra.is_object() ? state.extra.find("log_window") : state.extra.end();
+    if (it == state.extra.end() || !it->is_object()) return {};
+    const json& w = *it;
+    const auto number = [&](const char* key) { return w.contains(key) && w[key].is_number(); };
+    if (!number("steps") || !w["steps"].is_number_integer() || !number("loss_sum") || !number("samples")) return {};
+    return {w["steps"].get<int64_t>(), w["loss_sum"].get<double>(), w["samples"].get<double>()};
+}
+
 void check_checkpoint_classes(const std::string& path, const json& extra, const std::vector<std::string>& classes) {
     const auto it = extra.find("classes");
     if (it == extra.end()) return;

@@ -140,26 +140,6 @@ struct ResumePoint {
     double window_loss, window_rows;
 };
 
-// A checkpoint inside an epoch records the steps since the last logged line (summed over the ranks, as logged), so
-// the resumed run's next line covers the same steps as an uninterrupted run's. Absent (older checkpoints, or none
-// pending): the next line covers the resumed steps only.
-constexpr const char* kLogWindow = "log_window";
-
-struct LogWindow {
-    int64_t steps = 0;
-    double loss = 0, rows = 0;
-};
-
-LogWindow recorded_log_window(const json& extra) {
-    const auto it = extra.is_object() ? extra.find(kLogWindow) : extra.end();
-    if (it == extra.end() || !it->is_object()) return {};
-    const json& w = *it;
-    if (!w.contains("steps") || !w["steps"].is_number_integer() || !w.contains("loss_sum") ||
-        !w["loss_sum"].is_number() || !w.contains("rows") || !w["rows"].is_number())
-        return {};
-    return {w["steps"].get<int64_t>(), w["loss_sum"].get<double>(), w["rows"].get<double>()};
-}
-
 // One rank's totals for the summary, gathered once.
 struct RankTotals {
     uint64_t bytes_sent, bytes_received, parameter_hash;
@@ -178,7 +158,6 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
       rank_(comm.rank()),
       world_(comm.size()),
       t_start_(telemetry::now_seconds()) {
-    progress_ = telemetry::Progress(to_string(plan_.output.progress), rank_ == 0, 1);
     // A rank stuck in set-up (a training file on a hung file system, a FIFO nobody writes) must not hold the others
     // forever: the same deadline as the dense path's (Trainer).
     sync::SetupDeadline deadline(comm_, plan_.sync.setup_timeout_s);
@@ -394,10 +373,10 @@ void SparseRun::adopt_root_position() {
                   .window_loss = 0,
                   .window_rows = 0};
     if (resumed_ && rank_ == 0) {
-        const LogWindow w = recorded_log_window(pos_.extra);
+        const LogWindow w = recorded_log_window(pos_);  // the rows logged, summed over the ranks
         p.window_steps = w.steps;
-        p.window_loss = w.loss;
-        p.window_rows = w.rows;
+        p.window_loss = w.loss_sum;
+        p.window_rows = w.samples;
     }
     comm_.broadcast_object(p, 0);
     pos_.epoch = p.epoch;
@@ -705,8 +684,7 @@ LoopState SparseRun::checkpoint_position() {
                             {"format", to_string(plan_.data.format)},
                             {"stream", stream_settings(plan_, train_fingerprint_)}}},
                 {"config", config_.document()}};
-    if (pos_.step_in_epoch > 0 && window_steps_ > 0)
-        at.extra[kLogWindow] = {{"steps", window_steps_}, {"loss_sum", window_loss_}, {"rows", window_rows_}};
+    record_log_window(at, {window_steps_, window_loss_, window_rows_});  // the resumed run's next line: the same steps
     return at;
 }
 
@@ -739,16 +717,10 @@ void SparseRun::write_checkpoint(const LoopState& at) {
 // one model already: copied as it is. Collective.
 std::vector<nn::Parameter> SparseRun::averaged_model() {
     std::vector<nn::Parameter> model;
-    for (const nn::Parameter* p : model_->parameters()) {
-        model.push_back({p->name, Tensor(p->value.shape()), Tensor()});
-        model.back().value.copy_from(p->value);
-    }
+    for (const nn::Parameter* p : model_->parameters()) model.push_back({p->name, p->value.clone(), Tensor()});
     if (last_average_step_ == pos_.global_step) return model;
     std::vector<Tensor> state;
-    for (const auto& [name, t] : opt_->state()) {
-        state.emplace_back(t->shape());
-        state.back().copy_from(*t);
-    }
+    for (const auto& [name, t] : opt_->state()) state.push_back(t->clone());
     size_t bytes = 0;
     for (const nn::Parameter& p : model) bytes += static_cast<size_t>(p.value.numel()) * sizeof(float);
     for (const Tensor& t : state) bytes += static_cast<size_t>(t.numel()) * sizeof(float);

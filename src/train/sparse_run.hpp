@@ -149,9 +149,9 @@ private:
     // frozen rank is reported, then the job is ended, instead of every other rank waiting for it silently.
     std::unique_ptr<sync::StallWatchdog> stall_watchdog_;
     telemetry::MetricsWriter metrics_;
-    // output.progress on rank 0: a line (or the bar) at every logged step and each epoch's results. Made in the
-    // constructor; every call comes from log_step, so it prints each one (every_steps 1).
-    telemetry::Progress progress_{"none", false, 1};
+    // output.progress on rank 0: a line (or the bar) at every logged step and each epoch's results; every call comes
+    // from log_step, so it prints each one (every_steps 1).
+    telemetry::Progress progress_{to_string(plan_.output.progress), rank_ == 0, 1};
     OutputFolderLock output_lock_;  // rank 0 only: held for the run
     telemetry::TensorBoardWriter tensorboard_;  // rank 0 only, with output.tensorboard
     StopRequest* stop_ = nullptr;

@@ -162,8 +162,8 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
     parts_.dropout_rng.set_state(pos_.rng_states[parts_.rank]);
     if (const auto it = pos_.extra.find("finished_epoch_train_loss"); it != pos_.extra.end() && it->is_number())
         train_loss_ = it->get<double>();
-    if (const auto it = pos_.extra.find("log_window"); it != pos_.extra.end() && it->is_object())
-        resumed_window_ = {0.0, it->value("steps", int64_t{0}), it->value("loss_sum", 0.0), it->value("samples", 0.0)};
+    const LogWindow w = recorded_log_window(pos_);
+    resumed_window_ = {0.0, w.steps, w.loss_sum, w.samples};
     resumed_local_ = recorded_epoch_loss(parts_.rank);
 }
 
@@ -508,10 +508,8 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     if (at.step_in_epoch == 0 && at.epoch > 0 && std::isfinite(train_loss_))
         full.extra["finished_epoch_train_loss"] = train_loss_;
     // Inside an epoch: rank 0's steps since its last metrics line (a max_steps stop, a checkpoint step that is not a
-    // log step), so the resumed run's next line covers the same steps as an uninterrupted run's.
-    if (at.step_in_epoch > 0 && window_.steps > 0)
-        full.extra["log_window"] = {{"steps", window_.steps}, {"loss_sum", window_.loss_sum},
-                                    {"samples", window_.samples}};
+    // log step).
+    record_log_window(full, {window_.steps, window_.loss_sum, window_.samples});
     full.extra[kEpochLossPerRank] = json::array();
     for (const LossSums& e : epoch_sums) full.extra[kEpochLossPerRank].push_back({e.loss, e.samples});
     if (rank_copies_) {
@@ -533,23 +531,9 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
 std::vector<nn::Parameter> TrainingRun::averaged_model() {
     TrainerParts& p = parts_;
     const auto w = p.watch("the checkpoint's average of the ranks' models", 0, pos_.global_step);
-    std::vector<Tensor> values;
-    if (last_average_step_ == pos_.global_step) {
-        for (const nn::Parameter* prm : p.model->parameters()) {
-            values.emplace_back(prm->value.shape());
-            values.back().copy_from(prm->value);
-        }
-    } else {
-        values = p.averager->averaged_copies();
-    }
-    if (buffers_averaged_step_ == pos_.global_step) {
-        for (const nn::Parameter* b : p.model->buffers()) {
-            values.emplace_back(b->value.shape());
-            values.back().copy_from(b->value);
-        }
-    } else {
-        for (Tensor& b : p.buffer_averager->averaged_copies()) values.push_back(std::move(b));
-    }
+    std::vector<Tensor> values = p.averager->averaged_copies(last_average_step_ == pos_.global_step);
+    for (Tensor& b : p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step))
+        values.push_back(std::move(b));
     const std::vector<nn::Parameter*> names = p.model->checkpoint_tensors();  // parameters, then buffers
     std::vector<nn::Parameter> model(names.size());
     for (size_t i = 0; i < names.size(); ++i) {

@@ -22,9 +22,9 @@ public:
     void average();
     // The ranks' average of every parameter, as host tensors in parameter order, with the parameters left as they
     // are: a local SGD checkpoint saves the average, but an average the schedule does not make would change what the
-    // ranks train on from there. The same groups and collectives as average(), so the same bits. Collective; copies
-    // of the values on one rank.
-    std::vector<Tensor> averaged_copies();
+    // ranks train on from there. The same groups and collectives as average(), so the same bits. Collective unless
+    // `ranks_agree` (every rank passes the same: the parameters were just averaged, so they are copied as they are).
+    std::vector<Tensor> averaged_copies(bool ranks_agree = false);
     uint64_t collectives() const { return collectives_; }
 
 private:

@@ -72,6 +72,17 @@ void record_last_average_step(LoopState& state, int64_t step);
 // The step record_last_average_step recorded; CheckpointUnreadable when it is missing or not in [0, global_step].
 int64_t recorded_last_average_step(const std::string& path, const LoopState& state);
 
+// The steps since the last metrics line and their loss and sample sums, recorded by a checkpoint inside an epoch
+// (extra.log_window) so that the resumed run's next line covers the same steps as an uninterrupted run's (both paths).
+struct LogWindow {
+    int64_t steps = 0;
+    double loss_sum = 0, samples = 0;
+};
+// Records `w` when the position is inside an epoch and steps are pending; otherwise nothing.
+void record_log_window(LoopState& state, const LogWindow& w);
+// What record_log_window recorded; all zero when absent or malformed.
+LogWindow recorded_log_window(const LoopState& state);
+
 // A checkpoint of a run on named classes (an image folder) records them in extra["classes"]; a run that resumes
 // or evaluates it must have the same names in the same order (InputError naming both lists). A checkpoint without
 // names (IDX, CIFAR-10, synthetic data) is not checked.
