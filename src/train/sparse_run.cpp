@@ -545,8 +545,9 @@ void SparseRun::agree_on_stop() {
     // agreed() after agreed_signal's collective: the watchdog covers it (see TrainingRun::agree_on_stop).
     stop_signal_ = agreed_signal(comm_, *stop_);  // once per run, for the summary
     stop_->agreed();
-    // metrics.jsonl (and TensorBoard) end where the checkpoint is: the stopped step, its loss now reduced.
-    if (window_steps_ > 0) log_step(learning_rate());
+    // metrics.jsonl (and TensorBoard) end where the checkpoint is: the stopped step, its loss now reduced. The
+    // window goes on (the checkpoint records it), so a resumed run's next line is an uninterrupted run's.
+    if (window_steps_ > 0) log_step(learning_rate(), /*restart_window=*/false);
 }
 
 float SparseRun::run_step() {
@@ -652,7 +653,7 @@ bool SparseRun::checkpoint_now() const {
     return plan_.checkpoint.every_steps > 0 && pos_.global_step % plan_.checkpoint.every_steps == 0;
 }
 
-void SparseRun::log_step(float lr) {
+void SparseRun::log_step(float lr, bool restart_window) {
     const double now = telemetry::now_seconds();
     const double sps = window_rows_ / std::max(now - window_t0_, 1e-9);
     const json loss = window_rows_ > 0 ? json(window_loss_ / window_rows_) : json(nullptr);
@@ -666,6 +667,7 @@ void SparseRun::log_step(float lr) {
         if (loss.is_number()) v.insert(v.begin(), {"train/loss", loss.get<double>()});
         tensorboard_.scalars(pos_.global_step, v);
     }
+    if (!restart_window) return;
     window_loss_ = window_rows_ = 0;
     window_steps_ = 0;
     window_t0_ = now;

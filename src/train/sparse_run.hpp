@@ -69,8 +69,9 @@ public:
     float run_step();
     bool log_now() const;
     bool checkpoint_now() const;
-    // metrics.jsonl step line: the mean loss over all ranks since the previous line (as far as agreed so far).
-    void log_step(float lr);
+    // metrics.jsonl step line: the mean loss over all ranks since the previous regular line (as far as agreed so
+    // far). `restart_window` false (a stop's line) keeps counting from that line, as the checkpoint records it.
+    void log_step(float lr, bool restart_window = true);
     // Mid-epoch checkpoint (checkpoint.every_steps). Collective.
     void write_step_checkpoint();
     // The epoch's loss, evaluation, the epoch line and checkpoint (unless max_steps ended the run). Collective.

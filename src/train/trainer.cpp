@@ -1,6 +1,7 @@
 #include "ringtrain/train/trainer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
@@ -216,8 +217,33 @@ std::vector<float> Trainer::parameters_flat() const {
     return v;
 }
 
-// The loop, after llm.c's train_gpt2.c: a step is one call, the occasional work around it sits in plain ifs.
 json Trainer::train() {
+    try {
+        return train_loop();
+    } catch (const std::exception& e) {
+        write_timeline_after_failure(e.what());
+        throw;
+    }
+}
+
+// A run that fails still leaves its timeline: the spans up to the failure are what a user opens to see why (Horovod's
+// timeline, written as the run goes, survives a crash too). The failure is the last event, named by its message.
+void Trainer::write_timeline_after_failure(const std::string& what) const noexcept {
+    try {
+        telemetry::Timeline& tl = *parts_->timeline;
+        if (!tl.enabled()) return;
+        tl.add("failed", "error", tl.now_us(), 0, {{"error", what}});
+        std::string why;
+        if (!tl.write(&why)) {  // written silently otherwise: the failure's own line stays the one to read
+            std::fprintf(stderr, "ringtrain: rank %d: warning: timeline not written: %s\n", parts_->rank, why.c_str());
+            std::fflush(stderr);
+        }
+    } catch (...) {  // the failure being reported matters more than its timeline
+    }
+}
+
+// The loop, after llm.c's train_gpt2.c: a step is one call, the occasional work around it sits in plain ifs.
+json Trainer::train_loop() {
     const RunPlan& plan = parts_->plan;
     detail::TrainingRun run(*parts_);
     run.resume();
@@ -229,16 +255,21 @@ json Trainer::train() {
         run.begin_epoch();
         while (pos.step_in_epoch < run.steps_per_epoch() && !run.stop_at_max_steps() && !run.stopped_by_signal()) {
             const float lr = run.run_step();  // ends with the ranks' agreement on a stop signal
-            // A stopped run logs its last step, so metrics.jsonl ends where the checkpoint is.
-            const bool log_now = pos.step_in_epoch % plan.train.log_every_steps == 0 ||
-                                 pos.step_in_epoch == run.steps_per_epoch() || run.stopped_by_signal();
+            const bool regular_line = pos.step_in_epoch % plan.train.log_every_steps == 0 ||
+                                      pos.step_in_epoch == run.steps_per_epoch();
+            // A stopped run (a signal, or max_steps) logs its last step too, so metrics.jsonl ends where the run and
+            // its checkpoint do. That line does not restart the window, so a resumed run's next line covers the same
+            // steps as an uninterrupted run's.
+            const bool last_step = run.stopped_by_signal() ||
+                                   (plan.train.max_steps > 0 && pos.global_step >= plan.train.max_steps);
+            const bool log_now = regular_line || last_step;
             const bool checkpoint_now =
                 plan.checkpoint.every_steps > 0 && pos.global_step % plan.checkpoint.every_steps == 0;
             // The step's losses stay on the device until the host needs them: every step on the CPU (free
             // there), at log steps, checkpoints and the epoch's end on a GPU, so the host can queue the next
             // step meanwhile. A non-finite loss is found at that read, and the error names the step it was read at.
             if (parts_->device == Device::CPU || log_now || checkpoint_now) run.read_loss();
-            if (log_now) run.log_step(lr);
+            if (log_now) run.log_step(lr, /*restart_window=*/regular_line);
             if (checkpoint_now) run.write_step_checkpoint();
             if (step_callback_) step_callback_(pos.global_step);
         }

@@ -379,7 +379,7 @@ void TrainingRun::read_loss() {
     window_.loss_sum += st.loss_sum;
 }
 
-void TrainingRun::log_step(float lr) {
+void TrainingRun::log_step(float lr, bool restart_window) {
     const double now = telemetry::now_seconds();
     const double sps =
         window_.steps * passes_ * plan_.train.batch_size * parts_.world / std::max(now - window_.t0, 1e-9);
@@ -389,7 +389,7 @@ void TrainingRun::log_step(float lr) {
                     {"global_step", pos_.global_step}, {"loss", loss}, {"lr", lr}, {"samples_per_s", sps}});
     if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, {{"train/loss", loss}, {"train/lr", lr}, {"train/samples_per_s", sps}});
     progress_.step(pos_.epoch, plan_.train.epochs, pos_.step_in_epoch, steps_per_epoch_, loss, sps);
-    window_ = {now, 0, 0.0, 0.0};
+    if (restart_window) window_ = {now, 0, 0.0, 0.0};
 }
 
 TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {

@@ -54,8 +54,9 @@ public:
     float run_step();
     // Takes the training losses still on the device into the sums; throws when the loss is not finite.
     void read_loss();
-    // metrics.jsonl step line and progress line: the mean loss since the previous one.
-    void log_step(float lr);
+    // metrics.jsonl step line and progress line: the mean loss since the previous regular line. `restart_window`
+    // false (a stop's extra line) keeps counting from that line, as the checkpoint records it.
+    void log_step(float lr, bool restart_window = true);
     // Mid-epoch checkpoint (checkpoint.every_steps). Collective.
     void write_step_checkpoint();
     // The epoch's loss over all ranks; unless max_steps stopped it: evaluation, epoch line, epoch checkpoint.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "fixtures.hpp"
 
@@ -240,6 +241,28 @@ TEST_CASE("a rank that fails brings the whole job down with its message", "[trai
         CHECK_THAT(r.output, Catch::Contains("training diverged"));
         CHECK(r.seconds < 30);
     }
+}
+
+TEST_CASE("a run that fails still writes its timeline up to the failure", "[train][timeline]") {
+    const std::string dir = temp_dir("fail-timeline");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "checkpoint": {"every_epochs": 0})"));
+    // A learning rate this large makes the loss non-finite within a few steps: "training diverged", exit 1.
+    const auto r = run_command("timeout 60 " + binary() + " train --config " + dir + "/c.json --set optimizer.lr=1e6 "
+                               "--set optimizer.lr_scaling=none --timeline " + dir + "/trace.json");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 1);
+    REQUIRE_THAT(r.output, Catch::Contains("training diverged"));
+    const auto trace = read_json(dir + "/trace.json");
+    bool has_forward = false;
+    std::string failure;
+    for (const auto& e : trace["traceEvents"]) {
+        has_forward = has_forward || e["name"] == "forward";
+        if (e["name"] == "failed") failure = e["args"]["error"].get<std::string>();
+    }
+    CHECK(has_forward);
+    CHECK_THAT(failure, Catch::Contains("training diverged"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/trace.json.tmp"));
 }
 
 TEST_CASE("a CPU rank with no core to spare for it trains without a prefetch thread", "[train][data]") {

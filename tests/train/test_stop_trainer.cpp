@@ -59,7 +59,7 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
         const std::string parts_dir = job_dir(std::string(v.name) + "-parts");
         std::vector<float> whole;
         {
-            Trainer t(tiny_run(whole_dir, v.extra), *comm);
+            Trainer t(tiny_run(whole_dir, v.extra, {"train.log_every_steps=5"}), *comm);
             const json s = t.train();
             CHECK(s["stopped"].is_null());
             whole = t.parameters_flat();
@@ -68,7 +68,7 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
         // flag; local SGD with 2 ranks: at the next averaging, step 9).
         const int64_t stop_step = world > 1 && v.local_sgd ? 9 : 8;
         {
-            Trainer t(tiny_run(parts_dir, v.extra), *comm);
+            Trainer t(tiny_run(parts_dir, v.extra, {"train.log_every_steps=5"}), *comm);
             t.set_step_callback([&](int64_t step) {
                 if (step == 7 && rank == world - 1) std::raise(SIGUSR1);
             });
@@ -87,12 +87,27 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
             }
         }
         // The handlers are restored after the run: the next run starts without a pending stop.
-        Trainer t(tiny_run(parts_dir, v.extra, {"checkpoint.resume=auto"}), *comm);
+        Trainer t(tiny_run(parts_dir, v.extra, {"checkpoint.resume=auto", "train.log_every_steps=5"}), *comm);
         const json s = t.train();
         CHECK(s["stopped"].is_null());
         CHECK(s["steps"] == 2 * 480 / (8 * world));
         CHECK(s["steps_this_run"] == 2 * 480 / (8 * world) - stop_step);
         CHECK(t.parameters_flat() == whole);
+        if (rank == 0) {
+            // The same step lines as the uninterrupted run, plus the stop's own (its step is not a multiple of 5):
+            // the stop's line does not restart the window, so the resumed run's step-10 line covers steps 6-10.
+            std::vector<json> whole_lines, parts_lines;
+            for (const json& l : read_jsonl(whole_dir + "/out/metrics.jsonl"))
+                if (l["type"] == "step") whole_lines.push_back(l);
+            for (const json& l : read_jsonl(parts_dir + "/out/metrics.jsonl"))
+                if (l["type"] == "step" && l["global_step"] != stop_step) parts_lines.push_back(l);
+            REQUIRE(parts_lines.size() == whole_lines.size());
+            for (size_t i = 0; i < whole_lines.size(); ++i) {
+                INFO("line of step " << whole_lines[i]["global_step"]);
+                CHECK(parts_lines[i]["global_step"] == whole_lines[i]["global_step"]);
+                CHECK(parts_lines[i]["loss"] == whole_lines[i]["loss"]);
+            }
+        }
         comm->barrier();
     }
 }

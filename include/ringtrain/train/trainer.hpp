@@ -33,7 +33,8 @@ public:
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
 
-    // Trains as configured (resuming if asked) and returns the run summary (also written by rank 0). Collective.
+    // Trains as configured (resuming if asked) and returns the run summary (also written by rank 0). Collective. A
+    // run that throws still writes this rank's timeline (output.timeline), ending in a "failed" event, then rethrows.
     nlohmann::json train();
     // Loads `checkpoint` and evaluates on the test set; returns {test_accuracy, test_loss, samples}. Collective.
     nlohmann::json evaluate_checkpoint(const std::string& checkpoint);
@@ -51,6 +52,9 @@ public:
     std::vector<float> parameters_flat() const;
 
 private:
+    nlohmann::json train_loop();
+    void write_timeline_after_failure(const std::string& what) const noexcept;
+
     std::unique_ptr<detail::TrainerParts> parts_;
     std::function<void(int64_t)> step_callback_;
 };
