@@ -211,8 +211,21 @@ void check_rank_copies(const std::vector<std::pair<std::string, Tensor*>>& tenso
 }  // namespace
 
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
-                     const LoopState& s, const RankCopies& copies) {
-    const auto tensors = all_tensors(params, opt);
+                     const LoopState& s, const RankCopies& copies, std::vector<Tensor>* optimizer_state) {
+    auto tensors = all_tensors(params, opt);
+    if (optimizer_state != nullptr) {
+        const size_t state = tensors.size() - params.size();
+        if (optimizer_state->size() != state)
+            throw Error("save_checkpoint: " + std::to_string(optimizer_state->size()) + " tensors in place of the " +
+                        "optimizer's " + std::to_string(state));
+        for (size_t i = 0; i < state; ++i) {
+            Tensor& t = (*optimizer_state)[i];
+            if (t.shape() != tensors[params.size() + i].second->shape())
+                throw Error("save_checkpoint: the tensor in place of '" + tensors[params.size() + i].first +
+                            "' has another shape");
+            tensors[params.size() + i].second = &t;
+        }
+    }
     check_rank_copies(tensors, copies);
     // Host copies of device tensors: each is checksummed for the header, then written after it.
     std::vector<Tensor> staged;

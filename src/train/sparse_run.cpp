@@ -695,10 +695,10 @@ bool SparseRun::keeps_rank_copies() const { return plan_.sync.mode == SyncMode::
 void SparseRun::write_checkpoint(const LoopState& at) {
     // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
     // aside (averaging in place here would change the rest of the run), and every rank's own tensors.
-    std::vector<nn::Parameter> averaged;
+    AveragedTensors averaged;
     RankCopies copies;
     if (keeps_rank_copies()) {
-        averaged = averaged_model();
+        averaged = averaged_tensors();
         const auto w = watch("the checkpoint's gathering of every rank's tensors", 0);
         copies = {world_, sync::gather_to_root(comm_, own_tensors())};
     }
@@ -707,22 +707,26 @@ void SparseRun::write_checkpoint(const LoopState& at) {
     std::vector<nn::Parameter*> model = model_->parameters();
     if (keeps_rank_copies()) {
         record_last_average_step(full, last_average_step_);
-        for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
+        for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged.model[i];
     }
     const std::string name = checkpoint_file_name(at.global_step);
-    save_checkpoint(plan_.output.checkpoint_dir() + "/" + name, model, opt_.get(), full, copies);
+    save_checkpoint(plan_.output.checkpoint_dir() + "/" + name, model, opt_.get(), full, copies,
+                    keeps_rank_copies() ? &averaged.state : nullptr);
     publish_checkpoint(plan_.output.checkpoint_dir(), name, plan_.checkpoint.keep);
 }
 
-// Local SGD with several ranks: the table and bias a checkpoint holds, what the ranks' average would make here
-// (average_all_tensors: FTRL's weights from the averaged state), made aside. Right after an average the ranks hold
-// one model already: copied as it is. Collective.
-std::vector<nn::Parameter> SparseRun::averaged_model() {
-    std::vector<nn::Parameter> model;
+// Local SGD with several ranks: the table, bias and optimizer state a checkpoint holds, what the ranks' average would
+// make here (average_all_tensors: FTRL's weights from the averaged state), made aside. The state goes with the model
+// so that a run resumed with sync.mode allreduce starts from one consistent average (FTRL's weights follow from its
+// z and n: the averaged weights beside rank 0's own state would disagree at every row it had touched). Right after an
+// average the ranks hold all of it already: copied as it is. Collective.
+SparseRun::AveragedTensors SparseRun::averaged_tensors() {
+    AveragedTensors avg;
+    std::vector<nn::Parameter>& model = avg.model;
+    std::vector<Tensor>& state = avg.state;
     for (const nn::Parameter* p : model_->parameters()) model.push_back({p->name, p->value.clone(), Tensor()});
-    if (last_average_step_ == pos_.global_step) return model;
-    std::vector<Tensor> state;
     for (const auto& [name, t] : opt_->state()) state.push_back(t->clone());
+    if (last_average_step_ == pos_.global_step) return avg;
     size_t bytes = 0;
     for (const nn::Parameter& p : model) bytes += static_cast<size_t>(p.value.numel()) * sizeof(float);
     for (const Tensor& t : state) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
@@ -730,7 +734,7 @@ std::vector<nn::Parameter> SparseRun::averaged_model() {
     for (nn::Parameter& p : model) comm_.allreduce(p.value.span(), comm::ReduceOp::Average);
     for (Tensor& t : state) comm_.allreduce(t.span(), comm::ReduceOp::Average);
     opt_->weights_for_state(state, learning_rate(), model[0].value, model[1].value);
-    return model;
+    return avg;
 }
 
 void SparseRun::write_step_checkpoint() { write_checkpoint(checkpoint_position()); }

@@ -99,7 +99,11 @@ private:
     // hold every rank's own tensors next to the ranks' average (checkpoint.hpp, RankCopies).
     bool keeps_rank_copies() const;
     void write_checkpoint(const LoopState& at);
-    std::vector<nn::Parameter> averaged_model();
+    struct AveragedTensors {
+        std::vector<nn::Parameter> model;
+        std::vector<Tensor> state;  // the optimizer's, in state() order
+    };
+    AveragedTensors averaged_tensors();
     // The table and bias, then the optimizer's state: what each rank keeps as its own in local SGD.
     std::vector<Tensor*> own_tensors();
     LoopState checkpoint_position();

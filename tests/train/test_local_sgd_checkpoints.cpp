@@ -90,8 +90,10 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 // A checkpoint written between averages (rank 0 reads it): every rank's own copy of every tensor follows the run's
 // tensors, and the copies differ (the ranks drifted apart). With `model_is_mean`, the model's tensors are the mean of
-// the ranks' copies (not so for FTRL, whose averaged weights follow from the averaged state).
-void check_between_averages_layout(const std::string& path, int world, bool model_is_mean) {
+// the ranks' copies (not so for FTRL, whose averaged weights follow from the averaged state). With `state_is_mean` (the
+// sparse path) the optimizer's state is the mean of the ranks' too, so that a run resumed with allreduce starts from
+// one consistent average.
+void check_between_averages_layout(const std::string& path, int world, bool model_is_mean, bool state_is_mean) {
     // CHECK, never REQUIRE: rank 0 alone runs this, and leaving the test early would leave the others waiting.
     const CheckpointBytes c = read_checkpoint_bytes(path);
     const Tensors t = checkpoint_tensor_values(path);
@@ -117,6 +119,7 @@ void check_between_averages_layout(const std::string& path, int world, bool mode
         rank0_all.insert(rank0_all.end(), t.at("rank0/" + name).begin(), t.at("rank0/" + name).end());
         rank1_all.insert(rank1_all.end(), t.at("rank1/" + name).begin(), t.at("rank1/" + name).end());
         if (model_is_mean && i < params) CHECK(relative_difference(t.at(name), mean) < 1e-6);
+        if (state_is_mean && i >= params) CHECK(relative_difference(t.at(name), mean) < 1e-6);
     }
     CHECK(relative_difference(rank0_all, rank1_all) > 1e-6);
 }
@@ -182,7 +185,8 @@ TEST_CASE("dense local SGD: another checkpoint schedule, a max_steps stop and a 
         // Stopped at step 37 (checkpoints every 5 steps until then), then resumed to the end.
         const std::string parts_dir = dense_dir(c, "parts");
         train_dense(*comm, c, parts_dir, {"checkpoint.every_steps=5", "train.max_steps=37"});
-        if (comm->rank() == 0 && world > 1) check_between_averages_layout(checkpoint_path(parts_dir, 37), world, true);
+        if (comm->rank() == 0 && world > 1)
+            check_between_averages_layout(checkpoint_path(parts_dir, 37), world, true, false);
         comm->barrier();
         CHECK(train_dense(*comm, c, parts_dir, {"checkpoint.every_steps=5", "checkpoint.resume=auto"}) == whole);
         // The last checkpoints agree too, every rank's copies (optimizer state included) with them, and the epochs'
@@ -264,7 +268,7 @@ TEST_CASE("sparse local SGD: another checkpoint schedule and a max_steps stop en
         train_sparse(*comm, c, parts_dir, {"checkpoint.every_steps=3", "train.max_steps=13"});
         if (comm->rank() == 0 && world_size() > 1)
             check_between_averages_layout(checkpoint_path(parts_dir, 13), world_size(),
-                                          c.name == std::string("adagrad"));
+                                          c.name == std::string("adagrad"), true);
         comm->barrier();
         CHECK(train_sparse(*comm, c, parts_dir, {"checkpoint.every_steps=3", "checkpoint.resume=auto"}) == whole);
 

@@ -57,8 +57,11 @@ struct RankCopies {
 };
 
 // `copies`, when not empty, must hold every tensor of `params` and the optimizer's state for copies.ranks ranks.
+// `optimizer_state`, when given, is saved in place of the optimizer's own state (its names; tensors of state()'s
+// shapes, in its order): the sparse path's local SGD saves the ranks' averaged state beside their averaged model.
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
-                     const LoopState& state, const RankCopies& copies = {});
+                     const LoopState& state, const RankCopies& copies = {},
+                     std::vector<Tensor>* optimizer_state = nullptr);
 
 // Verifies the whole file, then restores `params` and (when given) the optimizer, and fills `copies` (when given)
 // with the file's per-rank copies (empty when it has none). Throws CheckpointUnreadable for a damaged file,
