@@ -143,4 +143,21 @@ inline void check_frozen_rank_ends_job(const std::string& launch, const std::str
     CHECK(ended.output.find("aborting the job (sync.stall_abort_s = " + abort_limit + ")") != std::string::npos);
 }
 
+// A run stopped at `stop_step` and resumed logs the uninterrupted run's step lines plus the stop's own: the stop's line
+// does not restart the log window, so every later line covers the same steps with the same loss, bit for bit.
+inline void check_step_lines_match_after_stop(const std::string& whole_metrics, const std::string& parts_metrics,
+                                              int64_t stop_step) {
+    std::vector<nlohmann::json> whole_lines, parts_lines;
+    for (const nlohmann::json& l : read_jsonl(whole_metrics))
+        if (l["type"] == "step") whole_lines.push_back(l);
+    for (const nlohmann::json& l : read_jsonl(parts_metrics))
+        if (l["type"] == "step" && l["global_step"] != stop_step) parts_lines.push_back(l);
+    CHECK(parts_lines.size() == whole_lines.size());
+    for (size_t i = 0; i < whole_lines.size() && i < parts_lines.size(); ++i) {
+        INFO("line of step " << whole_lines[i]["global_step"]);
+        CHECK(parts_lines[i]["global_step"] == whole_lines[i]["global_step"]);
+        CHECK(parts_lines[i]["loss"] == whole_lines[i]["loss"]);
+    }
+}
+
 }  // namespace rt_test

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/stop_process.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
@@ -107,21 +108,9 @@ TEST_CASE("sparse: a signal on one rank stops every rank at the next step bounda
         CHECK(s["steps"] == total);
         CHECK(s["steps_this_run"] == total - stop_step);
         CHECK(t.parameters_flat() == whole);
-        if (rank == 0) {
-            // The uninterrupted run's step lines, plus the stop's own: its line does not restart the window, so the
-            // resumed run's step-10 line covers steps 6-10 as the uninterrupted run's does.
-            std::vector<json> whole_lines, parts_lines;
-            for (const json& l : read_jsonl(whole_dir + "/out/metrics.jsonl"))
-                if (l["type"] == "step") whole_lines.push_back(l);
-            for (const json& l : read_jsonl(parts_dir + "/out/metrics.jsonl"))
-                if (l["type"] == "step" && l["global_step"] != stop_step) parts_lines.push_back(l);
-            REQUIRE(parts_lines.size() == whole_lines.size());
-            for (size_t i = 0; i < whole_lines.size(); ++i) {
-                INFO("line of step " << whole_lines[i]["global_step"]);
-                CHECK(parts_lines[i]["global_step"] == whole_lines[i]["global_step"]);
-                CHECK(parts_lines[i]["loss"] == whole_lines[i]["loss"]);
-            }
-        }
+        if (rank == 0)
+            check_step_lines_match_after_stop(whole_dir + "/out/metrics.jsonl", parts_dir + "/out/metrics.jsonl",
+                                              stop_step);
         comm->barrier();
     }
 }

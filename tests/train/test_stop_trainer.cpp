@@ -12,6 +12,7 @@
 #include "fixtures.hpp"
 #include "tiny_run.hpp"
 #include "support/mpi_job.hpp"
+#include "support/stop_process.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/config.hpp"
@@ -93,21 +94,9 @@ TEST_CASE("a signal on one rank stops every rank at the next step boundary; resu
         CHECK(s["steps"] == 2 * 480 / (8 * world));
         CHECK(s["steps_this_run"] == 2 * 480 / (8 * world) - stop_step);
         CHECK(t.parameters_flat() == whole);
-        if (rank == 0) {
-            // The same step lines as the uninterrupted run, plus the stop's own (its step is not a multiple of 5):
-            // the stop's line does not restart the window, so the resumed run's step-10 line covers steps 6-10.
-            std::vector<json> whole_lines, parts_lines;
-            for (const json& l : read_jsonl(whole_dir + "/out/metrics.jsonl"))
-                if (l["type"] == "step") whole_lines.push_back(l);
-            for (const json& l : read_jsonl(parts_dir + "/out/metrics.jsonl"))
-                if (l["type"] == "step" && l["global_step"] != stop_step) parts_lines.push_back(l);
-            REQUIRE(parts_lines.size() == whole_lines.size());
-            for (size_t i = 0; i < whole_lines.size(); ++i) {
-                INFO("line of step " << whole_lines[i]["global_step"]);
-                CHECK(parts_lines[i]["global_step"] == whole_lines[i]["global_step"]);
-                CHECK(parts_lines[i]["loss"] == whole_lines[i]["loss"]);
-            }
-        }
+        if (rank == 0)
+            check_step_lines_match_after_stop(whole_dir + "/out/metrics.jsonl", parts_dir + "/out/metrics.jsonl",
+                                              stop_step);
         comm->barrier();
     }
 }
