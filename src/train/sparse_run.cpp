@@ -741,6 +741,10 @@ void SparseRun::write_step_checkpoint() { write_checkpoint(checkpoint_position()
 
 void SparseRun::end_epoch() {
     reduce_pending_loss(false, nullptr);
+    // A max_steps stop logs its last step, as a signal stop does (agree_on_stop), without restarting the window, so
+    // metrics.jsonl ends where the run does and a resumed run's lines are still an uninterrupted run's.
+    if (stopped_by_max_steps() && !stopped_by_signal() && !log_now() && window_steps_ > 0)
+        log_step(learning_rate(), /*restart_window=*/false);
     train_seconds_ += telemetry::now_seconds() - epoch_t0_;
     if (pos_.epoch_samples > 0) train_loss_ = pos_.epoch_loss_sum / pos_.epoch_samples;
     if ((stopped_by_max_steps() || stopped_by_signal()) && pos_.step_in_epoch != steps_per_epoch_)

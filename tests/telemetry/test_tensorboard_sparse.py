@@ -52,8 +52,9 @@ def main():
         records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
         losses = {r["global_step"]: r["loss"] for r in records if r["type"] == "step"}
         epochs = {r["global_step"]: r for r in records if r["type"] == "epoch"}
-        # The first run stops inside epoch 2 (no epoch scalars there); the resumed one ends epochs 2 and 3.
-        expected = [([4, 8, 12], [10]), ([16, 20, 24, 28], [20, 30])]
+        # The first run stops inside epoch 2 (no epoch scalars there) and logs its last step, 13; the resumed one ends
+        # epochs 2 and 3.
+        expected = [([4, 8, 12, 13], [10]), ([16, 20, 24, 28], [20, 30])]
         last_step = 0
         for name, (loss_steps, epoch_steps) in zip(event_files(out), expected):
             tags = scalars_by_tag(name, decode_events(Event, name))

@@ -185,7 +185,11 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
     };
     const auto lw = lines(whole), lp = lines(parts);
     CHECK(lw.size() == 10);  // steps 3, 6, ..., 30
-    CHECK(lp == lw);
+    // Plus each max_steps stop's own line (steps 4 and 13), which does not restart the window.
+    auto lp_regular = lp;
+    std::erase_if(lp_regular, [](const auto& l) { return l.first == 4 || l.first == 13; });
+    CHECK(lp.size() == lw.size() + 2);
+    CHECK(lp_regular == lw);
 }
 
 TEST_CASE("sparse: one core per rank parses in the gathers' waits and trains the same bits", "[train][sparse][mpi]") {
