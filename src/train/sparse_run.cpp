@@ -753,6 +753,7 @@ void SparseRun::end_epoch() {
     // (each rank scoring its share with its own drifted model would report a mixture; a no-op right after an average).
     if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
     last_eval_ = evaluate();
+    last_eval_step_ = pos_.global_step;
     json rec = {{"type", "epoch"}, {"epoch", pos_.epoch + 1}, {"global_step", pos_.global_step},
                 {"train_loss", train_loss_}, {"wall_s", telemetry::now_seconds() - t_start_}};
     rec.update(last_eval_);
@@ -798,7 +799,11 @@ void SparseRun::finish() {
         if (!have) write_checkpoint(checkpoint_position());
     }
     if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();  // the run ends with one model on every rank
-    if (last_eval_.is_null() && !stopped) last_eval_ = evaluate();
+    // The final model's test figures, also after a max_steps stop past an earlier epoch's evaluation.
+    if ((last_eval_.is_null() || last_eval_step_ != pos_.global_step) && !stopped) {
+        last_eval_ = evaluate();
+        last_eval_step_ = pos_.global_step;
+    }
 }
 
 // ---- evaluation ----

@@ -203,6 +203,7 @@ private:
     double averaging_in_stretch_s_ = 0;  // local SGD: the stretch's parameter average (not local work)
     telemetry::PhaseTimes phases_after_first_step_;  // local SGD's prediction leaves the first step out
     nlohmann::json last_eval_;
+    int64_t last_eval_step_ = -1;  // the global step last_eval_ scored
     telemetry::PhaseTimes phases_;
 };
 

@@ -467,9 +467,11 @@ void TrainingRun::finish() {
         write_checkpoint(pos_);
     }
     average_parameters_now();  // local_sgd: the run ends with one model on every rank
-    // A run stopped by max_steps inside an epoch, or resumed at its end after that epoch's evaluation failed (the
-    // checkpoint is written first), still reports the final model's test figures.
-    if (!stopped_by_signal() && last_eval_["test_accuracy"].is_null()) evaluate_now();
+    // A run stopped by max_steps inside an epoch (also one whose last evaluation was at an earlier epoch's end), or
+    // resumed at its end after that epoch's evaluation failed (the checkpoint is written first), still reports the
+    // final model's test figures. A signal stop does not spend its grace period on one.
+    if (!stopped_by_signal() && (last_eval_["test_accuracy"].is_null() || last_eval_step_ != pos_.global_step))
+        evaluate_now();
 }
 
 void TrainingRun::write_checkpoint(const LoopState& at) {
@@ -587,6 +589,7 @@ void TrainingRun::evaluate_now() {
     average_parameters_now();
     average_buffers_now();
     last_eval_ = parts_.evaluate(pos_.global_step);
+    last_eval_step_ = pos_.global_step;
     eval_seconds_ += telemetry::now_seconds() - t0;
 }
 

@@ -156,6 +156,7 @@ private:
     double latency_probe_s_ = -1;
     telemetry::PhaseTimes phases_after_first_step_;  // the prediction's inputs leave the first step out
     nlohmann::json last_eval_ = {{"test_loss", nullptr}, {"test_accuracy", nullptr}};
+    int64_t last_eval_step_ = -1;  // the global step last_eval_ scored
     double train_loss_;
     bool log_finished_epoch_ = false;  // resumed at an epoch's end whose line the stopped run never wrote
     double train_seconds_ = 0.0, eval_seconds_ = 0.0;

@@ -142,6 +142,29 @@ TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train
     CHECK_THAT(r.output, Catch::Contains("not a ringtrain checkpoint"));
 }
 
+TEST_CASE("a max_steps stop after an epoch's end reports the final model's test figures, not the epoch's",
+          "[train][checkpoint]") {
+    const std::string dir = temp_dir("stop-after-epoch");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "optimizer": {"name": "sgd", "lr": 0.05})"));
+    // 60 steps an epoch: the epoch's evaluation is at step 60, the run ends at 85.
+    auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=85");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = read_json(dir + "/out/summary.json");
+    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                    "/out/checkpoints/ckpt-000000085.bin");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    CHECK(line["test_loss"] == summary["test_loss"]);
+    CHECK(line["test_accuracy"] == summary["test_accuracy"]);
+    double epoch_test_loss = 0;
+    for (const auto& l : read_jsonl(dir + "/out/metrics.jsonl"))
+        if (l["type"] == "epoch") epoch_test_loss = l["test_loss"].get<double>();
+    CHECK(epoch_test_loss != summary["test_loss"].get<double>());  // the epoch's figures were another model's
+}
+
 TEST_CASE("a logged loss is the mean over the steps since the previous logged one", "[train][metrics]") {
     const std::string dir = temp_dir("loss_window");
     write_file(dir + "/tiny.json", kTinyCnn);

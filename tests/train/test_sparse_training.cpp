@@ -165,6 +165,17 @@ TEST_CASE("sparse: a resumed run ends where an uninterrupted one does", "[train]
     r = run_command(run + dir + "/p.json --set train.max_steps=13 --set checkpoint.resume=auto");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
+    {
+        // Stopped at 13, past epoch 1's evaluation at step 10: the summary scores the final model, as eval does.
+        const json stopped = read_json(parts + "/summary.json");
+        const auto e = run_command(mpirun(2) + binary() + " eval --set train.batch_size=8 --set data.shuffle_buffer=16 "
+                                   "--config " + dir + "/p.json --checkpoint " + ckpt(parts, 13));
+        INFO(e.output);
+        REQUIRE(e.exit_code == 0);
+        const json line = json::parse(e.output.substr(e.output.find('{')));
+        CHECK(line["test_logloss"] == stopped["test_logloss"]);
+        CHECK(line["test_auc"] == stopped["test_auc"]);
+    }
     r = run_command(run + dir + "/p.json --set checkpoint.resume=auto");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
