@@ -154,6 +154,7 @@ json TrainingRun::write_summary() {
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
         {"eval_s", eval_seconds_},
+        {"checkpoint_s", checkpoint_seconds_},
         {"samples_per_s",
          train_seconds_ > 0 ? steps_this_run_ * passes_ * batch * p.world / train_seconds_ : 0.0},
         {"phase_s", phase_seconds_json(phases_)},

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "add_seconds.hpp"
 #include "plan_agreement.hpp"
 #include "preflight.hpp"
 #include "run_measurements.hpp"
@@ -693,6 +694,7 @@ LoopState SparseRun::checkpoint_position() {
 bool SparseRun::keeps_rank_copies() const { return plan_.sync.mode == SyncMode::LocalSgd && world_ > 1; }
 
 void SparseRun::write_checkpoint(const LoopState& at) {
+    AddSeconds timed(checkpoint_seconds_);
     // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
     // aside (averaging in place here would change the rest of the run), and every rank's own tensors.
     AveragedTensors averaged;
@@ -737,7 +739,21 @@ SparseRun::AveragedTensors SparseRun::averaged_tensors() {
     return avg;
 }
 
-void SparseRun::write_step_checkpoint() { write_checkpoint(checkpoint_position()); }
+void SparseRun::write_step_checkpoint() {
+    const double t0 = telemetry::now_seconds();
+    write_checkpoint(checkpoint_position());
+    if (world_ > 1) {
+        // Every rank waits here for rank 0's write, not in the next step's collectives (their wait is communication).
+        AddSeconds timed(checkpoint_seconds_);
+        const auto w = watch("the barrier after a step checkpoint", 0);
+        comm_.barrier();
+    }
+    // Training time, the step lines' rows/s and the stretch of local work the prediction measures leave it out.
+    const double spent = telemetry::now_seconds() - t0;
+    epoch_t0_ += spent;
+    window_t0_ += spent;
+    stretch_start_ += spent;
+}
 
 void SparseRun::end_epoch() {
     reduce_pending_loss(false, nullptr);
@@ -976,6 +992,7 @@ json SparseRun::write_summary() {
         {"train_loss", std::isfinite(train_loss_) && samples_ > 0 ? json(train_loss_) : json(nullptr)},
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
+        {"checkpoint_s", checkpoint_seconds_},
         {"samples_per_s", train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0},
         {"phase_s", phase_seconds_json(phases_)},
         {"backend", comm_.backend()},

@@ -185,6 +185,7 @@ private:
     int64_t window_steps_ = 0;
     double train_loss_ = 0;
     double train_seconds_ = 0, epoch_t0_ = 0;
+    double checkpoint_seconds_ = 0;  // writing checkpoints (left out of train_seconds_)
     double samples_ = 0;  // every rank's rows trained on by this run
     int64_t steps_run_ = 0;
     int64_t local_sgd_averages_ = 0;

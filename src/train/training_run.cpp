@@ -7,6 +7,7 @@
 #include <span>
 #include <sstream>
 
+#include "add_seconds.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/telemetry/epoch_scalars.hpp"
@@ -326,6 +327,8 @@ void TrainingRun::agree_on_stop() {
         // Local SGD has no per-step collective: at each averaging (a stop waits up to local_sgd_period steps). On the
         // NCCL device path a host collective would make the host wait for the GPU every step, ending its run-ahead:
         // at logged steps, where the host reads the loss from the GPU anyway (a stop waits up to log_every_steps).
+        // Timed as communication, like every wait on the other ranks (otherwise in no phase of the time split).
+        PhaseScope ph(phases_, Phase::SyncWait, p.timeline.get());
         const auto w = p.watch("the stop vote", 0, pos_.global_step);
         any = any_rank_requested(p.comm, stop_);
     }
@@ -400,9 +403,22 @@ TrainingRun::LossSums TrainingRun::epoch_sums_over_ranks() {
 }
 
 void TrainingRun::write_step_checkpoint() {
+    const double t0 = telemetry::now_seconds();
     // Local SGD averages nothing here: write_checkpoint saves the ranks' average without making it, so the checkpoint
     // schedule leaves the run as it is.
     write_checkpoint(pos_);  // with every rank's epoch_local_
+    if (parts_.world > 1) {
+        // Every rank waits here for rank 0's write: otherwise the others would wait for it inside the next step's
+        // allreduce, and it would count as communication (sync_wait, the buckets' times, the run's prediction).
+        AddSeconds timed(checkpoint_seconds_);
+        const auto w = parts_.watch("the barrier after a step checkpoint", 0, pos_.global_step);
+        parts_.comm.barrier();
+    }
+    // Training time leaves the write out, as it leaves out the epoch's checkpoint: samples_per_s and the step lines'
+    // samples/s measure training (checkpoint_s has the time).
+    const double spent = telemetry::now_seconds() - t0;
+    epoch_t0_ += spent;
+    window_.t0 += spent;
 }
 
 void TrainingRun::end_epoch() {
@@ -475,6 +491,7 @@ void TrainingRun::finish() {
 }
 
 void TrainingRun::write_checkpoint(const LoopState& at) {
+    AddSeconds timed(checkpoint_seconds_);
     TrainerParts& p = parts_;
     // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
     std::vector<Rng::State> states;

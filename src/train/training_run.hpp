@@ -160,6 +160,7 @@ private:
     double train_loss_;
     bool log_finished_epoch_ = false;  // resumed at an epoch's end whose line the stopped run never wrote
     double train_seconds_ = 0.0, eval_seconds_ = 0.0;
+    double checkpoint_seconds_ = 0.0;  // writing checkpoints (left out of train_seconds_)
 };
 
 }  // namespace ringtrain::train::detail
