@@ -317,8 +317,10 @@ std::string describe_run_prediction(const json& summary) {
     if (it == summary.end() || !it->is_object() || !it->contains("step_s")) return "";
     const json& p = *it;
     char line[512];
-    std::snprintf(line, sizeof line, "scaling: %.2f of linear; predicted step %.4g ms vs measured %.4g ms (%+.0f %%); "
-                  "dominant: %s",
+    // "compute", not "scaling": the run cannot know its one-rank speed (the same ranks alone may run faster), so this
+    // is its compute's share of the step, not the weak-scaling efficiency against one rank (bench/scaling.sh).
+    std::snprintf(line, sizeof line, "compute: %.2f of the step (not weak scaling: that needs a one-rank run); "
+                  "predicted step %.4g ms vs measured %.4g ms (%+.0f %%); dominant: %s",
                   p.value("measured_efficiency", 0.0), 1e3 * p.value("step_s", 0.0), 1e3 * p.value("measured_step_s", 0.0),
                   100 * p.value("error", 0.0), p.value("dominant", std::string("?")).c_str());
     return line;

@@ -75,7 +75,7 @@ TEST_CASE("summary.json carries the run's own prediction next to the measured st
     CHECK(p["link"]["source"].get<std::string>().find("this run's gradient allreduces") != std::string::npos);
     CHECK_FALSE(p["dominant"].get<std::string>().empty());
     for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
-    CHECK(ringtrain::train::describe_run_prediction(s).rfind("scaling: ", 0) == 0);
+    CHECK(ringtrain::train::describe_run_prediction(s).rfind("compute: ", 0) == 0);
 }
 
 TEST_CASE("local SGD predicts itself from its periods: the averaging as the exchange, every period's work for the "
@@ -101,7 +101,7 @@ TEST_CASE("local SGD predicts itself from its periods: the averaging as the exch
     CHECK(p["error"].get<double>() == Approx((p["step_s"].get<double>() - measured) / measured).epsilon(1e-6));
     for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
     CHECK_FALSE(p.contains("merge_s_per_row"));
-    CHECK(ringtrain::train::describe_run_prediction(s).rfind("scaling: ", 0) == 0);
+    CHECK(ringtrain::train::describe_run_prediction(s).rfind("compute: ", 0) == 0);
 }
 
 TEST_CASE("a local SGD run too short to time two periods says why it has no prediction", "[train][mpi][predict]") {

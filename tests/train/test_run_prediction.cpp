@@ -170,7 +170,7 @@ TEST_CASE("the summary's predicted section and the end-of-run line", "[train][pr
     CHECK(j.contains("samples_per_s"));
     CHECK(j.contains("efficiency"));
     const std::string line = describe_run_prediction({{"predicted", j}});
-    CHECK_THAT(line, Contains("scaling: 0.84 of linear; predicted step 11.5") && Contains("vs measured 12.5 ms (-7 %)") &&
+    CHECK_THAT(line, Contains("compute: 0.84 of the step (not weak scaling: that needs a one-rank run); predicted step 11.5") && Contains("vs measured 12.5 ms (-7 %)") &&
                          Contains("dominant: compute (forward+backward, 9.00 ms)"));
     CHECK(describe_run_prediction({{"world_size", 1}}).empty());
     CHECK(describe_run_prediction({{"predicted", {{"why", "local SGD"}}}}).empty());

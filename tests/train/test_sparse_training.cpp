@@ -303,7 +303,7 @@ TEST_CASE("sparse: a local SGD run predicts itself, the average of every tensor 
     const double measured = p["measured_step_s"].get<double>();
     CHECK(p["error"].get<double>() == Approx((p["step_s"].get<double>() - measured) / measured).epsilon(1e-6));
     for (const auto& [term, seconds] : p["terms_s"].items()) CHECK(seconds.get<double>() >= 0);
-    CHECK(r.output.find("scaling: ") != std::string::npos);
+    CHECK(r.output.find("compute: ") != std::string::npos);
 }
 
 TEST_CASE("sparse: the exact AUC of a checkpoint is the same bits at 1, 2 and 3 ranks", "[train][sparse][mpi]") {
@@ -375,7 +375,7 @@ TEST_CASE("sparse: a 2-rank run predicts its own step (summary.json predicted, t
             if (how == "allgather") CHECK(p["merge_rows_per_step"].get<double>() > 0);
             else CHECK(p["merge_rows_per_step"].get<double>() == 0);
             CHECK(p["step_s"].get<double>() == Approx(p["measured_step_s"].get<double>() * (1 + p["error"].get<double>())));
-            CHECK_THAT(r.output, Catch::Contains("scaling: ") && Catch::Contains("predicted step"));
+            CHECK_THAT(r.output, Catch::Contains("compute: ") && Catch::Contains("predicted step"));
         }
     }
 }
