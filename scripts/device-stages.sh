@@ -75,6 +75,7 @@ clicklog() {
   local d="$RT_WORK/clicklog" rows="${CLICKLOG_ROWS:-400000}"
   if [ ! -s "$d/train.svm" ] || [ "$(cat "$d/rows" 2>/dev/null)" != "$rows" ]; then
     mkdir -p "$d"
+    rm -f "$d/train.svm" "$d/test.svm"  # make-clicklog writes only new files
     "$RT_BIN" make-clicklog --format libsvm --rows "$rows" --features 1048576 --seed 1 --model-seed 7 \
       --out "$d/train.svm" >&2 || return 1
     "$RT_BIN" make-clicklog --format libsvm --rows 4000 --features 1048576 --seed 2 --model-seed 7 \

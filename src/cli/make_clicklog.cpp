@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -69,6 +70,18 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
                 throw InputError("make-clicklog: --criteo-integers must be log2 or hash (got '" + v + "')");
             spec.criteo_integers = v == "log2" ? data::CriteoIntegers::Log2 : data::CriteoIntegers::Hash;
         }
+        // A mistyped --out or --truth must not replace a real click log (or the log itself, named twice): like
+        // make-image-folder, only new names are written.
+        for (const char* flag : {"--out", "--truth"}) {
+            std::error_code ec;
+            if (a.count(flag) && std::filesystem::exists(std::filesystem::symlink_status(a[flag], ec)))
+                throw InputError(std::string("make-clicklog: ") + flag + " " + a[flag] +
+                                 " exists; name a new file (or remove it first)");
+        }
+        if (a.count("--truth") &&
+            std::filesystem::absolute(a["--truth"]).lexically_normal() ==
+                std::filesystem::absolute(a["--out"]).lexically_normal())
+            throw InputError("make-clicklog: --truth names the same file as --out; give the truth JSON its own name");
         const auto t0 = std::chrono::steady_clock::now();
         const data::ClickLogTruth truth = data::generate_click_log(spec, a["--out"]);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

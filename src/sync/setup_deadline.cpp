@@ -1,6 +1,7 @@
 // SetupDeadline (see the header).
 #include "ringtrain/sync/setup_deadline.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -37,7 +38,11 @@ std::string SetupDeadline::message(double limit_s, const std::string& phase) {
 
 void SetupDeadline::wait() {
     std::unique_lock<std::mutex> lock(mutex_);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s_);
+    // Bounded (the schema allows 1e7 s): steady_clock::now() plus a huge double duration overflows, and the wait
+    // then spins instead of sleeping.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(std::min(limit_s_, 1e8)));
     if (cv_.wait_until(lock, deadline, [this] { return disarmed_; })) return;
     const std::string text = message(limit_s_, phase_);
     lock.unlock();  // the main thread may still enter a phase while the job goes down

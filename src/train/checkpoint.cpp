@@ -632,7 +632,9 @@ bool holds_previous_run(const std::string& output_dir, const std::string& checkp
     const fs::path metrics = fs::path(output_dir) / "metrics.jsonl";
     const bool empty_file = fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) == 0;
     const bool has_metrics = fs::exists(metrics, ec) && !empty_file;
-    return has_metrics || holds_checkpoints(checkpoint_dir);
+    // A summary.json alone (its metrics.jsonl removed, or another tool's file) would be overwritten too.
+    const bool has_summary = fs::exists(fs::path(output_dir) / "summary.json", ec);
+    return has_metrics || has_summary || holds_checkpoints(checkpoint_dir);
 }
 
 void check_latest_pointer(const std::string& dir) {

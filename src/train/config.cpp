@@ -113,6 +113,13 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
 void check_known(const std::string& src, const json& node, const std::string& prefix) {
     for (auto it = node.begin(); it != node.end(); ++it) {
         const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+        // "train.batch_size" as one name inside the file (the --set spelling) would match the schema here but is
+        // never read: values are read section by section.
+        if (const auto dot = it.key().find('.'); dot != std::string::npos) {
+            std::string nested = "{\"" + it.key().substr(0, dot) + "\": {\"" + it.key().substr(dot + 1) + "\": ...}}";
+            throw InputError(src + ": \"" + it.key() + "\"" + (prefix.empty() ? "" : " in " + prefix) +
+                             ": a dotted name is the --set spelling; in a config file write sections, " + nested);
+        }
         if (schema().count(key)) continue;
         bool is_section = false;
         for (const auto& [k, _] : schema())
@@ -252,6 +259,16 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
         throw InputError(src("sync.local_sgd_period") + ": sync.local_sgd_period: only used with sync.mode local_sgd "
                          "(this run averages gradients every step); remove it, or set sync.mode to local_sgd");
     if (!p.data.is_sparse()) {
+        if (p.data.format == DataFormat::Synthetic) {
+            // One sample's values, as every layer's output, are at most 2^31 - 1 (and the product must not wrap).
+            int64_t values = 1;
+            for (int64_t d : p.data.synthetic_shape)
+                values = d > 0 && values > (int64_t{2147483647} / d) ? int64_t{2147483648} : values * d;
+            if (values > 2147483647)
+                throw InputError(src("data.synthetic_shape") + ": data.synthetic_shape: " +
+                                 json(p.data.synthetic_shape).dump() + " is more than 2^31 - 1 values a sample; give a "
+                                 "smaller shape (e.g. [1, 28, 28])");
+        }
         if (p.sync.mode == SyncMode::LocalSgd && p.sync.compression != Compression::None)
             throw InputError(src("sync.compression") + ": sync.compression: '" + to_string(p.sync.compression) +
                              "' is not applied with sync.mode local_sgd (its parameter averages travel in float32); "

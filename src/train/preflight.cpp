@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/image_folder.hpp"
@@ -174,6 +175,9 @@ namespace {
 // hold it is found now, not after the training it was meant to trace.
 // The file is written beside and renamed over the name, which would replace whatever is there: only a missing name or
 // a writable regular file (a previous trace) is taken; a folder, link, device or pipe, or a read-only file, is refused.
+// How every trace Timeline::write makes begins.
+constexpr const char* kTraceStart = "{\"displayTimeUnit\":";
+
 void check_timeline_path(const std::string& path, int rank, const std::string& output_dir) {
     if (path.empty()) return;
     const fs::path folder = fs::absolute(fs::path(path)).parent_path();
@@ -196,6 +200,14 @@ void check_timeline_path(const std::string& path, int rank, const std::string& o
     if (::access(mine.c_str(), W_OK) != 0)
         throw InputError("output.timeline: '" + mine + "' exists and is not writable (" + std::strerror(errno) +
                          "); name a new file, or make it writable to replace it");
+    // Replaced only if it is a previous trace (or empty): a mistyped --timeline naming the run's config, its
+    // summary.json or any other file would otherwise lose it.
+    std::string head(std::strlen(kTraceStart), '\0');
+    std::ifstream in(mine, std::ios::binary);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    if (in.gcount() > 0 && head != kTraceStart)
+        throw InputError("output.timeline: '" + mine + "' exists and is not a ringtrain timeline, which writing the "
+                         "trace would replace; name a new file, or remove it first");
 }
 
 // A training run needs one global batch of samples per step (the loader and TrainingRun say the same later, after

@@ -41,3 +41,24 @@ TEST_CASE("make-clicklog: bad arguments exit 2 with one line") {
         CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
     }
 }
+
+TEST_CASE("make-clicklog writes only new files: an existing --out or --truth, or --truth naming --out, is refused") {
+    TempDir dir;
+    const std::string bin = RINGTRAIN_BINARY + std::string(" make-clicklog --format criteo --rows 10 ");
+    std::ofstream(dir.file("mine.txt")) << "precious\n";
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--out " + dir.file("mine.txt"), "--out " + dir.file("mine.txt") + " exists"},
+             {"--out " + dir.file("new.txt") + " --truth " + dir.file("mine.txt"), "--truth " + dir.file("mine.txt") + " exists"},
+             {"--out " + dir.file("new2.txt") + " --truth " + dir.file("new2.txt"), "--truth names the same file as --out"}}) {
+        const auto r = rt_test::run_command(bin + args);
+        INFO(args << "\n" << r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Contains(says));
+        CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    }
+    std::ifstream in(dir.file("mine.txt"));
+    std::string kept;
+    std::getline(in, kept);
+    CHECK(kept == "precious");
+    CHECK_FALSE(sparse_test::fs::exists(dir.file("new.txt")));
+}

@@ -301,6 +301,13 @@ TEST_CASE("an empty metrics.jsonl (a run that failed before its first step) does
     // One logged line is a previous run: refused as before.
     const auto again = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=2");
     require_exit2_naming(again, {"holds a previous run"});
+    // So is a summary.json alone (metrics.jsonl removed, or another tool's file): it would be overwritten.
+    fs::remove_all(dir + "/out");
+    fs::create_directories(dir + "/out");
+    write_file(dir + "/out/summary.json", "precious\n");
+    const auto summary_only = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=2");
+    require_exit2_naming(summary_only, {"holds a previous run"});
+    CHECK(slurp(dir + "/out/summary.json") == "precious\n");
 }
 
 TEST_CASE("a checkpoint of another world size is refused naming both sizes", "[train][checkpoint][integrity][mpi]") {

@@ -118,8 +118,8 @@ std::string resume_newest(const std::string& dir, const std::function<void(const
 
 // Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
 bool holds_checkpoints(const std::string& dir);
-// Whether output_dir holds a previous run (a fresh run there is refused): checkpoints in checkpoint_dir, or a
-// metrics.jsonl with something in it. A run that failed on bad input before its first logged step leaves an empty
+// Whether output_dir holds a previous run (a fresh run there is refused): checkpoints in checkpoint_dir, a
+// summary.json, or a metrics.jsonl with something in it. A run that failed on bad input before its first logged step leaves an empty
 // one, which must not stop the same command from running again once the input is fixed.
 bool holds_previous_run(const std::string& output_dir, const std::string& checkpoint_dir);
 // InputError when dir/latest exists and is not a regular file (a folder there failed the run's first checkpoint
