@@ -233,7 +233,28 @@ int exit_code_for(const std::exception& e) {
 
 }  // namespace
 
+// The command word as a number, for the ranks' agreement on it (0: none given).
+int command_id(int argc, char** argv) {
+    if (argc < 2) return 0;
+    const std::string w = argv[1];
+    const char* const words[] = {"train", "eval", "info", "predict", "make-clicklog", "make-image-folder",
+                                 "--help", "-h", "help", "--help-config", "--version"};
+    for (size_t i = 0; i < std::size(words); ++i)
+        if (w == words[i]) return static_cast<int>(i) + 1;
+    return static_cast<int>(std::size(words)) + 1;  // unknown: refused alike on every rank
+}
+
 int run(int argc, char** argv, int world_rank, int world_size) {
+    // Under mpirun every rank must take the same road: a rank running another command (or --help) than the others
+    // would leave them waiting in their first collective for ever. Two small allreduces, every rank, every command.
+    if (world_size > 1) {
+        const int id = command_id(argc, argv);
+        if (comm::max_over_world(id) != -comm::max_over_world(-id)) {
+            std::fprintf(stderr, "ringtrain: error: rank %d: the ranks were given different commands (this one: '%s'); "
+                         "give every rank the same command\n", world_rank, argc > 1 ? argv[1] : "");
+            return 2;
+        }
+    }
     if (argc > 1 && std::string(argv[1]) == "make-clicklog") return run_make_clicklog(argc, argv, world_size);
     if (argc > 1 && std::string(argv[1]) == "make-image-folder") return run_make_image_folder(argc, argv, world_size);
     if (argc > 1 && std::string(argv[1]) == "predict") return run_predict(argc, argv, world_rank, world_size);
@@ -241,7 +262,16 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     try {
         args = parse(argc, argv);
     } catch (const InputError& e) {
-        if (world_rank == 0) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        if (world_size == 1) {
+            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+            return 2;
+        }
+        // Only this rank's arguments may be wrong: say so here, and join the others' set-up agreement (below), where
+        // they wait, so that every rank leaves with exit 2.
+        std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", world_rank, e.what());
+        std::fflush(stderr);
+        const int id = command_id(argc, argv);  // the same on every rank (agreed above)
+        if (id >= 1 && id <= 3) comm::max_over_world(2);  // train, eval, info: the others reach their set-up agreement
         return 2;
     }
     if (args.command == "--help" || args.command == "-h" || args.command == "help") {

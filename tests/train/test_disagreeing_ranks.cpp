@@ -60,6 +60,34 @@ TEST_CASE("ranks with different configs exit 2 naming the first differing key, n
     }
 }
 
+TEST_CASE("a rank whose arguments do not parse, or that runs another command, ends every rank with exit 2",
+          "[train][mpi][agree]") {
+    // Both used to hang: the rank left before the set-up agreement, or ran other collectives than the others.
+    const std::string dir = temp_dir("disagree-args");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    const std::string train = binary() + " train --config " + dir + "/c.json";
+    struct Case {
+        std::string rank1, says;
+    };
+    const Case cases[] = {
+        {train + " --set", "rank 1: --set needs a value"},
+        {train + " --config " + dir + "/c.json", "rank 1: --config given twice"},
+        {train + " trian", "rank 1: unknown argument 'trian'"},
+        {binary() + " info --config " + dir + "/c.json", "rank 1: the ranks were given different commands (this one: 'info')"},
+        {binary() + " --help", "rank 0: the ranks were given different commands (this one: 'train')"},
+    };
+    for (const Case& c : cases) {
+        INFO("rank 1: " << c.rank1);
+        const auto r = run_command("timeout 60 " + mpirun(1) + train + " : -np 1 " + c.rank1);
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK(r.seconds < 30);
+        CHECK_THAT(r.output, Catch::Contains(c.says));
+        CHECK_FALSE(std::filesystem::exists(dir + "/out/metrics.jsonl"));  // nothing trained
+    }
+}
+
 TEST_CASE("output.progress may differ between ranks: the run trains", "[train][mpi][agree]") {
     const std::string dir = temp_dir("agree");
     write_file(dir + "/tiny.json", kTinyCnn);
