@@ -112,6 +112,13 @@ void GradientSync::synchronize() {
     ++step_;
     stats_->step_done(blocked);
     if (relayout_pending_) relayout_from_first_step();
+    if (!first_step_left_out_) {
+        // Every layout leaves its first step out of the buckets' calls and times (connection set-up, first
+        // allocations: 21 ms against a 3.6 ms mean in one review's LeNet-5 run), as the cycle-time relayout always
+        // did: the run's prediction fits its link to these means.
+        first_step_left_out_ = true;
+        stats_->reset_buckets(layout_);
+    }
 }
 
 SyncStats GradientSync::stats() const { return stats_->snapshot(); }

@@ -270,7 +270,7 @@ TEST_CASE("fused, unfused, tiny buckets, overlap on and off: the per-tensor allr
             CHECK(st.steps == 3);
             CHECK(st.collectives == (n > 1 ? 3 * gs.bucket_count() : 0));
             for (const auto& b : st.buckets) {
-                CHECK(b.calls == (n > 1 ? 3u : 0u));
+                CHECK(b.calls == (n > 1 ? 2u : 0u));  // the first step is left out of the buckets' times
                 if (n > 1 && b.bytes > 0) CHECK(b.busbw_gbs(n) > 0);
             }
             if (n > 1) CHECK(gs.communicator().bytes_sent() > 0);

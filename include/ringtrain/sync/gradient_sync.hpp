@@ -87,6 +87,7 @@ private:
     std::unique_ptr<SharedSyncStats> stats_;
     std::unique_ptr<BucketReducer> reducer_;  // null: nothing to reduce (one rank, no parameters)
     bool relayout_pending_ = false;           // first step of a cycle-time layout
+    bool first_step_left_out_ = false;        // the buckets' stats restart after the first step
     std::vector<double> ready_s_;             // then: when each gradient was reported (< 0: not reported)
     int64_t step_ = 0;
 };
