@@ -110,6 +110,14 @@ TEST_CASE("16-bit compression halves the bytes and stays close to fp32", "[train
                              fp32.summary["sync"]["gradient_bytes_sent"].get<double>();
         CHECK(ratio == Approx(0.5).margin(1e-9));
         CHECK(run.summary["bytes_sent"].get<double>() < 0.6 * fp32.summary["bytes_sent"].get<double>());
+        // Each bucket's bandwidth is of the bytes it put on the wire: half its float32 bytes.
+        for (const auto& b : run.summary["sync"]["buckets"]) {
+            CHECK(b["wire_bytes"].get<double>() == Approx(0.5 * b["bytes"].get<double>()).margin(1));
+            const double calls = b["calls"].get<double>(), mean_s = b["mean_ms"].get<double>() / 1e3;
+            if (calls > 0 && mean_s > 0)
+                CHECK(b["busbw_gbs"].get<double>() ==
+                      Approx(b["wire_bytes"].get<double>() / mean_s / 1e9 * 2.0 * (2 - 1) / 2).epsilon(1e-6));
+        }
         CHECK(relative_difference(final_parameters(fp32.dir, 12), final_parameters(run.dir, 12)) < (c == "fp16" ? 1e-2 : 5e-2));
     }
 }
