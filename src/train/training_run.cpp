@@ -602,6 +602,8 @@ void TrainingRun::average_buffers_now() {
 
 // Evaluation on one model (local SGD averages first), timed apart from training.
 void TrainingRun::evaluate_now() {
+    // One span around it, so that its layers' spans (the training names) read as an evaluation in the timeline.
+    telemetry::Span span(parts_.timeline.get(), "evaluate", "phase");
     const double t0 = telemetry::now_seconds();
     average_parameters_now();
     average_buffers_now();

@@ -136,7 +136,7 @@ TEST_CASE("the timeline is valid Chrome trace JSON with the expected spans", "[t
             if (e.contains("pid")) pids.insert(e["pid"].get<int>());
         }
     }
-    for (const char* want : {"data", "forward", "backward", "optimizer", "sync_wait"}) {
+    for (const char* want : {"data", "forward", "backward", "optimizer", "sync_wait", "evaluate"}) {
         INFO(want);
         CHECK(names.count(want) == 1);
     }
