@@ -116,6 +116,9 @@ Args parse(int argc, char** argv) {
             if (i >= v.size()) throw InputError(flag + " needs a value; try `ringtrain --help`");
             value = v[i++];
         }
+        // An empty name ('--timeline ""' from an unset shell variable) would mean "none" without a word.
+        if (value->empty() && flag != "--set")
+            throw InputError(flag + " needs a non-empty value (a file name); try `ringtrain --help`");
         // A second --config or --checkpoint would silently replace the first.
         auto set_once = [&](std::string& slot, bool& given, const std::string& advice) {
             if (given) throw InputError(flag + " given twice ('" + slot + "', then '" + *value + "'); " + advice);

@@ -366,6 +366,9 @@ int64_t read_rank_copies_layout(const HeaderReader& r, const json& header, const
 LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
                           RankCopies* copies) {
     std::error_code ec;
+    if (fs::is_directory(path, ec))
+        throw CheckpointUnreadable(path + ": a folder, not a checkpoint; name a ckpt-*.bin file inside it, or use "
+                                   "checkpoint.resume=auto for the newest in output.dir");
     if (!fs::is_regular_file(path, ec))
         throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
                                    "use checkpoint.resume=auto for the newest in output.dir");

@@ -182,7 +182,9 @@ TEST_CASE("step checkpoints are timed apart: training time and samples/s leave t
     CHECK(checkpoints > 0);
     // Before, the checkpoints' time sat in train_s outside every phase (44 % of it in the review's LeNet-5 run), and
     // rank 1's wait for rank 0's writes in its next allreduce.
-    CHECK(train - phases < 0.5 * checkpoints);
+    // Under load (ctest -j) the gaps between phases grow too, so either bound will do; without the fix the gap was
+    // the checkpoints' whole time, most of train_s here.
+    CHECK((train - phases < 0.5 * checkpoints || train - phases < 0.15 * train));
     CHECK(s["samples_per_s"].get<double>() == Approx(60.0 * 8 * 2 / train).epsilon(1e-9));
 }
 
