@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,18 @@ inline const char* const kSyncBnModel = R"({
 inline constexpr size_t kSyncBnTensors = 8 + 4;
 
 // |a - b| / |a| over all values (2-norms).
+// `ringtrain eval --config dir/c.json` of the checkpoint dir/out/checkpoints at global step `step`, one process: the
+// JSON line it prints.
+inline nlohmann::json eval_checkpoint_line(const std::string& dir, long long step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%09lld.bin", step);
+    const auto r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
+                               "/out/checkpoints/" + name);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+}
+
 inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
     REQUIRE(a.size() == b.size());
     REQUIRE(!a.empty());

@@ -27,15 +27,11 @@ TEST_CASE("batchnorm running stats: one model on every rank, saved in checkpoint
     write_file(dir + "/bn.json", kTinyBn);
     write_file(dir + "/c.json", tiny_config(dir + "/bn.json", dir + "/out",
                                             R"(, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9})"));
-    auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.max_steps=20");
+    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set train.max_steps=20");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const auto summary = read_json(dir + "/out/summary.json");
-    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
-                    "/out/checkpoints/ckpt-000000020.bin");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    const auto line = eval_checkpoint_line(dir, 20);
     // The 2-rank evaluation (each rank half the test set, with the averaged stats) and the 1-rank evaluation of the
     // checkpoint agree: without the averaging or without the stats in the checkpoint they would not.
     CHECK(line["test_loss"].get<double>() == Approx(summary["test_loss"].get<double>()).epsilon(1e-6));

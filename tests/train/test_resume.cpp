@@ -148,15 +148,11 @@ TEST_CASE("a max_steps stop after an epoch's end reports the final model's test 
     write_file(dir + "/tiny.json", kTinyCnn);
     write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out", R"(, "optimizer": {"name": "sgd", "lr": 0.05})"));
     // 60 steps an epoch: the epoch's evaluation is at step 60, the run ends at 85.
-    auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=85");
+    const auto r = run_command(binary() + " train --config " + dir + "/c.json --set train.max_steps=85");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const auto summary = read_json(dir + "/out/summary.json");
-    r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir +
-                    "/out/checkpoints/ckpt-000000085.bin");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    const auto line = eval_checkpoint_line(dir, 85);
     CHECK(line["test_loss"] == summary["test_loss"]);
     CHECK(line["test_accuracy"] == summary["test_accuracy"]);
     double epoch_test_loss = 0;
