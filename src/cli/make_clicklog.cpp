@@ -56,6 +56,14 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
             spec.format = data::SparseFormat::Libsvm;
         else
             throw InputError("make-clicklog: --format must be criteo or libsvm (got '" + a["--format"] + "')");
+        // A flag of the other format would be ignored without a word.
+        const bool criteo = spec.format == data::SparseFormat::Criteo;
+        for (const char* flag : {"--hash-bits", "--criteo-integers"})
+            if (!criteo && a.count(flag))
+                throw InputError(std::string("make-clicklog: ") + flag + " is for --format criteo; remove it");
+        if (criteo && a.count("--features"))
+            throw InputError("make-clicklog: --features is for --format libsvm (criteo hashes into 2^--hash-bits); "
+                             "remove it");
         spec.rows = number<int64_t>("--rows", a["--rows"]);
         if (a.count("--seed")) spec.seed = number<uint64_t>("--seed", a["--seed"]);
         if (a.count("--model-seed")) spec.model_seed = number<uint64_t>("--model-seed", a["--model-seed"]);

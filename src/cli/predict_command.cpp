@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
@@ -47,8 +49,8 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
         used = 0;
     }
     if (used != text.size() || text.empty() || !(v >= lo && v <= hi))
-        throw InputError(flag + ": '" + text + "' is not a number from " + std::to_string(lo) + " to " +
-                         std::to_string(hi));
+        throw InputError(flag + ": '" + text + "' is not a number from " + nlohmann::json(lo).dump() + " to " +
+                         nlohmann::json(hi).dump());
     return v;
 }
 

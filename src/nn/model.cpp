@@ -80,7 +80,11 @@ Model::Blueprint::Blueprint(const json& arch, const Shape& data_input, const std
     }
     if (!arch.contains("layers") || !arch["layers"].is_array() || arch["layers"].empty())
         throw InputError(source + ": .layers: expected a non-empty array of layers");
-    loss = make_loss(arch.value("loss", std::string("softmax_cross_entropy")));
+    try {
+        loss = make_loss(arch.value("loss", std::string("softmax_cross_entropy")));
+    } catch (const InputError& e) {
+        throw InputError(source + ": .loss: " + e.what());
+    }
 
     Shape shape = input;
     std::set<std::string> names;

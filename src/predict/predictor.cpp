@@ -194,7 +194,9 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
         if (out.batch_size < 1 || out.gradients.empty()) throw InputError("empty");
         return out;
     } catch (const std::exception& e) {
-        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" + e.what() +
+        std::string why = e.what();  // without the JSON library's "[json.exception.out_of_range.403] "
+        if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" + why +
                          "); write one with --json first");
     }
 }

@@ -33,7 +33,10 @@ TEST_CASE("make-clicklog: bad arguments exit 2 with one line") {
              {"--format criteo --rows ten --out x", "--rows: 'ten' is not a number"},
              {"--format criteo --rows 10 --out x --hash-bits 40", "--hash-bits must be between 1 and 24"},
              {"--format criteo --rows 10 --out x --colour red", "unknown argument '--colour'"},
-             {"--format criteo --rows 10 --out /no/such/dir/x", "cannot create"}}) {
+             {"--format criteo --rows 10 --out /no/such/dir/x", "cannot create"},
+             {"--format libsvm --rows 10 --out x --hash-bits 5", "--hash-bits is for --format criteo"},
+             {"--format libsvm --rows 10 --out x --criteo-integers hash", "--criteo-integers is for --format criteo"},
+             {"--format criteo --rows 10 --out x --features 5", "--features is for --format libsvm"}}) {
         const auto r = rt_test::run_command("cd " + dir.path.string() + " && " + bin + args);
         INFO(args << "\n" << r.output);
         CHECK(r.exit_code == 2);
