@@ -19,12 +19,6 @@ namespace {
 // A config or model file is a few KiB; the cap keeps `--config /dev/zero` from reading until memory runs out.
 constexpr std::streamsize kMaxJsonFileBytes = std::streamsize{16} << 20;
 
-// nlohmann's own message minus its "[json.exception.parse_error.101] " prefix.
-std::string without_exception_id(const std::string& what) {
-    const auto close = what.find("] ");
-    return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
-}
-
 // Builds the document from nlohmann's SAX events (its parser is iterative; only the value it builds could be
 // deep), refusing what the default DOM builder accepts silently. Knows the JSON path of the value being read.
 class StrictDomBuilder final : public nlohmann::json_sax<json> {
@@ -125,6 +119,11 @@ private:
 };
 
 }  // namespace
+
+std::string without_exception_id(const std::string& what) {
+    const auto close = what.find("] ");
+    return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+}
 
 json parse_json_strictly(const std::string& text, const std::string& source) {
     StrictDomBuilder builder(source);

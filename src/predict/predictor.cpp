@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/json_file.hpp"
 
 namespace ringtrain::predict {
 
@@ -194,9 +195,8 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
         if (out.batch_size < 1 || out.gradients.empty()) throw InputError("empty");
         return out;
     } catch (const std::exception& e) {
-        std::string why = e.what();  // without the JSON library's "[json.exception.out_of_range.403] "
-        if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
-        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" + why +
+        throw InputError(where + ": not a profile written by `ringtrain predict --json` (" +
+                         without_exception_id(e.what()) +
                          "); write one with --json first");
     }
 }

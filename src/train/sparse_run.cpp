@@ -816,7 +816,7 @@ void SparseRun::finish() {
     }
     if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();  // the run ends with one model on every rank
     // The final model's test figures, also after a max_steps stop past an earlier epoch's evaluation.
-    if ((last_eval_.is_null() || last_eval_step_ != pos_.global_step) && !stopped) {
+    if (last_eval_step_ != pos_.global_step && !stopped) {
         last_eval_ = evaluate();
         last_eval_step_ = pos_.global_step;
     }

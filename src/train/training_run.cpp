@@ -486,8 +486,7 @@ void TrainingRun::finish() {
     // A run stopped by max_steps inside an epoch (also one whose last evaluation was at an earlier epoch's end), or
     // resumed at its end after that epoch's evaluation failed (the checkpoint is written first), still reports the
     // final model's test figures. A signal stop does not spend its grace period on one.
-    if (!stopped_by_signal() && (last_eval_["test_accuracy"].is_null() || last_eval_step_ != pos_.global_step))
-        evaluate_now();
+    if (!stopped_by_signal() && last_eval_step_ != pos_.global_step) evaluate_now();
 }
 
 void TrainingRun::write_checkpoint(const LoopState& at) {

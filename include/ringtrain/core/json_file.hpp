@@ -23,5 +23,7 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
 
 // A value for a one-line message: compact, invalid UTF-8 replaced, cut to about `max_chars` characters.
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80);
+// nlohmann's own message minus its "[json.exception.out_of_range.403] " prefix, for an error line a user reads.
+std::string without_exception_id(const std::string& what);
 
 }  // namespace ringtrain
