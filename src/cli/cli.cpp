@@ -81,6 +81,28 @@ const std::map<std::string, std::set<std::string>>& command_flags() {
     return flags;
 }
 
+// eval scores --checkpoint on the config's test data: it reads the model, the data, the device and the collectives'
+// limits, and none of the keys below, which only a training run reads. A --set of one would be accepted and ignored
+// (the config file may hold them: it is usually the training run's).
+void refuse_training_only_sets(const std::vector<std::string>& overrides) {
+    static const char* const training_only[] = {
+        "checkpoint.", "optimizer.", "output.", "train.epochs", "train.max_steps", "train.log_every_steps",
+        "train.profile_layers", "train.stop_signal", "train.stop_grace_s", "data.augment.", "sync.fusion_bytes",
+        "sync.cycle_time_ms", "sync.min_bucket_bytes", "sync.overlap", "sync.compression",
+        "sync.backward_passes_per_step", "sync.mode", "sync.local_sgd_period", "sync.balance", "sync.batchnorm",
+        "sync.sparse", "sync.sparse_update"};
+    for (const std::string& o : overrides) {
+        const std::string key = o.substr(0, o.find('='));
+        for (const char* t : training_only) {
+            const std::string prefix = t;
+            if (prefix.back() == '.' ? key.rfind(prefix, 0) == 0 : key == prefix)
+                throw InputError("--set " + o + ": `ringtrain eval` does not use " + key +
+                                 " (it scores --checkpoint on the config's test data and writes nothing but its "
+                                 "result line); remove it");
+        }
+    }
+}
+
 std::string flag_hint(const std::string& command, const std::string& flag) {
     if (command == "train" && flag == "--checkpoint")
         return "to continue from a checkpoint, use --set checkpoint.resume=PATH (or auto)";
@@ -135,6 +157,7 @@ Args parse(int argc, char** argv) {
             a.overrides.push_back("output.timeline=" + *value);
         }
     }
+    if (a.command == "eval") refuse_training_only_sets(a.overrides);
     // Without a config there is nothing to apply --set to (info reports the defaults): refused, never dropped.
     if (a.command == "info" && a.config.empty() && !a.overrides.empty())
         throw InputError("--set " + a.overrides.front() + ": `ringtrain info` applies --set to a config; pass --config "
@@ -146,7 +169,10 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
     if (!config) throw InputError("train needs --config FILE");
     const train::Config& cfg = *config;
     // This process exits when the run returns: a second stop signal meanwhile still ends it with exit 4 and a line.
-    const auto train_then_exit = [](auto&& trainer) {
+    // The trainer is built (set-up agreed) before the config's notes: a run refused at set-up prints its one line.
+    const auto train_then_exit = [&](auto&& trainer) {
+        if (comm.rank() == 0)
+            for (const std::string& n : cfg.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
         trainer.set_process_exits_after_train(true);
         return trainer.train();
     };

@@ -179,7 +179,10 @@ ClickLogTruth generate_click_log(const ClickLogSpec& spec, const std::string& pa
         zipf.emplace_back(spec.features, spec.zipf_exponent);
     }
     Rng rng(mix64(spec.seed ^ 0x726f7773ULL));  // "rows"
-    const uint64_t value_seed = mix64(spec.seed ^ 0x76616c756573ULL);  // "values"
+    // The categorical values each column draws from belong to the model, not to the rows: a test file (another seed,
+    // the same model seed) must hold the training file's values, or every categorical feature of it would be one the
+    // trained model never saw. With seed = model seed, the files are those of before this was tied to the model.
+    const uint64_t value_seed = mix64(spec.model_seed ^ 0x76616c756573ULL);  // "values"
 
     TextSink sink(path);
     std::string out, line;

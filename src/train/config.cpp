@@ -12,7 +12,9 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
+#include "config_key_origin.hpp"
 #include "config_schema.hpp"
+#include "config_usage.hpp"
 
 namespace ringtrain::train {
 
@@ -22,6 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using detail::Kind;
+using detail::KeyOrigin;
 using detail::KeySpec;
 using detail::schema;
 
@@ -149,26 +152,6 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
-// Where a key's value came from, for an error about it: the `--set KEY=VALUE` that set it, else the config file.
-// The checks across keys name the key they refuse, so a value given on the command line is never blamed on a file
-// that may hold a valid one.
-class KeyOrigin {
-public:
-    KeyOrigin(std::string file, const std::map<std::string, std::string>& overrides, std::set<std::string> given)
-        : file_(std::move(file)), overrides_(overrides), given_(std::move(given)) {}
-    std::string operator()(const std::string& key) const {
-        const auto it = overrides_.find(key);
-        return it == overrides_.end() ? file_ : "--set " + it->second;
-    }
-    // Whether the file or a --set gave the key (not its default).
-    bool given(const std::string& key) const { return given_.count(key) != 0; }
-
-private:
-    std::string file_;
-    const std::map<std::string, std::string>& overrides_;
-    std::set<std::string> given_;
-};
-
 // data.mean / data.std and the image keys, judged per format. Arrays are per channel: IDX has one channel, CIFAR-10
 // three (red, green, blue), an image folder data.channels; synthetic data and the sparse formats are not normalised.
 // Augmentation runs on image folders and CIFAR-10. Every image key that the chosen format would ignore is refused,
@@ -295,8 +278,10 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     auto refuse = [&](bool set, const std::string& key, const std::string& why) {
         if (set) throw InputError(src(key) + ": " + key + ": not available with data.format '" + format + "'; " + why);
     };
-    refuse(p.optimizer.momentum != 0.0 || p.optimizer.nesterov, "optimizer.momentum",
+    refuse(p.optimizer.momentum != 0.0, "optimizer.momentum",
            "the sparse optimizers update only the rows a step touched; use adagrad or ftrl, or set it to 0");
+    refuse(p.optimizer.nesterov, "optimizer.nesterov",
+           "the sparse optimizers have no momentum; use adagrad or ftrl, or set it to false");
     refuse(p.optimizer.weight_decay != 0.0, "optimizer.weight_decay", "use ftrl with optimizer.l2, or set it to 0");
     refuse(p.optimizer.warmup_epochs != 0.0, "optimizer.warmup_epochs",
            "the sparse path sets the rate once per epoch; set it to 0");
@@ -370,7 +355,9 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.source_ = source;
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
-    check_combinations(KeyOrigin(source, given, std::move(present)), c.plan_);
+    const KeyOrigin origin(source, given, std::move(present));
+    check_combinations(origin, c.plan_);
+    c.notes_ = detail::check_unused_keys(origin, c.plan_, c.doc_);
     return c;
 }
 

@@ -1,6 +1,8 @@
 // `ringtrain info` reports ranks, hosts and local ranks from MPI itself.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include "ringtrain/core/memory.hpp"
 #include "support/run_command.hpp"
 
@@ -75,4 +77,20 @@ TEST_CASE("--timeline may name a file in the run's own output.dir before it exis
     r = run_command(base + " --set output.dir=" + dir + "/run2 --timeline " + dir + "/elsewhere/trace.json");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("output.timeline: the folder"));
+}
+
+// A sweep's --set that switches the optimizer leaves the file's momentum unread: a note on rank 0, and the run goes
+// on (the same key given by --set, or in a file whose own optimizer leaves it unread, is refused: test_config_usage).
+TEST_CASE("a config file's key that a --set leaves unread is named in a note once, and the run goes on", "[cli][mpi]") {
+    const std::string dir = temp_dir("unused-key-note");
+    std::ofstream(dir + "/c.json") << R"({"model": ")" << source_dir() << R"(/models/logreg.json",
+        "data": {"format": "synthetic", "synthetic_shape": [784]}, "optimizer": {"name": "sgd", "momentum": 0.9}})";
+    const auto r = run_command(mpirun(2) + binary() + " train --config " + dir + "/c.json --set optimizer.name=adam"
+                               " --set train.max_steps=3 --set output.progress=none --set output.dir=" + dir + "/out");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string note = "ringtrain: note: optimizer.momentum in " + dir + "/c.json is not used with "
+                             "optimizer.name 'adam' (--set optimizer.name=adam); it is ignored in this run";
+    CHECK_THAT(r.output, Catch::Contains(note));
+    CHECK(r.output.find(note) == r.output.rfind(note));  // rank 0 alone
 }

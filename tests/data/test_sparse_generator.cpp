@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "ringtrain/core/error.hpp"
@@ -114,7 +116,7 @@ TEST_CASE("the generator's output depends only on its seed") {
     CHECK(slurp(dir.file("a.txt")) == slurp(dir.file("b.txt")));
     CHECK(slurp(dir.file("a.txt")) != slurp(dir.file("c.txt")));
     spec.seed = 9;
-    spec.model_seed = 2;  // same rows' features, another model: some labels differ
+    spec.model_seed = 2;  // the same draws from another model (its own categorical values and weights)
     generate_click_log(spec, dir.file("d.txt"));
     CHECK(slurp(dir.file("a.txt")) != slurp(dir.file("d.txt")));
     CHECK(slurp(dir.file("a.txt")).size() == slurp(dir.file("d.txt")).size());
@@ -128,6 +130,44 @@ TEST_CASE("the generator's output depends only on its seed") {
     }
     CHECK(std::abs(mean / 20000) < 0.03);
     CHECK(std::abs(var / 20000 - 1.0) < 0.05);
+}
+
+namespace {
+// Every (column, value) of a Criteo file's categorical columns (C1..C26, after the label and 13 integers).
+std::set<std::string> categorical_values(const std::string& path) {
+    std::set<std::string> values;
+    std::istringstream in(slurp(path));
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream fields(line);
+        std::string f;
+        for (int c = 0; std::getline(fields, f, '\t'); ++c)
+            if (c >= 14 && !f.empty()) values.insert(std::to_string(c) + ":" + f);
+    }
+    return values;
+}
+}  // namespace
+
+// A test file is another seed from the same model: its categorical values must be the training file's (a model
+// trained on one would otherwise know none of the other's). They once came from the row seed: no value in common.
+TEST_CASE("Criteo files of two seeds and one model share their categorical values") {
+    TempDir dir;
+    ClickLogSpec spec;
+    spec.rows = 2000;
+    spec.seed = 1;
+    generate_click_log(spec, dir.file("train.txt"));
+    spec.seed = 2;
+    generate_click_log(spec, dir.file("test.txt"));
+    const auto train = categorical_values(dir.file("train.txt")), test = categorical_values(dir.file("test.txt"));
+    size_t shared = 0;
+    for (const auto& v : test) shared += train.count(v);
+    INFO(shared << " of " << test.size() << " test values in the training file");
+    CHECK(test.size() > 1000);
+    CHECK(shared * 4 > test.size());  // the frequent values of a Zipf column appear in both (half, at 2000 rows)
+    spec.model_seed = 7;  // another model: another vocabulary
+    generate_click_log(spec, dir.file("other.txt"));
+    size_t other_shared = 0;
+    for (const auto& v : categorical_values(dir.file("other.txt"))) other_shared += train.count(v);
+    CHECK(other_shared * 20 < test.size());
 }
 
 TEST_CASE("bad generator specs are InputErrors") {

@@ -26,19 +26,24 @@ std::string error_of(const json& doc, const std::vector<std::string>& sets = {})
 }  // namespace
 
 TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
+    // Each key under a plan that reads it (one that does not refuses it: test_config_usage).
     const Config c = Config::from_json(kSparse, "cfg.json",
-                                       {"data.index_base=0", "data.num_features=1000", "data.hash_bits=18",
-                                        "data.criteo_integers=hash", "data.shuffle_buffer=64", "data.cache=true",
-                                        "optimizer.name=ftrl", "optimizer.l1=0.5", "optimizer.l2=2",
-                                        "optimizer.beta=0.25", "optimizer.initial_accumulator=0.01",
-                                        "sync.sparse=allgather", "sync.sparse_update=replicated"});
+                                       {"data.hash_bits=18", "data.criteo_integers=hash", "data.shuffle_buffer=64",
+                                        "data.cache=true", "optimizer.name=ftrl", "optimizer.l1=0.5",
+                                        "optimizer.l2=2", "optimizer.beta=0.25", "sync.sparse=allgather",
+                                        "sync.sparse_update=replicated"});
     const RunPlan& p = c.plan();
     CHECK(p.data.format == DataFormat::Criteo);
     CHECK(p.data.is_sparse());
     CHECK(p.data.train_file == "a.txt");
     CHECK(p.data.test_file == "b.txt");
-    CHECK(p.data.index_base == 0);
-    CHECK(p.data.num_features == 1000);
+    const RunPlan libsvm = Config::from_json(kSparse, "cfg.json",
+                                             {"data.format=libsvm", "data.index_base=0", "data.num_features=1000",
+                                              "optimizer.name=adagrad", "optimizer.initial_accumulator=0.01"})
+                               .plan();
+    CHECK(libsvm.data.index_base == 0);
+    CHECK(libsvm.data.num_features == 1000);
+    CHECK(libsvm.optimizer.initial_accumulator == 0.01);
     CHECK(p.data.hash_bits == 18);
     CHECK(p.data.criteo_integers == CriteoIntegerTransform::Hash);
     CHECK(p.data.shuffle_buffer == 64);
@@ -47,7 +52,6 @@ TEST_CASE("sparse keys are typed in the plan", "[train][config][sparse]") {
     CHECK(p.optimizer.l1 == 0.5);
     CHECK(p.optimizer.l2 == 2.0);
     CHECK(p.optimizer.beta == 0.25);
-    CHECK(p.optimizer.initial_accumulator == 0.01);
     CHECK(p.sync.sparse == SparseSync::Allgather);
     CHECK(p.sync.sparse_update == SparseUpdate::Replicated);
     CHECK(p.to_json() == c.document());
@@ -73,6 +77,8 @@ TEST_CASE("keys one path would ignore are refused, naming the key", "[train][con
     CHECK_THAT(error_of(kSparse, {"data.train_file="}), Contains("--set data.train_file=: data.train_file: missing"));
     CHECK_THAT(error_of(kSparse, {"data.test_file="}), Contains("--set data.test_file=: data.test_file: missing"));
     CHECK_THAT(error_of(kSparse, {"optimizer.momentum=0.9"}), Contains("optimizer.momentum: not available"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.nesterov=true"}),
+               Contains("--set optimizer.nesterov=true: optimizer.nesterov: not available"));
     CHECK_THAT(error_of(kSparse, {"optimizer.weight_decay=0.1"}), Contains("optimizer.weight_decay: not available"));
     CHECK_THAT(error_of(kSparse, {"optimizer.warmup_epochs=1"}), Contains("optimizer.warmup_epochs: not available"));
     CHECK_THAT(error_of(kSparse, {"sync.compression=fp16"}), Contains("sync.compression: not available"));
@@ -101,7 +107,9 @@ TEST_CASE("ftrl with beta 0 and l2 0 is refused, naming optimizer.beta", "[train
     CHECK_THAT(error_of(kDense, {"data.train_dir=x"}), Contains("--set data.train_dir=x: data.train_dir: not used"));
     CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0", "optimizer.l2=0.5"}).empty());
     CHECK(error_of(kSparse, {"optimizer.name=ftrl", "optimizer.beta=0.1"}).empty());
-    CHECK(error_of(kSparse, {"optimizer.name=adagrad", "optimizer.beta=0"}).empty());  // beta is ftrl's only
+    // beta is ftrl's only: another optimizer does not read it, so it is refused rather than ignored.
+    CHECK_THAT(error_of(kSparse, {"optimizer.name=adagrad", "optimizer.beta=0"}),
+               Contains("optimizer.beta: not used with optimizer.name 'adagrad'"));
 }
 
 TEST_CASE("adagrad's eps defaults to 1e-10 (PyTorch's), as the plan resolves it", "[train][config][sparse]") {

@@ -37,6 +37,9 @@ public:
     // The full document with defaults filled (written into summaries and checkpoints).
     const nlohmann::json& document() const { return doc_; }
     const std::string& source() const { return source_; }
+    // Config keys this run ignores, one line each: values in the file that a --set made unused (the other cases are
+    // refused). The command prints them before training.
+    const std::vector<std::string>& notes() const { return notes_; }
     // Absolute path of the model architecture file (searched next to the config and in the source tree).
     std::string model_path() const;
 
@@ -48,6 +51,7 @@ private:
     RunPlan plan_;
     std::string source_;
     std::string base_dir_;
+    std::vector<std::string> notes_;
 };
 
 }  // namespace ringtrain::train
