@@ -1,8 +1,12 @@
 #include "make_clicklog.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -90,6 +94,18 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
             std::filesystem::absolute(a["--truth"]).lexically_normal() ==
                 std::filesystem::absolute(a["--out"]).lexically_normal())
             throw InputError("make-clicklog: --truth names the same file as --out; give the truth JSON its own name");
+        // Their folders are made (as make-image-folder does, and as the configs' data/criteo/train.txt needs) and
+        // checked before the rows are written: a truth file that cannot be written fails now, not after the log.
+        for (const char* flag : {"--out", "--truth"}) {
+            if (!a.count(flag)) continue;
+            const std::filesystem::path folder = std::filesystem::absolute(a[flag]).parent_path();
+            std::error_code ec;
+            std::filesystem::create_directories(folder, ec);
+            if (ec || ::access(folder.c_str(), W_OK) != 0)
+                throw InputError(std::string("make-clicklog: ") + flag + " " + a[flag] + ": cannot write in '" +
+                                 folder.string() + "' (" + (ec ? ec.message() : std::strerror(errno)) +
+                                 "); name a file in a writable folder");
+        }
         const auto t0 = std::chrono::steady_clock::now();
         const data::ClickLogTruth truth = data::generate_click_log(spec, a["--out"]);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

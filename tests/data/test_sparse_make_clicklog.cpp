@@ -27,13 +27,14 @@ TEST_CASE("make-clicklog writes a file and its truth") {
 TEST_CASE("make-clicklog: bad arguments exit 2 with one line") {
     TempDir dir;
     const std::string bin = RINGTRAIN_BINARY + std::string(" make-clicklog ");
+    std::ofstream(dir.file("afile")) << "a file, not a folder\n";
     for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
              {"--format criteo --rows 10", "needs --out"},
              {"--format csv --rows 10 --out x", "--format must be criteo or libsvm"},
              {"--format criteo --rows ten --out x", "--rows: 'ten' is not a number"},
              {"--format criteo --rows 10 --out x --hash-bits 40", "--hash-bits must be between 1 and 24"},
              {"--format criteo --rows 10 --out x --colour red", "unknown argument '--colour'"},
-             {"--format criteo --rows 10 --out /no/such/dir/x", "cannot create"},
+             {"--format criteo --rows 10 --out afile/x", "--out afile/x: cannot write in"},
              {"--format libsvm --rows 10 --out x --hash-bits 5", "--hash-bits is for --format criteo"},
              {"--format libsvm --rows 10 --out x --criteo-integers hash", "--criteo-integers is for --format criteo"},
              {"--format criteo --rows 10 --out x --features 5", "--features is for --format libsvm"}}) {
@@ -64,4 +65,22 @@ TEST_CASE("make-clicklog writes only new files: an existing --out or --truth, or
     std::getline(in, kept);
     CHECK(kept == "precious");
     CHECK_FALSE(sparse_test::fs::exists(dir.file("new.txt")));
+}
+
+// The configs read data/criteo/train.txt: the folders of --out and --truth are made, and a truth file that cannot be
+// written fails before the click log is written (it used to fail after, leaving the log).
+TEST_CASE("make-clicklog makes the folders of --out and --truth, and checks both before writing") {
+    TempDir dir;
+    const std::string bin = RINGTRAIN_BINARY + std::string(" make-clicklog --format criteo --rows 10 ");
+    auto r = rt_test::run_command(bin + "--out " + dir.file("data/criteo/train.txt") + " --truth " +
+                                  dir.file("truths/criteo/t.json"));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(sparse_test::fs::file_size(dir.file("data/criteo/train.txt")) > 100);
+    CHECK(sparse_test::fs::exists(dir.file("truths/criteo/t.json")));
+    r = rt_test::run_command(bin + "--out " + dir.file("log.txt") + " --truth /proc/ringtrain-no-folder/t.json");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("--truth /proc/ringtrain-no-folder/t.json: cannot write in '/proc/ringtrain-no-folder'"));
+    CHECK_FALSE(sparse_test::fs::exists(dir.file("log.txt")));
 }
