@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,8 @@
 #include "ringtrain/core/json_file.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
 #include "ringtrain/predict/predictor.hpp"
+#include "ringtrain/predict/straggler_estimate.hpp"
+#include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/step_profile.hpp"
 #include "tool_args.hpp"
@@ -37,6 +40,7 @@ struct PredictArgs {
     std::vector<std::string> overrides;
     bool measure = false;
     double straggler = 0;
+    bool straggler_given = false;  // --straggler: one share for every N, instead of a measured spread
     int steps = 10;
 };
 
@@ -52,6 +56,26 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
         throw InputError(flag + ": '" + text + "' is not a number from " + nlohmann::json(lo).dump() + " to " +
                          nlohmann::json(hi).dump());
     return v;
+}
+
+// --json FILE: writable, and if it is there, a previous predict output (what it replaces); any other file (a config,
+// a summary.json) named by mistake would be lost. Appending tests writability without emptying the file.
+void check_json_path(const std::string& path) {
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
+    if (existed) {
+        nlohmann::json old;
+        try {
+            old = read_json_file(path, "--json", "");
+        } catch (const InputError&) {
+        }
+        if (!old.is_object() || !old.contains("rows") || !old.contains("profile"))
+            throw InputError("--json: '" + path + "' exists and is not a predict output, which writing would replace; "
+                             "name a new file, or remove it first");
+    }
+    if (!std::ofstream(path, std::ios::app))
+        throw InputError("--json: cannot write '" + path + "'; check the folder exists and is writable");
+    if (!existed) std::filesystem::remove(path, ec);
 }
 
 PredictArgs parse_predict(int argc, char** argv) {
@@ -88,7 +112,10 @@ PredictArgs parse_predict(int argc, char** argv) {
         else if (flag == "--json") a.json = *value;
         else if (flag == "--algorithm") a.algorithm = *value;
         else if (flag == "--profile") a.profile = *value;
-        else if (flag == "--straggler") a.straggler = parse_number(flag, *value, 0, 10);
+        else if (flag == "--straggler") {
+            a.straggler = parse_number(flag, *value, 0, 10);
+            a.straggler_given = true;
+        }
         else a.steps = static_cast<int>(parse_number(flag, *value, 1, 10000));
     }
     if (a.config.empty()) throw InputError("predict needs --config FILE");
@@ -108,11 +135,12 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
         throw InputError(a.config + ": data.format " + train::to_string(plan.data.format) +
                          ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
                          "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
+    std::unique_ptr<comm::Communicator> comm;
     if (a.measure) {
         if (world_size < 2)
             throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
                              "predict --measure ...");
-        auto comm = comm::make_communicator(train::to_string(plan.sync.backend));
+        comm = comm::make_communicator(train::to_string(plan.sync.backend));
         std::vector<double> sizes;
         for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
         const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9);
@@ -126,32 +154,65 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
         link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
         if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + "; pass --link RATE[,LATENCY] or --measure";
     }
-    if (world_rank != 0) return 0;  // the profile and the table are rank 0's alone
-    // Checked before the profile: an unwritable --json found after it loses the profile (and under --measure the
-    // measured link). Appending tests it without emptying a file that is there; one made by the test goes again.
-    if (!a.json.empty()) {
-        std::error_code ec;
-        const bool existed = std::filesystem::exists(a.json, ec);
-        if (!std::ofstream(a.json, std::ios::app))
-            throw InputError("--json: cannot write '" + a.json + "'; check the folder exists and is writable");
-        if (!existed) std::filesystem::remove(a.json, ec);
+    // Under --measure every rank profiles the step at the same moment: rank 0's is the profile (its compute shares the
+    // host as a run's would), and every rank's step times give the wait for the slowest of N.
+    const bool side_by_side = a.measure && a.profile.empty();
+    train::StepProfile profile;
+    nlohmann::json spread;  // {"ranks", "work_quantiles_s_per_rank", "source"}: the measured ranks' step times
+    const auto profile_here = [&] {
+        // Checked before the profile: an unwritable --json found after it loses the profile (and under --measure the
+        // measured link). A file that is there must be a previous predict output (it is replaced).
+        if (world_rank == 0 && !a.json.empty()) check_json_path(a.json);
+        if (a.profile.empty()) {
+            if (world_rank == 0 || side_by_side) profile = train::profile_steps(config, 2, a.steps, 1.0);
+        } else if (world_rank == 0) {
+            const nlohmann::json doc = read_json_file(a.profile, "--profile", "pass a file written by predict --json");
+            profile = predict::profile_from_json(doc, a.profile);
+            if (doc.contains("spread")) spread = predict::spread_from_json(doc.at("spread"), a.profile);
+        }
+    };
+    if (comm) {
+        comm->barrier();  // the ranks' profiles start together
+        sync::run_then_agree(*comm, profile_here);  // one rank's bad --json or data ends every rank, none waits
+    } else {
+        profile_here();
     }
-    const train::StepProfile profile =
-        a.profile.empty() ? train::profile_steps(config, 2, a.steps, 1.0)
-                          : predict::profile_from_json(
-                              read_json_file(a.profile, "--profile", "pass a file written by predict --json"), a.profile);
+    if (side_by_side) {
+        const auto all = comm::allgather_strings(*comm, nlohmann::json(profile.work_quantiles).dump());
+        spread = {{"ranks", world_size},
+                  {"work_quantiles_s_per_rank", nlohmann::json::array()},
+                  {"source", "measured: " + std::to_string(world_size) + " ranks profiling side by side"}};
+        for (const std::string& q : all) spread["work_quantiles_s_per_rank"].push_back(nlohmann::json::parse(q));
+    }
+    if (world_rank != 0) return 0;  // the table is rank 0's alone
     const scaling::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
     const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
-    const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);
-    const auto rows = predict::predict_rows(timings, layout, link, setting, ranks,
-                                            profile.batch_size * plan.sync.backward_passes_per_step);
+    // The straggler share per N: given (--straggler), from the measured spread, or 0 (one rank cannot see it).
+    const double base_s = profile.input_s + profile.forward_s + profile.backward_s + profile.optimizer_s;
+    std::vector<predict::Row> rows;
+    for (int n : ranks) {
+        double share = a.straggler;
+        if (!a.straggler_given && !spread.is_null())
+            share = predict::straggler_share(
+                spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>(), base_s, n);
+        const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
+        for (auto& r : predict::predict_rows(timings, layout, link, setting, {n},
+                                             profile.batch_size * plan.sync.backward_passes_per_step))
+            rows.push_back(std::move(r));
+    }
+    const std::string straggler_source =
+        a.straggler_given ? "given: the slowest rank " + nlohmann::json(a.straggler).dump() + " slower at every N"
+        : !spread.is_null() ? spread.at("source").get<std::string>() + ", the slowest of N drawn from them"
+                            : "0: one rank's profile cannot see the slowest of N; --measure under mpirun -np M "
+                              "measures it, or pass --straggler S";
+    const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);  // named in the header
     std::printf("one rank (%s, batch %lld): input %.3f ms, forward %.3f ms, backward %.3f ms, optimizer %.3f ms; "
                 "%zu gradients in %zu bucket(s)\n",
                 profile.device.c_str(), static_cast<long long>(profile.batch_size), profile.input_s * 1e3,
                 profile.forward_s * 1e3, profile.backward_s * 1e3, profile.optimizer_s * 1e3, timings.grad_floats.size(),
                 layout.size());
-    std::printf("predicted (weak scaling, %s, straggler %.0f%%):\n%s", setting.describe().c_str(), 100 * a.straggler,
-                predict::format_table(rows, link).c_str());
+    std::printf("predicted (weak scaling, %s; slowest rank: %s):\n%s", setting.describe().c_str(),
+                straggler_source.c_str(), predict::format_table(rows, link).c_str());
     if (!a.json.empty()) {
         const nlohmann::json doc = {
             {"config", a.config},
@@ -159,7 +220,10 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
             {"link",
              {{"alpha_s", link.alpha_s}, {"beta_s_per_byte", link.beta_s_per_byte},
               {"gbit_per_s", link.bytes_per_s() * 8e-9}, {"source", link.source}}},
-            {"straggler", a.straggler},
+            // One share for every row (given, or 0), or null: each row's own, from the measured spread.
+            {"straggler", a.straggler_given || spread.is_null() ? nlohmann::json(a.straggler) : nlohmann::json()},
+            {"straggler_source", straggler_source},
+            {"spread", spread},
             {"scaling", "weak"},
             {"profile", predict::profile_json(profile, layout)},
             {"rows", predict::rows_json(rows)}};

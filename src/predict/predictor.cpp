@@ -108,14 +108,15 @@ std::string format_table(const std::vector<Row>& rows, const scaling::Link& link
     std::snprintf(line, sizeof line, "link: alpha %.2f us, %.3f Gbit/s (%s)\n", link.alpha_s * 1e6,
                   link.bytes_per_s() * 8e-9, link.source.c_str());
     os << line;
-    std::snprintf(line, sizeof line, "%6s %10s %12s %6s  %-13s %-32s %6s\n", "ranks", "step_ms", "samples/s", "eff",
-                  "dominant", "best setting", "eff");
+    std::snprintf(line, sizeof line, "%6s %10s %12s %6s %8s  %-13s %-32s %6s\n", "ranks", "step_ms", "samples/s", "eff",
+                  "slowest", "dominant", "best setting", "eff");
     os << line;
     for (const Row& r : rows) {
         const scaling::Prediction& c = r.configured;
-        std::snprintf(line, sizeof line, "%6d %10.3f %12.1f %5.1f%%  %-13s %-32s %5.1f%%\n", c.ranks, c.step_s * 1e3,
-                      c.samples_per_s, 100 * c.efficiency, c.dominant.c_str(), r.best.setting.describe().c_str(),
-                      100 * r.best.efficiency);
+        // slowest: how much longer the slowest rank's local work is than the profiled rank's (the straggler share).
+        std::snprintf(line, sizeof line, "%6d %10.3f %12.1f %5.1f%% %+7.1f%%  %-13s %-32s %5.1f%%\n", c.ranks,
+                      c.step_s * 1e3, c.samples_per_s, 100 * c.efficiency, 100 * c.setting.straggler,
+                      c.dominant.c_str(), r.best.setting.describe().c_str(), 100 * r.best.efficiency);
         os << line;
     }
     return os.str();
@@ -131,6 +132,7 @@ nlohmann::json prediction_json(const scaling::Prediction& p) {
             {"dominant", p.dominant},
             {"setting", p.setting.describe()},
             {"algorithm", to_string(p.setting.algorithm)},
+            {"straggler", p.setting.straggler},
             {"terms_s", scaling::terms_json(p.terms)}};
 }
 
@@ -160,6 +162,7 @@ nlohmann::json profile_json(const train::StepProfile& profile, const sync::Bucke
             {"forward_s", profile.forward_s},
             {"backward_s", profile.backward_s},
             {"optimizer_s", profile.optimizer_s},
+            {"work_quantiles_s", profile.work_quantiles},
             {"gradients", grads},
             {"layers", layers},
             {"buckets", buckets}};
@@ -188,6 +191,8 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
         out.forward_s = seconds(p, "forward_s");
         out.backward_s = seconds(p, "backward_s");
         out.optimizer_s = seconds(p, "optimizer_s");
+        if (p.contains("work_quantiles_s"))  // written since 2026-11-28
+            for (const auto& q : p.at("work_quantiles_s")) out.work_quantiles.push_back(q.get<double>());
         for (const auto& g : p.at("gradients"))
             out.gradients.push_back({g.at("name").get<std::string>(), count(g, "floats"), seconds(g, "ready_s")});
         for (const auto& l : p.at("layers"))
@@ -198,6 +203,24 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
         throw InputError(where + ": not a profile written by `ringtrain predict --json` (" +
                          without_exception_id(e.what()) +
                          "); write one with --json first");
+    }
+}
+
+
+
+nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string& source) {
+    if (spread.is_null()) return spread;  // a profile of one rank
+    try {
+        const auto per_rank = spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>();
+        bool ok = !per_rank.empty() && spread.at("source").is_string();
+        for (const auto& q : per_rank)
+            for (double x : q) ok = ok && q.size() >= 2 && std::isfinite(x) && x > 0;
+        if (!ok) throw InputError("empty, or a time that is not a positive number");
+        return spread;
+    } catch (const std::exception& e) {
+        throw InputError(source + ": .spread: not the measured ranks of `ringtrain predict --measure --json` (" +
+                         without_exception_id(e.what()) + "); write it again, or remove .spread for a profile of one "
+                         "rank");
     }
 }
 

@@ -9,6 +9,7 @@
 #include "ringtrain/comm/mpi_communicator.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/quantiles.hpp"
 #include "trainer_parts.hpp"
 
 namespace ringtrain::train {
@@ -54,6 +55,9 @@ StepProfile summarise(const StepSamples& m, const detail::TrainerParts& p) {
     out.forward_s = median(m.forward);
     out.backward_s = median(m.backward);
     out.optimizer_s = median(m.optimizer);
+    std::vector<double> work(m.input.size());
+    for (size_t i = 0; i < work.size(); ++i) work[i] = m.input[i] + m.forward[i] + m.backward[i] + m.optimizer[i];
+    out.work_quantiles = quantiles(std::move(work));
     const auto& params = p.model->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
         const bool reported = std::all_of(m.ready[i].begin(), m.ready[i].end(), [](double t) { return t >= 0; });

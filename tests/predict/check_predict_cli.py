@@ -62,4 +62,46 @@ with tempfile.TemporaryDirectory() as tmp:
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert want in p.stderr and p.stderr.count("\n") == 1, (bad, p.stderr)
         assert p.stdout == "", (bad, p.stdout)  # refused before the profile: no table was printed
+    # --json onto a file that is not a predict output (a config, a summary) is refused and the file kept; a previous
+    # predict output is replaced.
+    precious = os.path.join(tmp, "precious.json")
+    open(precious, "w").write('{"world_size": 2}\n')
+    p = subprocess.run(base + ["--link", "1gbit", "--json", precious], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 2 and "is not a predict output" in p.stderr, (p.returncode, p.stderr)
+    assert open(precious).read() == '{"world_size": 2}\n'
+    p = subprocess.run(base + ["--ranks", "2", "--link", "1gbit", "--json", js3], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+
+    # --measure under mpirun -np 2: both ranks profile side by side, and each row's straggler share is the slowest of N
+    # drawn from their step times (more ranks: a slower one more likely), kept in --json's "spread".
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    mpirun = ["mpirun", "-np", "2", "--oversubscribe"]
+    jm = os.path.join(tmp, "measured.json")
+    p = subprocess.run(mpirun + base + ["--ranks", "2,4,64", "--measure", "--json", jm], capture_output=True, text=True,
+                       cwd=tmp, env=env)
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0, p.stderr
+    assert "slowest rank: measured: 2 ranks profiling side by side" in p.stdout and "slowest" in p.stdout, p.stdout
+    dm = json.load(open(jm))
+    assert dm["straggler"] is None and len(dm["spread"]["work_quantiles_s_per_rank"]) == 2
+    assert all(len(q) == 101 and q == sorted(q) and q[0] > 0 for q in dm["spread"]["work_quantiles_s_per_rank"])
+    shares = [r["straggler"] for r in dm["rows"]]
+    assert shares[0] <= shares[1] <= shares[2] and shares[2] > 0, shares
+    assert all(r["terms_s"]["straggler"] > 0 for r in dm["rows"] if r["straggler"] > 0)
+    # The same shares again from the saved file; --straggler overrides them at every N.
+    p = subprocess.run(base + ["--ranks", "2,4,64", "--link", "1gbit", "--profile", jm, "--json", js3],
+                       capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    assert [r["straggler"] for r in json.load(open(js3))["rows"]] == shares
+    p = subprocess.run(base + ["--ranks", "2,4", "--link", "1gbit", "--profile", jm, "--straggler", "0.1", "--json", js3],
+                       capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0, p.stderr
+    d3 = json.load(open(js3))
+    assert d3["straggler"] == 0.1 and [r["straggler"] for r in d3["rows"]] == [0.1, 0.1]
+    # A damaged spread is exit 2 naming .spread.
+    dm["spread"]["work_quantiles_s_per_rank"][1][3] = -1
+    bad_spread = os.path.join(tmp, "bad-spread.json")
+    json.dump(dm, open(bad_spread, "w"))
+    p = subprocess.run(base + ["--link", "1gbit", "--profile", bad_spread], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 2 and ".spread" in p.stderr and p.stderr.count("\n") == 1, (p.returncode, p.stderr)
 print("ok")

@@ -42,5 +42,8 @@ nlohmann::json profile_json(const train::StepProfile& profile, const sync::Bucke
 // The profile back from a `predict --json` file's "profile" (to predict again without measuring, e.g. other links
 // or a profile taken on another machine). Throws InputError naming the file and the missing or wrong key.
 train::StepProfile profile_from_json(const nlohmann::json& doc, const std::string& source);
+// The "spread" of a `predict --measure --json` file (every measured rank's step-time quantiles), checked; null stays
+// null (a profile of one rank). Throws InputError naming the file.
+nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string& source);
 
 }  // namespace ringtrain::predict
