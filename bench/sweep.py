@@ -737,14 +737,17 @@ def add_predictions(points, spec, binary, out, hosts):
 
 def predict_points(points, spec, binary, out, hosts):
     """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
-    (over the emulated hosts at that rate with placement netns). Failed when the predictor fails or its output is
-    unreadable; the points predicted before that keep their predictions."""
+    (over the emulated hosts at that rate with placement netns). With --measure, once per point's rank count N too,
+    launched on N ranks (at least 2): they profile side by side, so the prediction carries N ranks' contention and
+    the wait for the slowest of them. Failed when the predictor fails or its output is unreadable; the points
+    predicted before that keep their predictions."""
     link = spec["predict"].get("link", "measure")
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
     cache = {}
     for p in points:
         sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
-        ck = (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None)
+        measured_on = max(2, p["ranks"]) if link == "measure" else None
+        ck = (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None, measured_on)
         if ck not in cache:
             js = os.path.join(out, f"predict-{len(cache)}.json")
             sets = list(spec["set"]) + list(sync["set"]) + [f"train.batch_size={p['batch_per_rank']}"]
@@ -753,7 +756,7 @@ def predict_points(points, spec, binary, out, hosts):
             if link == "measure":
                 if p.get("rate") is not None:
                     hosts.shape(p["rate"])
-                cmd = launcher(spec, 2) + args + ["--measure"]
+                cmd = launcher(spec, measured_on) + args + ["--measure"]
             else:
                 cmd = args + ["--link", link]
             run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")

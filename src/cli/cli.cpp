@@ -81,25 +81,20 @@ const std::map<std::string, std::set<std::string>>& command_flags() {
     return flags;
 }
 
-// eval scores --checkpoint on the config's test data: it reads the model, the data, the device and the collectives'
-// limits, and none of the keys below, which only a training run reads. A --set of one would be accepted and ignored
-// (the config file may hold them: it is usually the training run's).
+// eval scores --checkpoint on the config's test data and writes nothing but its result line: a --set of a key that
+// asks for a file (a timeline, TensorBoard events) or for another checkpoint would be accepted and ignored. Other keys
+// only training reads pass, as they do in the config file: a training command line, with train turned into eval,
+// still works.
 void refuse_training_only_sets(const std::vector<std::string>& overrides) {
-    static const char* const training_only[] = {
-        "checkpoint.", "optimizer.", "output.", "train.epochs", "train.max_steps", "train.log_every_steps",
-        "train.profile_layers", "train.stop_signal", "train.stop_grace_s", "data.augment.", "sync.fusion_bytes",
-        "sync.cycle_time_ms", "sync.min_bucket_bytes", "sync.overlap", "sync.compression",
-        "sync.backward_passes_per_step", "sync.mode", "sync.local_sgd_period", "sync.balance", "sync.batchnorm",
-        "sync.sparse", "sync.sparse_update"};
+    static const char* const training_only[] = {"output.timeline", "output.tensorboard", "checkpoint.resume",
+                                                "checkpoint.every_epochs", "checkpoint.every_steps"};
     for (const std::string& o : overrides) {
         const std::string key = o.substr(0, o.find('='));
-        for (const char* t : training_only) {
-            const std::string prefix = t;
-            if (prefix.back() == '.' ? key.rfind(prefix, 0) == 0 : key == prefix)
+        for (const char* t : training_only)
+            if (key == t)
                 throw InputError("--set " + o + ": `ringtrain eval` does not use " + key +
                                  " (it scores --checkpoint on the config's test data and writes nothing but its "
                                  "result line); remove it");
-        }
     }
 }
 
@@ -165,14 +160,19 @@ Args parse(int argc, char** argv) {
     return a;
 }
 
+// The config keys this command ignores (a file's key that a --set left unread), on rank 0's stderr.
+void print_notes(const train::Config& cfg, const comm::Communicator& comm) {
+    if (comm.rank() == 0)
+        for (const std::string& n : cfg.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
+}
+
 int command_train(const std::optional<train::Config>& config, comm::Communicator& comm) {
     if (!config) throw InputError("train needs --config FILE");
     const train::Config& cfg = *config;
     // This process exits when the run returns: a second stop signal meanwhile still ends it with exit 4 and a line.
     // The trainer is built (set-up agreed) before the config's notes: a run refused at set-up prints its one line.
     const auto train_then_exit = [&](auto&& trainer) {
-        if (comm.rank() == 0)
-            for (const std::string& n : cfg.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
+        print_notes(cfg, comm);
         trainer.set_process_exits_after_train(true);
         return trainer.train();
     };
@@ -206,6 +206,7 @@ int command_eval(const Args& a, const std::optional<train::Config>& config, comm
     const auto result = train::uses_sparse_path(cfg, comm)
                              ? train::SparseTrainer(cfg, comm).evaluate_checkpoint(a.checkpoint)
                              : train::Trainer(cfg, comm, train::TrainerUse::Evaluate).evaluate_checkpoint(a.checkpoint);
+    print_notes(cfg, comm);
     if (comm.rank() == 0) std::cout << result.dump() << std::endl;
     return 0;
 }
@@ -250,6 +251,7 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
         }
         for (const auto& n : env.notes) std::printf("note: %s\n", n.c_str());
     }
+    if (config) print_notes(*config, comm);
     if (config && comm.rank() == 0) std::cout << config->document().dump(2) << std::endl;
     return 0;
 }

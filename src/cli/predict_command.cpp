@@ -131,6 +131,8 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     scaling::Link link;
     const train::Config config = train::Config::load(a.config, a.overrides);
     const train::RunPlan& plan = config.plan();
+    if (world_rank == 0)
+        for (const std::string& n : config.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
     if (plan.data.is_sparse())
         throw InputError(a.config + ": data.format " + train::to_string(plan.data.format) +
                          ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "

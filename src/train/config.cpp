@@ -152,27 +152,17 @@ json parse_override_value(const KeySpec& spec, const std::string& text) {
     }
 }
 
-// data.mean / data.std and the image keys, judged per format. Arrays are per channel: IDX has one channel, CIFAR-10
-// three (red, green, blue), an image folder data.channels; synthetic data and the sparse formats are not normalised.
-// Augmentation runs on image folders and CIFAR-10. Every image key that the chosen format would ignore is refused,
-// naming it.
+// The values of data.mean / data.std and the image keys where the format reads them (a key the format would not read
+// at all is config_usage.cpp's). Arrays are per channel: IDX has one channel, CIFAR-10 three (red, green, blue), an
+// image folder data.channels.
 void check_image_keys(const KeyOrigin& src, const DataPlan& d) {
     const std::string format = to_string(d.format);
     const bool folder = d.format == DataFormat::ImageFolder, cifar = d.format == DataFormat::Cifar10;
-    auto refuse = [&](bool set, const std::string& key, const std::string& what_to_do) {
-        if (set) throw InputError(src(key) + ": " + key + ": not used with data.format '" + format + "'; " + what_to_do);
-    };
-    const bool normalised = folder || cifar || d.format == DataFormat::Idx;
-    const std::tuple<const char*, const PerChannel*, double> norms[] = {{"data.mean", &d.mean, 0.0},
-                                                                        {"data.std", &d.stddev, 1.0}};
-    for (const auto& [key, v, neutral] : norms) {
-        if (!normalised) {
-            refuse(!v->scalar || v->values.at(0) != neutral, key,
-                   "its samples are not normalised; remove it (or set it to " + json(neutral).dump() + ")");
-            continue;
-        }
+    const bool normalised = folder || cifar || d.format == DataFormat::Idx;  // the others: config_usage.cpp
+    const std::tuple<const char*, const PerChannel*> norms[] = {{"data.mean", &d.mean}, {"data.std", &d.stddev}};
+    for (const auto& [key, v] : norms) {
         const auto n = static_cast<int>(v->values.size());
-        if (v->scalar || n == (folder ? d.channels : cifar ? 3 : 1)) continue;
+        if (!normalised || v->scalar || n == (folder ? d.channels : cifar ? 3 : 1)) continue;
         if (d.format == DataFormat::Idx)
             throw InputError(src(key) + ": " + key + ": data.format '" + format + "' normalises every channel alike; give "
                              "one number, not " + std::to_string(n));
@@ -184,29 +174,13 @@ void check_image_keys(const KeyOrigin& src, const DataPlan& d) {
                          std::to_string(d.channels) + "; give one per channel (or one number for all)");
     }
     const bool resized_crop = d.augment_resized_crop.at(0) != 0.0 || d.augment_resized_crop.at(1) != 0.0;
-    if (!folder) {
-        const std::string folder_only = "it is for image folders (data.format image_folder); remove it";
-        refuse(!d.train_dir.empty(), "data.train_dir", folder_only);
-        refuse(!d.test_dir.empty(), "data.test_dir", folder_only);
-        refuse(d.skip_bad_files, "data.skip_bad_files",
-               cifar ? "CIFAR-10 files are checked whole (size and labels) before training; remove it" : folder_only);
-        refuse(d.cache && !d.is_sparse(), "data.cache", "its samples are held in memory already; remove it");
-        const bool sized = d.image_size != std::vector<int64_t>{0, 0};
-        if (cifar) {
-            if (sized && d.image_size != std::vector<int64_t>{32, 32})
-                throw InputError(src("data.image_size") + ": data.image_size: " + json(d.image_size).dump() + ", but CIFAR-10 images are "
-                                 "32x32 and are not resized; remove it (or set [32, 32])");
-            if (d.channels != 3)
-                throw InputError(src("data.channels") + ": data.channels: " + std::to_string(d.channels) + ", but CIFAR-10 images are "
-                                 "RGB; remove it (or set 3)");
-        } else {
-            refuse(sized, "data.image_size", folder_only);
-            refuse(d.channels != 3, "data.channels", folder_only);
-            const std::string augmented = "augmentation runs on data.format image_folder and cifar10; remove it";
-            refuse(d.augment_crop_padding > 0, "data.augment.random_crop_padding", augmented);
-            refuse(d.augment_hflip, "data.augment.hflip", augmented);
-            refuse(resized_crop, "data.augment.random_resized_crop", augmented);
-        }
+    if (cifar) {
+        if (d.image_size != std::vector<int64_t>{0, 0} && d.image_size != std::vector<int64_t>{32, 32})
+            throw InputError(src("data.image_size") + ": data.image_size: " + json(d.image_size).dump() + ", but CIFAR-10 images are "
+                             "32x32 and are not resized; remove it (or set [32, 32])");
+        if (d.channels != 3)
+            throw InputError(src("data.channels") + ": data.channels: " + std::to_string(d.channels) + ", but CIFAR-10 images are "
+                             "RGB; remove it (or set 3)");
     }
     const double lo = d.augment_resized_crop.at(0), hi = d.augment_resized_crop.at(1);
     if (resized_crop && !(lo > 0.0 && lo <= hi))
@@ -229,18 +203,13 @@ void check_image_keys(const KeyOrigin& src, const DataPlan& d) {
         throw InputError(src("data.channels") + ": data.channels: " + std::to_string(d.channels) + " is not 1 (grey) or 3 (RGB)");
 }
 
-// Keys that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse
-// path, whose optimizers are sgd, adagrad and ftrl; the dense path has no adagrad or ftrl. A key the other path
-// would silently ignore is refused, not dropped.
+// Values that only make sense together, judged on the typed plan: the sparse formats (libsvm, criteo) run the sparse
+// path, whose optimizers are sgd, adagrad and ftrl, on the CPU; the dense path has no adagrad or ftrl. (A key the
+// plan would not read at all is config_usage.cpp's.)
 void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     const std::string format = to_string(p.data.format);
     const std::string opt = to_string(p.optimizer.name);
     check_image_keys(src, p.data);
-    // Its default given back (a resolved config saved from a run holds every key) is harmless; another value is not.
-    if (p.sync.mode != SyncMode::LocalSgd && src.given("sync.local_sgd_period") &&
-        json(p.sync.local_sgd_period) != schema().at("sync.local_sgd_period").fallback)
-        throw InputError(src("sync.local_sgd_period") + ": sync.local_sgd_period: only used with sync.mode local_sgd "
-                         "(this run averages gradients every step); remove it, or set sync.mode to local_sgd");
     if (!p.data.is_sparse()) {
         if (p.data.format == DataFormat::Synthetic) {
             // One sample's values, as every layer's output, are at most 2^31 - 1 (and the product must not wrap).
@@ -252,16 +221,9 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
                                  json(p.data.synthetic_shape).dump() + " is more than 2^31 - 1 values a sample; give a "
                                  "smaller shape (e.g. [1, 28, 28])");
         }
-        if (p.sync.mode == SyncMode::LocalSgd && p.sync.compression != Compression::None)
-            throw InputError(src("sync.compression") + ": sync.compression: '" + to_string(p.sync.compression) +
-                             "' is not applied with sync.mode local_sgd (its parameter averages travel in float32); "
-                             "set it to none, or sync.mode to allreduce");
         if (p.optimizer.name == OptimizerName::Adagrad || p.optimizer.name == OptimizerName::Ftrl)
             throw InputError(src("optimizer.name") + ": optimizer.name: '" + opt + "' is for the sparse path (data.format libsvm or "
                              "criteo); with data.format '" + format + "' use sgd, adam or adadelta");
-        if (p.sync.balance != Balance::Off && p.sync.mode == SyncMode::LocalSgd)
-            throw InputError(src("sync.balance") + ": sync.balance: '" + to_string(p.sync.balance) + "' needs sync.mode allreduce; "
-                             "with local_sgd the ranks do not wait for each other every step; set it to off");
         // device auto may land on a CPU node or a GPU node with one config; an explicit cuda never runs it.
         if (p.train.cpu_precision != ops::CpuPrecision::Fp32 && p.device == DeviceChoice::Cuda)
             throw InputError(src("train.cpu_precision") + ": train.cpu_precision: '" + to_string(p.train.cpu_precision) +
@@ -278,24 +240,8 @@ void check_combinations(const KeyOrigin& src, const RunPlan& p) {
     auto refuse = [&](bool set, const std::string& key, const std::string& why) {
         if (set) throw InputError(src(key) + ": " + key + ": not available with data.format '" + format + "'; " + why);
     };
-    refuse(p.optimizer.momentum != 0.0, "optimizer.momentum",
-           "the sparse optimizers update only the rows a step touched; use adagrad or ftrl, or set it to 0");
-    refuse(p.optimizer.nesterov, "optimizer.nesterov",
-           "the sparse optimizers have no momentum; use adagrad or ftrl, or set it to false");
-    refuse(p.optimizer.weight_decay != 0.0, "optimizer.weight_decay", "use ftrl with optimizer.l2, or set it to 0");
-    refuse(p.optimizer.warmup_epochs != 0.0, "optimizer.warmup_epochs",
-           "the sparse path sets the rate once per epoch; set it to 0");
-    refuse(p.sync.compression != Compression::None, "sync.compression", "sparse rows travel in float32; use none");
-    refuse(p.sync.backward_passes_per_step != 1, "sync.backward_passes_per_step",
-           "raise train.batch_size instead; set it to 1");
     refuse(p.sync.backend == Backend::Nccl, "sync.backend", "the sparse path runs on the CPU; use ring or mpi");
-    refuse(p.sync.balance != Balance::Off, "sync.balance",
-           "each rank reads its own share of the file, so a step's rows cannot move between ranks; set it to off");
     refuse(p.device == DeviceChoice::Cuda, "device", "the sparse path runs on the CPU; use cpu or auto");
-    refuse(p.train.cpu_precision != ops::CpuPrecision::Fp32, "train.cpu_precision",
-           "the sparse model has no convolution or linear layer to run in bf16; set it to fp32");
-    refuse(!p.output.timeline.empty(), "output.timeline",
-           "the sparse path records no timeline (its time split is summary.json's phase_s); remove it or --timeline");
     // FTRL's per-coordinate rate is alpha / (beta + sqrt(n)) + l2: with both 0, a coordinate whose squared
     // gradients underflow to n = 0 divides by zero.
     if (p.optimizer.name == OptimizerName::Ftrl && p.optimizer.beta == 0.0 && p.optimizer.l2 == 0.0)
@@ -315,6 +261,7 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
 Config Config::from_json(json doc, const std::string& source, const std::vector<std::string>& overrides) {
     if (!doc.is_object()) throw InputError(source + ": a config must be a JSON object");
     check_known(source, doc, "");
+    const json file_doc = overrides.empty() ? json() : doc;  // before any --set: the file's own settings
     std::map<std::string, std::string> given;  // key -> the override that set it
     for (const std::string& o : overrides) {
         const auto eq = o.find('=');
@@ -357,8 +304,39 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.plan_ = RunPlan::from(c);
     const KeyOrigin origin(source, given, std::move(present));
     check_combinations(origin, c.plan_);
-    c.notes_ = detail::check_unused_keys(origin, c.plan_, c.doc_);
+    const std::optional<RunPlan> file_plan = plan_of_file(file_doc);
+    const auto unread = detail::check_unused_keys(origin, c.plan_, c.doc_, file_plan ? &*file_plan : nullptr);
+    if (!unread.empty()) {
+        // Ignored: the resolved config (info, summary.json, checkpoints) holds what ran, their defaults.
+        for (const auto& u : unread) {
+            c.doc_[pointer(u.key)] = schema().at(u.key).fallback;
+            c.notes_.push_back(u.note);
+        }
+        c.plan_ = RunPlan::from(c);
+    }
     return c;
+}
+
+// The plan of the config file alone (before --set), to tell a key that a --set left unread from one the file itself
+// never reads; none where the file alone is not a complete, valid config.
+std::optional<RunPlan> Config::plan_of_file(const json& file_doc) {
+    if (file_doc.is_null()) return std::nullopt;
+    try {
+        Config f;
+        f.doc_ = file_doc;
+        for (const auto& [key, spec] : schema()) {
+            const auto ptr = pointer(key);
+            if (f.doc_.contains(ptr)) {
+                check_value("", key, spec, f.doc_[ptr]);
+            } else {
+                if (spec.fallback.is_null() && !spec.nullable) return std::nullopt;
+                f.doc_[ptr] = spec.fallback;
+            }
+        }
+        return RunPlan::from(f);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
 }
 
 namespace {

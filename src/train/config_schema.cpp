@@ -33,10 +33,10 @@ KeyRows data_keys() {
         {"data.std", {.kind = Kind::NumberOrArray, .fallback = 1.0, .min = 1e-12,
           .doc = "divides after subtracting the mean: a number, or one per channel (image_folder, cifar10)"}},
         {"data.prefetch", {.kind = Kind::Bool, .fallback = true,
-          .doc = "fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than "
+          .doc = "dense models: fill the next batch on a background thread where it can pay (on the CPU: more usable CPUs than "
                   "train.threads), until 32 batches show that it hides under a quarter of the filling"}},
         {"data.workers", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 64,
-          .doc = "threads that fill each batch together (DataLoader's num_workers): image_folder decodes on this "
+          .doc = "dense models: threads that fill each batch together (DataLoader's num_workers): image_folder decodes on this "
                   "many threads; other formats split only batches of 1 M floats or more"}},
         {"data.synthetic_train_size", {.kind = Kind::Int, .fallback = 8192, .min = 1,
           .doc = "synthetic: training samples"}},
@@ -99,9 +99,9 @@ KeyRows train_keys() {
         {"train.seed", {.kind = Kind::Int, .fallback = 42, .min = 0,
           .doc = "seed for initialisation, shuffling and dropout"}},
         {"train.threads", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 1024,
-          .doc = "intra-op CPU threads per rank"}},
+          .doc = "dense models: intra-op CPU threads per rank"}},
         {"train.cpu_conv", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ops::CpuConv>(),
-          .doc = "CPU convolutions (and on AVX-512 the linear layers' products): onednn, im2col (with OpenBLAS), or "
+          .doc = "dense models on the CPU: convolutions (and on AVX-512 the linear layers' products): onednn, im2col (with OpenBLAS), or "
                  "auto (what measured faster on this CPU; `ringtrain info`)"}},
         {"train.cpu_precision", {.kind = Kind::String, .fallback = "fp32", .choices = spellings<ops::CpuPrecision>(),
           .doc = "bf16: CPU convolutions (6+ input channels) and linear layers (products 32+ wide) read bf16 and "
@@ -113,7 +113,7 @@ KeyRows train_keys() {
         {"train.log_every_steps", {.kind = Kind::Int, .fallback = 50, .min = 1,
           .doc = "steps between metrics lines and progress lines"}},
         {"train.profile_layers", {.kind = Kind::Bool, .fallback = false,
-          .doc = "time each layer (adds per-layer times to the summary)"}},
+          .doc = "dense models: time each layer (adds per-layer times to the summary)"}},
         {"train.stop_signal", {.kind = Kind::String, .fallback = "SIGUSR1", .choices = stop_signal_spellings(),
           .doc = "besides SIGTERM and SIGINT, this signal stops the run at the next step with a checkpoint (exit 3; "
                   "pair with sbatch --signal=B:USR1@120); none = only those two"}},
@@ -133,16 +133,16 @@ KeyRows optimizer_keys() {
         {"optimizer.lr_scaling", {.kind = Kind::String, .fallback = "linear", .choices = spellings<LrScaling>(),
           .doc = "world-size rule: lr x N, lr x sqrt(N) or lr"}},
         {"optimizer.momentum", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 0.999999,
-          .doc = "SGD momentum"}},
-        {"optimizer.nesterov", {.kind = Kind::Bool, .fallback = false, .doc = "SGD Nesterov momentum"}},
+          .doc = "dense SGD: momentum"}},
+        {"optimizer.nesterov", {.kind = Kind::Bool, .fallback = false, .doc = "dense SGD: Nesterov momentum"}},
         {"optimizer.weight_decay", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1.0,
-          .doc = "L2 penalty added to the gradient"}},
-        {"optimizer.beta1", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999, .doc = "Adam"}},
-        {"optimizer.beta2", {.kind = Kind::Number, .fallback = 0.999, .min = 0.0, .max = 0.999999999, .doc = "Adam"}},
+          .doc = "dense models: L2 penalty added to the gradient"}},
+        {"optimizer.beta1", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999, .doc = "Adam (dense models)"}},
+        {"optimizer.beta2", {.kind = Kind::Number, .fallback = 0.999, .min = 0.0, .max = 0.999999999, .doc = "Adam (dense models)"}},
         {"optimizer.eps", {.kind = Kind::Number, .min = 1e-20, .max = 1.0, .nullable = true,
           .doc = "Adam (default 1e-8) / Adadelta (default 1e-6) / AdaGrad (default 1e-10)"}},
         {"optimizer.rho", {.kind = Kind::Number, .fallback = 0.9, .min = 0.0, .max = 0.999999,
-          .doc = "Adadelta decay"}},
+          .doc = "Adadelta (dense models): decay"}},
         {"optimizer.l1", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6,
           .doc = "ftrl: L1 strength (weights with |z| <= l1 are exactly 0)"}},
         {"optimizer.l2", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6, .doc = "ftrl: L2 strength"}},
@@ -159,9 +159,9 @@ KeyRows optimizer_keys() {
         {"optimizer.min_lr_factor", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1.0,
           .doc = "cosine: final lr as a fraction of the peak"}},
         {"optimizer.warmup_epochs", {.kind = Kind::Number, .fallback = 0.0, .min = 0.0, .max = 1e6,
-          .doc = "linear warmup length (Goyal et al.)"}},
+          .doc = "dense models: linear warmup length (Goyal et al.)"}},
         {"optimizer.warmup_start_lr", {.kind = Kind::Number, .min = 0.0, .max = 1e6, .nullable = true,
-          .doc = "warmup start (default: the unscaled lr)"}},
+          .doc = "with warmup_epochs > 0: warmup start (default: the unscaled lr)"}},
     };
 }
 
@@ -171,18 +171,18 @@ KeyRows sync_keys() {
         {"sync.backend", {.kind = Kind::String, .fallback = "ring", .choices = spellings<Backend>(),
           .doc = "allreduce implementation"}},
         {"sync.fusion_bytes", {.kind = Kind::Int, .fallback = int64_t{64} << 20, .min = 0,
-          .doc = "gradients are packed into buffers up to this size, one allreduce each (0 = one per tensor)"}},
+          .doc = "dense models: gradients (local SGD: parameters) are packed into buffers up to this size, one allreduce each (0 = one per tensor)"}},
         {"sync.cycle_time_ms", {.kind = Kind::Number, .fallback = 1.0, .min = 0.0, .max = 10000.0,
           .doc = "with overlap: gradients ready more than this apart (timed in the first step) "
                   "go in separate buckets (0 = by size only)"}},
         {"sync.min_bucket_bytes", {.kind = Kind::Int, .fallback = int64_t{1} << 20, .min = 0,
           .doc = "with cycle_time_ms: a time gap closes a bucket only once it holds this many bytes"}},
         {"sync.overlap", {.kind = Kind::Bool, .fallback = true,
-          .doc = "allreduce finished buckets on a communication thread while backward goes on"}},
+          .doc = "dense models, sync.mode allreduce: allreduce finished buckets on a communication thread while backward goes on"}},
         {"sync.compression", {.kind = Kind::String, .fallback = "none", .choices = spellings<Compression>(),
-          .doc = "16-bit gradients on the wire (sums still formed in fp32)"}},
+          .doc = "dense models, sync.mode allreduce: 16-bit gradients on the wire (sums still formed in fp32)"}},
         {"sync.backward_passes_per_step", {.kind = Kind::Int, .fallback = 1, .min = 1, .max = 1 << 16,
-          .doc = "gradient accumulation: k local backward passes per allreduce and update"}},
+          .doc = "dense models: gradient accumulation, k local backward passes per allreduce and update"}},
         {"sync.mode", {.kind = Kind::String, .fallback = "allreduce", .choices = spellings<SyncMode>(),
           .doc = "allreduce: average gradients every step; local_sgd: step locally, "
                   "average parameters every local_sgd_period steps"}},
@@ -230,7 +230,7 @@ KeyRows output_keys() {
         {"output.dir", {.kind = Kind::String, .fallback = "runs/default", .nonempty = true,
           .doc = "where rank 0 writes summary, metrics, checkpoints"}},
         {"output.timeline", {.kind = Kind::String, .fallback = "",
-          .doc = "write a Chrome trace (chrome://tracing, Perfetto) of every rank's steps to this file"}},
+          .doc = "dense models: write a Chrome trace (chrome://tracing, Perfetto) of every rank's steps to this file"}},
         {"output.progress", {.kind = Kind::String, .fallback = "auto", .choices = spellings<ProgressMode>(),
           .doc = "progress on stderr: live bar on a terminal, lines in a pipe"}},
         {"output.tensorboard", {.kind = Kind::Bool, .fallback = false,

@@ -13,9 +13,16 @@
 
 namespace ringtrain::train::detail {
 
-// Throws InputError for the first key given with a value other than its default that the plan never reads. One case
-// is a note instead: the value is in the config file and a --set changed a key that decides its use (a sweep varying
-// optimizer.name over a file written for one optimizer). Returns those notes, one line each.
-std::vector<std::string> check_unused_keys(const KeyOrigin& origin, const RunPlan& plan, const nlohmann::json& doc);
+struct UnreadKey {
+    std::string key;   // dotted
+    std::string note;  // one line, for rank 0 to print
+};
+
+// Throws InputError for the first key given with a value other than its default that `plan` never reads. One case
+// is a note instead: the value is in the config file, `file_plan` (the file's own settings, before any --set) reads
+// it, and a --set changed what decides its use (a sweep varying optimizer.name or data.format over one file).
+// Returns those keys; the caller sets them back to their defaults, so the resolved config says what ran.
+std::vector<UnreadKey> check_unused_keys(const KeyOrigin& origin, const RunPlan& plan, const nlohmann::json& doc,
+                                         const RunPlan* file_plan);
 
 }  // namespace ringtrain::train::detail

@@ -227,9 +227,12 @@ void check_global_batch(const RunPlan& plan, int64_t train_samples, int world) {
 }  // namespace
 
 void preflight(const TrainerParts& parts) {
-    if (parts.is_root()) check_output_dir(parts.plan.output.dir);
-    check_timeline_path(parts.plan.output.timeline, parts.rank, parts.plan.output.dir);
-    if (parts.use == TrainerUse::Train) check_global_batch(parts.plan, parts.data.train->size(), parts.world);
+    // eval writes nothing there: a config whose output folder is read-only on this node still evaluates.
+    if (parts.use == TrainerUse::Train) {
+        if (parts.is_root()) check_output_dir(parts.plan.output.dir);
+        check_timeline_path(parts.plan.output.timeline, parts.rank, parts.plan.output.dir);
+        check_global_batch(parts.plan, parts.data.train->size(), parts.world);
+    }
     const std::string model_path = parts.config.model_path();
     const nn::ModelFootprint model = nn::Model::footprint(model_path, parts.data.train->sample_shape());
     check_splits(parts.data, model, model_path,

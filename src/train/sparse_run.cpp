@@ -122,7 +122,9 @@ MemoryPart sparse_table_memory(const RunPlan& plan, int64_t num_features, int64_
     double copies = 1.0;  // the values (the gradient is sparse: only the rows a batch touched)
     if (plan.optimizer.name == OptimizerName::Adagrad) copies += 1.0;  // the squared-gradient sums
     if (plan.optimizer.name == OptimizerName::Ftrl) copies += 2.0;     // z and n
-    if (world > 1 && plan.sync.sparse != SparseSync::Allgather) copies += 1.0;  // the dense allreduce buffer
+    // The dense allreduce buffer: gradients combined every step, other than by allgather alone (local SGD averages
+    // the table in place).
+    if (world > 1 && plan.sync.mode == SyncMode::Allreduce && plan.sync.sparse != SparseSync::Allgather) copies += 1.0;
     const bool criteo = plan.data.format == DataFormat::Criteo;
     return {.what = std::to_string(num_features) + " features x out_features " + std::to_string(out_features) +
                     " floats, " + std::to_string(static_cast<int>(copies)) +
@@ -188,7 +190,8 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     gsync_ = std::make_unique<sync::SparseGradientSync>(comm_, model_->num_features(), model_->out_features(),
                                                         sync_method(plan_.sync.sparse),
                                                         sparse_update(plan_.sync.sparse_update));
-    gsync_->allocate_dense_buffer(bias_grad_.size());  // counted by the memory check; now, not mid-run
+    // Counted by the memory check; now, not mid-run. Local SGD never exchanges gradients: no buffer.
+    if (plan_.sync.mode == SyncMode::Allreduce) gsync_->allocate_dense_buffer(bias_grad_.size());
     if (world_ > 1)  // its thread runs only where a limit is set
         stall_watchdog_ = std::make_unique<sync::StallWatchdog>(
             sync::StallInspector(comm_, plan_.sync.stall_warning_s, plan_.sync.stall_abort_s));

@@ -57,7 +57,7 @@ void TrainerParts::build_locally() {
                          " with sync.backend nccl needs the model on a GPU (device: cuda); use none, or the ring or "
                          "mpi backend");
     // On a GPU the host only queues the step's work, so it cannot time a rank's share of it.
-    if (plan.sync.balance != Balance::Off && device == Device::CUDA)
+    if (plan.sync.balance != Balance::Off && device == Device::CUDA && use == TrainerUse::Train)
         throw InputError(std::string("sync.balance: ") + to_string(plan.sync.balance) +
                          " times each rank's work on the host, which only queues a GPU's; set it to off, or run on "
                          "the CPU (device: cpu)");

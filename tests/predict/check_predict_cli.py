@@ -74,7 +74,9 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # --measure under mpirun -np 2: both ranks profile side by side, and each row's straggler share is the slowest of N
     # drawn from their step times (more ranks: a slower one more likely), kept in --json's "spread".
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # Its own TMPDIR: Open MPI's session folder then is this test's, not /tmp's shared one, which another test's
+    # mpirun ending at the same moment may be removing (seen once: "A call to mkdir was unable to create ...").
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TMPDIR=tmp)
     mpirun = ["mpirun", "-np", "2", "--oversubscribe"]
     jm = os.path.join(tmp, "measured.json")
     p = subprocess.run(mpirun + base + ["--ranks", "2,4,64", "--measure", "--json", jm], capture_output=True, text=True,

@@ -60,7 +60,29 @@ std::vector<Case> cases() {
     const json no_overlap = with(kDense, "sync.overlap", false);
     const json unfused = with(kDense, "sync.fusion_bytes", 0);
     const json untimed = with(kDense, "sync.cycle_time_ms", 0.0);
+    const json folder = {{"model", "models/quality_cnn.json"},
+                         {"data", {{"format", "image_folder"}, {"train_dir", "a"}, {"test_dir", "b"},
+                                   {"image_size", {64, 64}}}}};
     return {
+        {"data.mean", 0.5, kDense, "data.format 'synthetic'", idx},
+        {"data.std", json::array({0.5, 0.5, 0.5}), kSparse, "data.format 'libsvm'", folder},
+        {"data.train_dir", "x", idx, "data.format 'idx'", folder},
+        {"data.skip_bad_files", true, kDense, "data.format 'synthetic'", folder},
+        {"data.image_size", json::array({32, 32}), idx, "data.format 'idx'", folder},
+        {"data.channels", 1, kDense, "data.format 'synthetic'", folder},
+        {"data.augment.hflip", true, idx, "data.format 'idx'", folder},
+        {"data.augment.random_crop_padding", 4, kSparse, "data.format 'libsvm'", folder},
+        {"data.cache", true, idx, "data.format 'idx'", folder},
+        {"sync.local_sgd_period", 3, kDense, "sync.mode 'allreduce'", local},
+        {"optimizer.momentum", 0.9, with(kSparse, "optimizer.name", "sgd"), "data.format 'libsvm'", kDense},
+        {"optimizer.weight_decay", 0.1, kSparse, "data.format 'libsvm'", kDense},
+        {"optimizer.warmup_epochs", 1.0, kSparse, "data.format 'libsvm'", kDense},
+        {"sync.compression", "fp16", local, "sync.mode 'local_sgd'", kDense},
+        {"sync.balance", "speed", local, "sync.mode 'local_sgd'", kDense},
+        {"sync.backward_passes_per_step", 2, kSparse, "data.format 'libsvm'", kDense},
+        {"train.cpu_precision", "bf16", kSparse, "data.format 'libsvm'", kDense},
+        {"train.cpu_conv", "im2col", with(kDense, "device", "cuda"), "device 'cuda'", kDense},
+        {"output.timeline", "t.json", kSparse, "data.format 'libsvm'", kDense},
         {"data.dir", "/elsewhere", kDense, "data.format 'synthetic'", idx},
         {"data.dir", "/elsewhere", kSparse, "data.format 'libsvm'", idx},
         {"data.synthetic_train_size", 100, idx, "data.format 'idx'", kDense},
@@ -82,6 +104,7 @@ std::vector<Case> cases() {
         {"sync.batchnorm", true, kSparse, "data.format 'libsvm'", kDense},
         {"sync.fusion_bytes", 1024, kSparse, "data.format 'libsvm'", kDense},
         {"sync.sparse", "dense", kDense, "data.format 'synthetic'", kSparse},
+        {"sync.sparse", "dense", sparse_local, "sync.mode 'local_sgd'", kSparse},
         {"sync.sparse_update", "replicated", kDense, "data.format 'synthetic'", kSparse},
         {"sync.sparse_update", "replicated", sparse_local, "sync.mode 'local_sgd'", kSparse},
         {"sync.overlap", false, local, "sync.mode 'local_sgd'", kDense},
@@ -150,4 +173,30 @@ TEST_CASE("a --set that switches what reads a file's key makes a note, not a ref
     // A file whose own schedule leaves its gamma unread is refused, whatever else --set changes.
     CHECK_THAT(refusal(with(kDense, "optimizer.gamma", 0.5), {"optimizer.lr=0.5"}),
                Contains("cfg.json: optimizer.gamma: not used with optimizer.schedule 'constant'"));
+}
+
+TEST_CASE("a note only where the --set changed the key's use, and the ignored key is reset", "[train][config]") {
+    // The file's own settings leave cycle_time_ms unread (overlap false): a --set of an unrelated decider does not
+    // turn that into a note.
+    const json no_overlap = with(with(kDense, "sync.overlap", false), "sync.cycle_time_ms", 5.0);
+    CHECK_THAT(refusal(no_overlap, {"sync.fusion_bytes=1048576"}),
+               Contains("cfg.json: sync.cycle_time_ms: not used with sync.overlap false"));
+    // cycle_time_ms 0 asks for buckets by size, which is what a run without overlap does: accepted.
+    CHECK(refusal(with(with(kDense, "sync.overlap", false), "sync.cycle_time_ms", 0.0)) == "");
+    // A local SGD file swept to allreduce: its period is a note, and the resolved document holds the default.
+    const json local = with(with(kDense, "sync.mode", "local_sgd"), "sync.local_sgd_period", 4);
+    const Config swept = Config::from_json(local, "cfg.json", {"sync.mode=allreduce"});
+    REQUIRE(swept.notes().size() == 1);
+    CHECK_THAT(swept.notes()[0], Contains("sync.local_sgd_period in cfg.json is not used with sync.mode 'allreduce' "
+                                          "(--set sync.mode=allreduce)"));
+    CHECK(swept.document()["sync"]["local_sgd_period"] == 8);
+    CHECK(refusal(swept.document()) == "");  // what `info` prints loads back
+    // An image file (per-channel mean, augmentation, the CIFAR-10 folder) swept to synthetic data: notes, no refusal.
+    const json cifar = {{"model", "models/alexnet_cifar.json"},
+                        {"data", {{"format", "cifar10"}, {"dir", "/data/cifar"}, {"mean", {0.49, 0.48, 0.45}},
+                                  {"std", {0.25, 0.24, 0.26}}, {"augment", {{"hflip", true}, {"random_crop_padding", 4}}}}}};
+    const Config synthetic = Config::from_json(cifar, "cfg.json", {"data.format=synthetic"});
+    CHECK(synthetic.notes().size() == 5);  // dir, mean, std, hflip, random_crop_padding
+    CHECK(synthetic.plan().data.mean.values == std::vector<double>{0.0});
+    CHECK_FALSE(synthetic.plan().data.augment_hflip);
 }

@@ -76,12 +76,12 @@ TEST_CASE("keys one path would ignore are refused, naming the key", "[train][con
     CHECK_THAT(error_of(kSparse, {"optimizer.name=adadelta"}), Contains("optimizer.name: 'adadelta'"));
     CHECK_THAT(error_of(kSparse, {"data.train_file="}), Contains("--set data.train_file=: data.train_file: missing"));
     CHECK_THAT(error_of(kSparse, {"data.test_file="}), Contains("--set data.test_file=: data.test_file: missing"));
-    CHECK_THAT(error_of(kSparse, {"optimizer.momentum=0.9"}), Contains("optimizer.momentum: not available"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.momentum=0.9"}), Contains("optimizer.momentum: not used with data.format 'criteo'"));
     CHECK_THAT(error_of(kSparse, {"optimizer.nesterov=true"}),
-               Contains("--set optimizer.nesterov=true: optimizer.nesterov: not available"));
-    CHECK_THAT(error_of(kSparse, {"optimizer.weight_decay=0.1"}), Contains("optimizer.weight_decay: not available"));
-    CHECK_THAT(error_of(kSparse, {"optimizer.warmup_epochs=1"}), Contains("optimizer.warmup_epochs: not available"));
-    CHECK_THAT(error_of(kSparse, {"sync.compression=fp16"}), Contains("sync.compression: not available"));
+               Contains("--set optimizer.nesterov=true: optimizer.nesterov: not used with data.format"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.weight_decay=0.1"}), Contains("optimizer.weight_decay: not used with data.format"));
+    CHECK_THAT(error_of(kSparse, {"optimizer.warmup_epochs=1"}), Contains("optimizer.warmup_epochs: not used with data.format"));
+    CHECK_THAT(error_of(kSparse, {"sync.compression=fp16"}), Contains("sync.compression: not used with data.format"));
     CHECK_THAT(error_of(kSparse, {"sync.backward_passes_per_step=2"}), Contains("sync.backward_passes_per_step"));
     CHECK_THAT(error_of(kSparse, {"sync.backend=nccl"}), Contains("sync.backend: not available"));
     CHECK_THAT(error_of(kSparse, {"device=cuda"}), Contains("device: not available"));

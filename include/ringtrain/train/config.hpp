@@ -3,6 +3,7 @@
 // carries its RunPlan: the same values parsed once into typed fields, which is what the rest of the code reads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ public:
     static std::string schema_help();
 
 private:
+    static std::optional<RunPlan> plan_of_file(const nlohmann::json& file_doc);
+
     nlohmann::json doc_;
     RunPlan plan_;
     std::string source_;
