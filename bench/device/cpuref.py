@@ -39,6 +39,33 @@ MODELS = {
 }
 
 
+FALLBACK_CORES = ("Prescott", "Nehalem", "Core2", "Katmai", "Penryn", "Dunnington", "Atom")
+PROBE = """import ctypes, torch
+for line in open("/proc/self/maps"):
+    if "libopenblas" in line:
+        lib = ctypes.CDLL(line.split()[-1])
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        print(lib.openblas_get_corename().decode())
+        break
+"""
+
+
+def openblas_kernels_for_this_cpu(py):
+    """OPENBLAS_CORETYPE for the peer where its DYNAMIC_ARCH OpenBLAS runs an SSE-era fallback on a CPU with AVX2 or
+    AVX-512 (an OpenBLAS older than the CPU model), as ringtrain does for itself; None where nothing is to fix or the
+    user set one."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return None
+    try:
+        core = subprocess.run([py, "-c", PROBE], capture_output=True, text=True, timeout=120).stdout.strip()
+        flags = open("/proc/cpuinfo").read()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if core not in FALLBACK_CORES:
+        return None
+    return "SkylakeX" if " avx512f" in flags else "Haswell" if " avx2" in flags else None
+
+
 def torch_python(explicit):
     tried = []
     chosen = explicit or os.environ.get("TORCH_PYTHON")  # named: that one only
@@ -176,6 +203,11 @@ def main():
     cores = physical_cores()
     pinned = len(cores) >= 2 and shutil.which("taskset") is not None
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    fix = openblas_kernels_for_this_cpu(py)
+    if fix:  # what ringtrain sets for itself (ops/threads.hpp): both sides at full speed
+        env["OPENBLAS_CORETYPE"] = fix
+        print(f"cpuref.py: the OpenBLAS PyTorch loads does not know this CPU model (SSE3 kernels): both sides run "
+              f"with OPENBLAS_CORETYPE={fix}, as ringtrain sets for itself", file=sys.stderr)
     print(f"cpuref.py: torch {version} from {py}; " +
           (f"ringtrain and PyTorch on CPUs {cores[0]} and {cores[1]} at the same time, swapping every round" if pinned
            else

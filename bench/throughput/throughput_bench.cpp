@@ -65,6 +65,7 @@ double gemm_gflops(int64_t m, int64_t n, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    ops::restart_with_openblas_kernels_for_this_cpu(argv);  // as ringtrain's main does: the trainer's own kernels
     comm::MpiRuntime mpi(&argc, &argv);
     std::string model_path = "models/lenet5.json", optimizer = "sgd", json_out, backend = "ring", cpu_conv = "auto";
     std::string cpu_precision = "fp32";

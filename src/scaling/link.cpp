@@ -13,13 +13,15 @@ namespace ringtrain::scaling {
 
 namespace {
 
-// "10gbit" -> (10, "gbit"); the unit lower-cased. Throws when there is no number first.
-std::pair<double, std::string> number_and_unit(const std::string& part, const std::string& what) {
+// "10gbit" -> (10, "gbit"); the unit lower-cased. Throws when there is no number first (positive; a latency may be
+// 0, as a fit over shared memory can give).
+std::pair<double, std::string> number_and_unit(const std::string& part, const std::string& what, bool zero_ok = false) {
     const char* begin = part.c_str();
     char* end = nullptr;
     const double v = std::strtod(begin, &end);
-    if (end == begin || !(v > 0) || v > 1e18)
-        throw InputError("--link: " + what + " '" + part + "' needs a positive number first, e.g. 10gbit,5us");
+    if (end == begin || !(v > 0 || (zero_ok && v == 0)) || v > 1e18)
+        throw InputError("--link: " + what + " '" + part + "' needs a " + (zero_ok ? "number >= 0" : "positive number") +
+                         " first, e.g. 10gbit,5us");
     std::string unit(end);
     for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return {v, unit};
@@ -41,7 +43,7 @@ Link parse_link(const std::string& text) {
         bits_per_s = rate * 1e3;
     else
         throw InputError("--link: rate '" + rate_part + "': unknown unit '" + rate_unit + "'; use gbit, mbit or kbit");
-    const auto [lat, lat_unit] = number_and_unit(lat_part, "latency");
+    const auto [lat, lat_unit] = number_and_unit(lat_part, "latency", true);
     double seconds = 0;
     if (lat_unit == "us")
         seconds = lat * 1e-6;

@@ -167,6 +167,10 @@ TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") 
     CHECK_THROWS_AS(parse_link("10gbps"), InputError);
     CHECK_THROWS_AS(parse_link("fast"), InputError);
     CHECK_THROWS_AS(parse_link("10gbit,5ns"), InputError);
+    // A latency of 0 (what --measure over shared memory can fit) is a link; a rate of 0 or a negative latency is not.
+    CHECK(parse_link("72.3gbit,0us").alpha_s == 0.0);
+    CHECK_THROWS_AS(parse_link("0gbit,5us"), InputError);
+    CHECK_THROWS_AS(parse_link("10gbit,-1us"), InputError);
 
     const double x[] = {1000, 2000, 4000}, y[] = {3e-6 + 1000e-9, 3e-6 + 2000e-9, 3e-6 + 4000e-9};
     const LineFit f = fit_line(x, y);

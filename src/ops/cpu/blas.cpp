@@ -1,8 +1,12 @@
 // CPU GEMM (OpenBLAS when the build found it, else Eigen), bias and vector ops, and the thread-count plumbing for
 // Eigen/OpenMP/OpenBLAS.
 #include <Eigen/Core>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "cpu_ops.hpp"
 #include "ringtrain/ops/threads.hpp"
@@ -54,16 +58,56 @@ void ensure_threads_applied() {
 }  // namespace ringtrain::ops::cpu
 
 namespace ringtrain::ops {
+
+namespace {
+// Set in the environment of the restarted program: OPENBLAS_CORETYPE is then ringtrain's doing, not the user's.
+constexpr const char* kCoretypeMarker = "RINGTRAIN_SET_OPENBLAS_CORETYPE";
+
+#ifdef RINGTRAIN_WITH_OPENBLAS
+// The kernels OpenBLAS should run here when it runs an SSE-era fallback on a newer CPU; nullptr otherwise.
+const char* better_openblas_core() {
+    const std::string core = openblas_get_corename();
+    const bool fallback = core == "Prescott" || core == "Nehalem" || core == "Core2" || core == "Katmai" ||
+                          core == "Penryn" || core == "Dunnington" || core == "Atom";
+    if (!fallback) return nullptr;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+    if (__builtin_cpu_supports("avx2")) return "Haswell";
+    return nullptr;
+}
+#endif
+}  // namespace
+
 std::string cpu_gemm_library() {
 #ifdef RINGTRAIN_WITH_OPENBLAS
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
+    if (const char* better = better_openblas_core())  // the restart did not happen (or the user asked for this)
+        config += std::string(" (OpenBLAS does not know this CPU model and runs its ") + openblas_get_corename() +
+                  " kernels; OPENBLAS_CORETYPE=" + better + " in the environment gives it this CPU's)";
+    else if (std::getenv(kCoretypeMarker))
+        config += " (OPENBLAS_CORETYPE set by ringtrain: this OpenBLAS does not know the CPU model)";
     return config;
 #else
     return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
            std::to_string(EIGEN_MINOR_VERSION);
 #endif
 }
+
+void restart_with_openblas_kernels_for_this_cpu(char** argv) {
+#ifdef RINGTRAIN_WITH_OPENBLAS
+    if (std::getenv("OPENBLAS_CORETYPE") || std::getenv(kCoretypeMarker)) return;
+    const char* better = better_openblas_core();
+    if (!better) return;
+    ::setenv("OPENBLAS_CORETYPE", better, 1);
+    ::setenv(kCoretypeMarker, better, 1);
+    ::execv("/proc/self/exe", argv);
+    ::unsetenv("OPENBLAS_CORETYPE");  // no restart: go on as before (cpu_gemm_library says what runs)
+#else
+    (void)argv;
+#endif
+}
+
 }  // namespace ringtrain::ops
 
 namespace ringtrain::ops::cpu {
