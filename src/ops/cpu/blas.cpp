@@ -99,10 +99,16 @@ void restart_with_openblas_kernels_for_this_cpu(char** argv) {
     if (std::getenv("OPENBLAS_CORETYPE") || std::getenv(kCoretypeMarker)) return;
     const char* better = better_openblas_core();
     if (!better) return;
+    // The program's own path, not /proc/self/exe: the process name (ps, pkill, /proc/PID/comm) is the file's name.
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return;
+    self[n] = '\0';
     ::setenv("OPENBLAS_CORETYPE", better, 1);
     ::setenv(kCoretypeMarker, better, 1);
-    ::execv("/proc/self/exe", argv);
+    ::execv(self, argv);
     ::unsetenv("OPENBLAS_CORETYPE");  // no restart: go on as before (cpu_gemm_library says what runs)
+    ::unsetenv(kCoretypeMarker);
 #else
     (void)argv;
 #endif
