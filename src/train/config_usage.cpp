@@ -72,6 +72,12 @@ std::vector<UsageRule> rules() {
         if (p.sync.mode != SyncMode::Allreduce) return setting("sync.mode", p.sync.mode);
         return std::nullopt;
     };
+    // Click-log models combining gradients every step (SparseGradientSync).
+    const auto sparse_allreduce = [format](const RunPlan& p) -> std::optional<std::string> {
+        if (!p.data.is_sparse()) return format(p);
+        if (p.sync.mode != SyncMode::Allreduce) return setting("sync.mode", p.sync.mode);
+        return std::nullopt;
+    };
     // Buckets cut by when gradients become ready: with overlap, on fused buckets (GradientSync's relayout).
     const auto timed_buckets = [dense_allreduce](const RunPlan& p) -> std::optional<std::string> {
         if (auto why = dense_allreduce(p)) return why;
@@ -190,20 +196,10 @@ std::vector<UsageRule> rules() {
              return std::nullopt;
          },
          "it is the smallest bucket that sync.cycle_time_ms may close; remove it"},
-        {{"sync.sparse"}, by_format_and_mode,
-         [format](const RunPlan& p) -> std::optional<std::string> {
-             if (!p.data.is_sparse()) return format(p);
-             if (p.sync.mode != SyncMode::Allreduce) return setting("sync.mode", p.sync.mode);
-             return std::nullopt;
-         },
+        {{"sync.sparse"}, by_format_and_mode, sparse_allreduce,
          "it picks how click-log gradients are combined every step (local SGD averages the tables instead); remove "
          "it"},
-        {{"sync.sparse_update"}, by_format_and_mode,
-         [format](const RunPlan& p) -> std::optional<std::string> {
-             if (!p.data.is_sparse()) return format(p);
-             if (p.sync.mode != SyncMode::Allreduce) return setting("sync.mode", p.sync.mode);
-             return std::nullopt;
-         },
+        {{"sync.sparse_update"}, by_format_and_mode, sparse_allreduce,
          "it says who updates which rows when click-log gradients are combined every step; remove it"},
         // ---- output ----
         {{"output.timeline"}, by_format, dense,
