@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ringtrain/core/error.hpp"
 #include "tool_args.hpp"
@@ -90,22 +91,39 @@ int run_make_clicklog(int argc, char** argv, int world_size) {
                 throw InputError(std::string("make-clicklog: ") + flag + " " + a[flag] +
                                  " exists; name a new file (or remove it first)");
         }
-        if (a.count("--truth") &&
-            std::filesystem::absolute(a["--truth"]).lexically_normal() ==
-                std::filesystem::absolute(a["--out"]).lexically_normal())
+        for (const char* flag : {"--out", "--truth"})
+            if (a.count(flag) && a[flag].empty())
+                throw InputError(std::string("make-clicklog: ") + flag + " needs a file name");
+        // The same file by another spelling too (a symlinked folder, ./x): weakly_canonical follows what exists.
+        std::error_code same_ec;
+        if (a.count("--truth") && std::filesystem::weakly_canonical(std::filesystem::absolute(a["--truth"]), same_ec) ==
+                                      std::filesystem::weakly_canonical(std::filesystem::absolute(a["--out"]), same_ec))
             throw InputError("make-clicklog: --truth names the same file as --out; give the truth JSON its own name");
         // Their folders are made (as make-image-folder does, and as the configs' data/criteo/train.txt needs) and
         // checked before the rows are written: a truth file that cannot be written fails now, not after the log.
-        for (const char* flag : {"--out", "--truth"}) {
-            if (!a.count(flag)) continue;
-            const std::filesystem::path folder = std::filesystem::absolute(a[flag]).parent_path();
-            std::error_code ec;
-            std::filesystem::create_directories(folder, ec);
-            if (ec || ::access(folder.c_str(), W_OK) != 0)
-                throw InputError(std::string("make-clicklog: ") + flag + " " + a[flag] + ": cannot write in '" +
-                                 folder.string() + "' (" + (ec ? ec.message() : std::strerror(errno)) +
-                                 "); name a file in a writable folder");
-        }
+        // Both checked before either folder is made; a folder that still cannot be made (root may write where mkdir
+        // fails, as in /proc) takes back the ones this run made: a refused --truth leaves no --out folder behind.
+        std::vector<std::filesystem::path> made;
+        for (bool create : {false, true})
+            for (const char* flag : {"--out", "--truth"}) {
+                if (!a.count(flag)) continue;
+                const std::filesystem::path folder = std::filesystem::absolute(a[flag]).parent_path();
+                std::filesystem::path existing = folder, top;  // the nearest folder that is there; the first made
+                std::error_code ec;
+                while (!std::filesystem::exists(existing, ec) && existing.has_parent_path() &&
+                       existing != existing.parent_path()) {
+                    top = existing;
+                    existing = existing.parent_path();
+                }
+                if (create && std::filesystem::create_directories(folder, ec) && !top.empty()) made.push_back(top);
+                const std::filesystem::path judged = create ? folder : existing;
+                if (ec || !std::filesystem::is_directory(judged, ec) || ::access(judged.c_str(), W_OK) != 0) {
+                    const std::string why = ec ? ec.message() : std::strerror(errno ? errno : ENOTDIR);
+                    for (const auto& m : made) std::filesystem::remove_all(m, ec);
+                    throw InputError(std::string("make-clicklog: ") + flag + " " + a[flag] + ": cannot write in '" +
+                                     folder.string() + "' (" + why + "); name a file in a writable folder");
+                }
+            }
         const auto t0 = std::chrono::steady_clock::now();
         const data::ClickLogTruth truth = data::generate_click_log(spec, a["--out"]);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

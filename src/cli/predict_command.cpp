@@ -63,7 +63,9 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
 void check_json_path(const std::string& path) {
     std::error_code ec;
     const bool existed = std::filesystem::exists(path, ec);
-    if (existed) {
+    // Only a regular file with something in it can be lost; a pipe, /dev/stdout or /dev/null is written as before
+    // (reading one would block).
+    if (existed && std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > 0) {
         nlohmann::json old;
         try {
             old = read_json_file(path, "--json", "");
@@ -191,10 +193,19 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
     // The straggler share per N: given (--straggler), from the measured spread, or 0 (one rank cannot see it).
     const double base_s = profile.input_s + profile.forward_s + profile.backward_s + profile.optimizer_s;
+    if (!a.straggler_given && !spread.is_null()) {
+        // The spread's steps against the profiled one: a file put together from two machines would predict nonsense.
+        double slowest = 0;
+        for (const auto& q : spread.at("work_quantiles_s_per_rank")) slowest = std::max(slowest, q.back().get<double>());
+        if (!(base_s > 0) || slowest > 1000 * base_s)
+            throw InputError((a.profile.empty() ? std::string("predict") : a.profile + ": .spread") +
+                             ": its slowest step (" + nlohmann::json(slowest).dump() + " s) is not comparable with the "
+                             "profiled step (" + nlohmann::json(base_s).dump() + " s); measure both again with --measure");
+    }
     std::vector<predict::Row> rows;
     for (int n : ranks) {
-        double share = a.straggler;
-        if (!a.straggler_given && !spread.is_null())
+        double share = n > 1 ? a.straggler : 0.0;  // one rank waits for nobody (the model applies none at N = 1)
+        if (!a.straggler_given && !spread.is_null() && n > 1)
             share = predict::straggler_share(
                 spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>(), base_s, n);
         const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);

@@ -212,10 +212,15 @@ nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string&
     if (spread.is_null()) return spread;  // a profile of one rank
     try {
         const auto per_rank = spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>();
-        bool ok = !per_rank.empty() && spread.at("source").is_string();
-        for (const auto& q : per_rank)
-            for (double x : q) ok = ok && q.size() >= 2 && std::isfinite(x) && x > 0;
-        if (!ok) throw InputError("empty, or a time that is not a positive number");
+        if (per_rank.empty() || !spread.at("source").is_string() ||
+            spread.at("ranks").get<int64_t>() != static_cast<int64_t>(per_rank.size()))
+            throw InputError("no ranks, or .ranks is not the number of lists");
+        for (const auto& q : per_rank) {
+            if (q.size() < 2 || !std::is_sorted(q.begin(), q.end()))
+                throw InputError("a rank's list has fewer than 2 times or is not sorted");
+            for (double x : q)
+                if (!std::isfinite(x) || x <= 0 || x > 1e6) throw InputError("a time that is not in (0, 1e6] s");
+        }
         return spread;
     } catch (const std::exception& e) {
         throw InputError(source + ": .spread: not the measured ranks of `ringtrain predict --measure --json` (" +

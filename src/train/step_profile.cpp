@@ -57,7 +57,10 @@ StepProfile summarise(const StepSamples& m, const detail::TrainerParts& p) {
     out.optimizer_s = median(m.optimizer);
     std::vector<double> work(m.input.size());
     for (size_t i = 0; i < work.size(); ++i) work[i] = m.input[i] + m.forward[i] + m.backward[i] + m.optimizer[i];
-    out.work_quantiles = quantiles(std::move(work));
+    // One quantile a step up to 1001: each gap then holds one step's mass (or a thousandth), so one slow step
+    // weighs as one step, not as the whole top percent (the slowest of 1024 ranks draws from that tail).
+    const int k = static_cast<int>(std::clamp<size_t>(work.size(), 2, 1001));
+    out.work_quantiles = quantiles(std::move(work), k);
     const auto& params = p.model->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
         const bool reported = std::all_of(m.ready[i].begin(), m.ready[i].end(), [](double t) { return t >= 0; });

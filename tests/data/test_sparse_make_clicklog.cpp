@@ -78,9 +78,17 @@ TEST_CASE("make-clicklog makes the folders of --out and --truth, and checks both
     CHECK(r.exit_code == 0);
     CHECK(sparse_test::fs::file_size(dir.file("data/criteo/train.txt")) > 100);
     CHECK(sparse_test::fs::exists(dir.file("truths/criteo/t.json")));
-    r = rt_test::run_command(bin + "--out " + dir.file("log.txt") + " --truth /proc/ringtrain-no-folder/t.json");
+    r = rt_test::run_command(bin + "--out " + dir.file("new/log.txt") + " --truth /proc/ringtrain-no-folder/t.json");
     INFO(r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Contains("--truth /proc/ringtrain-no-folder/t.json: cannot write in '/proc/ringtrain-no-folder'"));
-    CHECK_FALSE(sparse_test::fs::exists(dir.file("log.txt")));
+    CHECK_FALSE(sparse_test::fs::exists(dir.file("new")));  // the --out folder made for it is taken back
+    // The same file through a symlinked folder is the same file: refused, the log not overwritten by its truth.
+    sparse_test::fs::create_directory_symlink(dir.path, dir.file("here"));
+    r = rt_test::run_command(bin + "--out " + dir.file("here/s.txt") + " --truth " + dir.file("s.txt"));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("--truth names the same file as --out"));
+    r = rt_test::run_command(bin + "--out ''");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains("--out needs a file name"));
 }

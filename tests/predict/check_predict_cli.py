@@ -86,9 +86,18 @@ with tempfile.TemporaryDirectory() as tmp:
     assert "slowest rank: measured: 2 ranks profiling side by side" in p.stdout and "slowest" in p.stdout, p.stdout
     dm = json.load(open(jm))
     assert dm["straggler"] is None and len(dm["spread"]["work_quantiles_s_per_rank"]) == 2
-    assert all(len(q) == 101 and q == sorted(q) and q[0] > 0 for q in dm["spread"]["work_quantiles_s_per_rank"])
+    assert all(2 <= len(q) <= 1001 and q == sorted(q) and q[0] > 0 for q in dm["spread"]["work_quantiles_s_per_rank"])
     shares = [r["straggler"] for r in dm["rows"]]
     assert shares[0] <= shares[1] <= shares[2] and shares[2] > 0, shares
+    # N = 1 waits for nobody; a million ranks (the exact mixture form beyond the measured ranks) ends at once.
+    p = subprocess.run(base + ["--ranks", "1,1000000", "--link", "1gbit", "--profile", jm, "--json", js3],
+                       capture_output=True, text=True, cwd=tmp, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.load(open(js3))["rows"][0]["straggler"] == 0
+    # --json to a pipe or /dev/null is written as before (reading it to check it would block).
+    p = subprocess.run(base + ["--ranks", "2", "--link", "1gbit", "--profile", jm, "--json", "/dev/stdout"],
+                       capture_output=True, text=True, cwd=tmp, timeout=60)
+    assert p.returncode == 0 and '"rows"' in p.stdout, p.stderr
     assert all(r["terms_s"]["straggler"] > 0 for r in dm["rows"] if r["straggler"] > 0)
     # The same shares again from the saved file; --straggler overrides them at every N.
     p = subprocess.run(base + ["--ranks", "2,4,64", "--link", "1gbit", "--profile", jm, "--json", js3],
@@ -100,10 +109,20 @@ with tempfile.TemporaryDirectory() as tmp:
     assert p.returncode == 0, p.stderr
     d3 = json.load(open(js3))
     assert d3["straggler"] == 0.1 and [r["straggler"] for r in d3["rows"]] == [0.1, 0.1]
-    # A damaged spread is exit 2 naming .spread.
-    dm["spread"]["work_quantiles_s_per_rank"][1][3] = -1
-    bad_spread = os.path.join(tmp, "bad-spread.json")
-    json.dump(dm, open(bad_spread, "w"))
-    p = subprocess.run(base + ["--link", "1gbit", "--profile", bad_spread], capture_output=True, text=True, cwd=tmp)
-    assert p.returncode == 2 and ".spread" in p.stderr and p.stderr.count("\n") == 1, (p.returncode, p.stderr)
+    # A damaged spread is exit 2 naming .spread: a negative time, an empty list, unsorted, the wrong rank count.
+    for damage in ("negative", "empty", "unsorted", "ranks"):
+        d = json.load(open(jm))
+        q = d["spread"]["work_quantiles_s_per_rank"]
+        if damage == "negative":
+            q[1][0] = -1
+        elif damage == "empty":
+            q[1] = []
+        elif damage == "unsorted":
+            q[0] = list(reversed(q[0]))
+        else:
+            d["spread"]["ranks"] = 17
+        bad_spread = os.path.join(tmp, "bad-spread.json")
+        json.dump(d, open(bad_spread, "w"))
+        p = subprocess.run(base + ["--link", "1gbit", "--profile", bad_spread], capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 2 and ".spread" in p.stderr and p.stderr.count("\n") == 1, (damage, p.returncode, p.stderr)
 print("ok")

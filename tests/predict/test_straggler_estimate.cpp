@@ -53,3 +53,16 @@ TEST_CASE("straggler_share: step-to-step jitter, the expected maximum of N unifo
     // Reproducible: the same inputs and seed give the same share.
     CHECK(straggler_share(ranks, 1.5, 16, 7) == straggler_share(ranks, 1.5, 16, 7));
 }
+
+TEST_CASE("straggler_share beyond the measured ranks: the mixture's exact maximum, in no time at any N", "[predict]") {
+    // Two measured ranks, one of whose steps ramp up to 3x in its top percent: at N ranks drawn from them, the share
+    // rises with N towards +200 % (someone is always at the top).
+    std::vector<double> steady(101, 1.0), hiccup;
+    for (int i = 0; i < 100; ++i) hiccup.push_back(1.0);
+    hiccup.push_back(3.0);  // the last gap (1 %) ramps up to it: mean excess 1 over that percent
+    const std::vector<std::vector<double>> ranks{steady, hiccup};
+    const double n1000 = straggler_share(ranks, 1.0, 1000), n1e6 = straggler_share(ranks, 1.0, 1000000);
+    CHECK(n1000 > straggler_share(ranks, 1.0, 10));
+    CHECK(n1e6 == Approx(2.0).margin(0.01));  // every step someone is at the top: the maximum
+    CHECK(n1000 < n1e6);
+}

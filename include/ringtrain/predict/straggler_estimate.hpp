@@ -10,10 +10,11 @@
 namespace ringtrain::predict {
 
 // E[max over N ranks of one step's local work] / base_s - 1, at least 0: the straggler share of the step model
-// (scaling::Setting::straggler), base_s being the step the model scales (rank 0's median phases). Each of the N
-// ranks is one of the measured ones (all distinct while N <= M, the machine's own cores; drawn with replacement
-// beyond, as more hosts like this one), and each step it draws its work from that rank's quantiles, independently of
-// the others. A fixed seed: the same inputs give the same share.
+// (scaling::Setting::straggler), base_s being the step the model scales (rank 0's median phases). Each rank's step
+// times are its sorted quantiles, each gap between neighbours holding equal mass. While N <= M (the machine's own
+// cores) the N are distinct measured ranks, each drawing its work independently: seeded sampling, `trials` draws.
+// Beyond, each of the N is one of the measured ranks at random (more hosts like this one): every draw comes from
+// their mixture, whose expected maximum is computed exactly.
 double straggler_share(const std::vector<std::vector<double>>& work_quantiles_per_rank, double base_s, int n,
                        uint64_t seed = 1, int trials = 20000);
 

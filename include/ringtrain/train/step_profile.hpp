@@ -18,8 +18,8 @@ struct StepProfile {
     std::string device;      // "cpu", or the GPU's name
     // Medians over the measured steps, seconds.
     double input_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
-    // Each measured step's local work (input + forward + backward + optimizer) as 101 sorted quantiles: how much
-    // the steps vary, for the wait for the slowest of N ranks (predict/straggler_estimate.hpp).
+    // Each measured step's local work (input + forward + backward + optimizer) as sorted quantiles, one a step up to
+    // 1001: how much the steps vary, for the wait for the slowest of N ranks (predict/straggler_estimate.hpp).
     std::vector<double> work_quantiles;
     struct Gradient {
         std::string name;

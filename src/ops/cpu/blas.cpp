@@ -1,10 +1,12 @@
 // CPU GEMM (OpenBLAS when the build found it, else Eigen), bias and vector ops, and the thread-count plumbing for
 // Eigen/OpenMP/OpenBLAS.
 #include <Eigen/Core>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -82,9 +84,15 @@ std::string cpu_gemm_library() {
 #ifdef RINGTRAIN_WITH_OPENBLAS
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
-    if (const char* better = better_openblas_core())  // the restart did not happen (or the user asked for this)
-        config += std::string(" (OpenBLAS does not know this CPU model and runs its ") + openblas_get_corename() +
-                  " kernels; OPENBLAS_CORETYPE=" + better + " in the environment gives it this CPU's)";
+    const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+    if (const char* better = better_openblas_core()) {
+        if (chosen && !std::getenv(kCoretypeMarker))  // the user's choice, left alone
+            config += std::string(" (OPENBLAS_CORETYPE=") + chosen + " from the environment; " + better +
+                      " would be faster on this CPU)";
+        else  // the restart could not happen
+            config += std::string(" (OpenBLAS does not know this CPU model and runs its ") + openblas_get_corename() +
+                      " kernels; OPENBLAS_CORETYPE=" + better + " in the environment gives it this CPU's)";
+    }
     else if (std::getenv(kCoretypeMarker))
         config += " (OPENBLAS_CORETYPE set by ringtrain: this OpenBLAS does not know the CPU model)";
     return config;
@@ -99,14 +107,20 @@ void restart_with_openblas_kernels_for_this_cpu(char** argv) {
     if (std::getenv("OPENBLAS_CORETYPE") || std::getenv(kCoretypeMarker)) return;
     const char* better = better_openblas_core();
     if (!better) return;
-    // The program's own path, not /proc/self/exe: the process name (ps, pkill, /proc/PID/comm) is the file's name.
+    // The name it was started by where that is this program (a symlink too), else its own path; never
+    // /proc/self/exe, which would rename the process "exe" (ps, pkill, /proc/PID/comm).
     char self[4096];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return;
     self[n] = '\0';
+    const char* path = self;
+    struct stat mine {}, named {};
+    if (argv[0] && std::strchr(argv[0], '/') && ::stat(self, &mine) == 0 && ::stat(argv[0], &named) == 0 &&
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
+        path = argv[0];
     ::setenv("OPENBLAS_CORETYPE", better, 1);
     ::setenv(kCoretypeMarker, better, 1);
-    ::execv(self, argv);
+    ::execv(path, argv);
     ::unsetenv("OPENBLAS_CORETYPE");  // no restart: go on as before (cpu_gemm_library says what runs)
     ::unsetenv(kCoretypeMarker);
 #else
