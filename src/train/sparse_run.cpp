@@ -874,8 +874,10 @@ json SparseRun::evaluate() {
 }
 
 void SparseRun::load_for_evaluation(const std::string& path) {
+    // The weights alone, as the dense eval loads them: scoring needs no optimizer state, so a checkpoint of a sweep
+    // point that switched optimizer.name (--set) evaluates with the config file as it is.
     sync::run_then_agree(comm_, [&] {
-        if (rank_ == 0) load_checkpoint(path, model_->parameters(), opt_.get());
+        if (rank_ == 0) load_checkpoint(path, model_->parameters(), nullptr);
     });
     broadcast_from_root();
 }

@@ -99,6 +99,15 @@ TEST_CASE("sparse: training on a Criteo-layout file recovers the known model", "
     const json ev = json::parse(e.output.substr(e.output.find('{')));
     CHECK(ev["test_auc"].get<double>() == Approx(s["test_auc"].get<double>()).epsilon(1e-9));
     CHECK(ev["test_logloss"].get<double>() == Approx(s["test_logloss"].get<double>()).epsilon(1e-9));
+    // eval scores the weights alone: a config naming another optimizer (the file of a sweep whose point switched
+    // optimizer.name with --set) gives the same numbers, as the dense eval does.
+    const auto e2 = run_command(binary() + " eval --config " + dir + "/c.json --set data.hash_bits=18 "
+                                "--set optimizer.name=ftrl --checkpoint " + ckpt(out, 4 * 10000 / 50));
+    INFO(e2.output);
+    REQUIRE(e2.exit_code == 0);
+    const json ev2 = json::parse(e2.output.substr(e2.output.find('{')));
+    CHECK(ev2["test_auc"] == ev["test_auc"]);
+    CHECK(ev2["test_logloss"] == ev["test_logloss"]);
 }
 
 TEST_CASE("sparse: 2 ranks x batch B equal 1 rank x batch 2B", "[train][sparse][mpi]") {
