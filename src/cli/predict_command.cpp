@@ -202,12 +202,12 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
                              ": its slowest step (" + nlohmann::json(slowest).dump() + " s) is not comparable with the "
                              "profiled step (" + nlohmann::json(base_s).dump() + " s); measure both again with --measure");
     }
+    const auto per_rank = spread.is_null() ? std::vector<std::vector<double>>()
+                                           : spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>();
     std::vector<predict::Row> rows;
     for (int n : ranks) {
         double share = n > 1 ? a.straggler : 0.0;  // one rank waits for nobody (the model applies none at N = 1)
-        if (!a.straggler_given && !spread.is_null() && n > 1)
-            share = predict::straggler_share(
-                spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>(), base_s, n);
+        if (!a.straggler_given && !per_rank.empty() && n > 1) share = predict::straggler_share(per_rank, base_s, n);
         const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
         for (auto& r : predict::predict_rows(timings, layout, link, setting, {n},
                                              profile.batch_size * plan.sync.backward_passes_per_step))
