@@ -16,6 +16,7 @@
 #                EXTRAPOLATE_NETNS=1: also LeNet-5 predicted vs measured on emulated hosts at 10 Gbit/s (root and
 #                `ip netns` only; ~60 s more: raise EXTRAPOLATE_BUDGET_S)
 #   workers      WORKERS_LIST ("1 2 4 8 12")  WORKERS_CACHE ("8": also with data.cache=true)  WORKERS_DEVICE (cuda)
+#                WORKERS_STAGED ("12": again with RINGTRAIN_STAGED_UPLOAD=1, between two default runs; "" = none)
 #                WORKERS_STEPS (40)  WORKERS_BATCH (128)  WORKERS_PER_CLASS (300, 6 classes)  WORKERS_SIZE (320x320)
 #   cpuref       CPUREF_ROUNDS (2)  CPUREF_MODELS ("lenet5 mnist_cnn quality_cnn")  CPUREF_STEPS_SCALE (1)
 #                CPUREF_PRECISIONS ("fp32 bf16": bf16 is skipped with the reason on a CPU without it)
@@ -250,6 +251,7 @@ stage_workers() {
   fi
   "$RT_PY" bench/device/workers.py --bin "$RT_BIN" --out "$out" --work "$RT_WORK/workers" \
     --workers "${WORKERS_LIST:-1 2 4 8 12}" --cache-workers "${WORKERS_CACHE:-8}" --device "$device" \
+    --staged-workers "${WORKERS_STAGED:-12}" \
     --steps "${WORKERS_STEPS:-40}" \
     --batch "${WORKERS_BATCH:-128}" --per-class "${WORKERS_PER_CLASS:-300}" --size "${WORKERS_SIZE:-320x320}" \
     --deadline "$RT_STAGE_DEADLINE"

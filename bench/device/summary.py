@@ -159,11 +159,16 @@ def workers_section(logs, res):
     out = []
     for r in rows:
         if "samples_per_s" not in r:
-            out.append([r["workers"], r.get("skipped") or r.get("failed"), "", "", "", "", "", ""])
+            out.append([str(r["workers"]) + (", cache" if r.get("cache") else "") + (", staged" if r.get("staged") else ""),
+                        r.get("skipped") or r.get("failed"), "", "", "", "", "", ""])
             continue
         bound = r["data_wait_fraction"] is not None and r["data_wait_fraction"] > INPUT_BOUND
         loader = r.get("loader_wait_s_per_step")
-        out.append([r["workers"], f"{r['samples_per_s']:,.0f}", ms(r["step_s"]), ms(r["data_wait_s_per_step"]),
+        label = str(r["workers"]) + (", cache" if r.get("cache") else "") + (
+            ", staged" if str(r.get("upload") or "").startswith("staged") else "")
+        steady = r.get("steady_samples_per_s")
+        out.append([label, f"{r['samples_per_s']:,.0f}" + ("" if steady is None else f" (steady {steady:,.0f})"),
+                    ms(r["step_s"]), ms(r["data_wait_s_per_step"]),
                     "-" if loader is None else ms(loader), pct(r["data_wait_fraction"]),
                     "-" if r["gpu_mean_percent"] is None else f"{r['gpu_mean_percent']:.0f} / {r['gpu_max_percent']:.0f}",
                     "**yes**" if bound else "no"])

@@ -5,10 +5,12 @@ written by `ringtrain make-image-folder`, one run per data.workers value; per ru
 training loop waited for its batch (phase_s.data), and the GPU's utilisation sampled by NVML during training
 (summary.json gpu_utilisation, src/telemetry/gpu_monitor.cpp). --cache-workers adds runs with data.cache=true (the
 first epoch decodes and keeps the resized images, later epochs only crop, flip and normalise): their rows carry
-"cache": true, and every row the median step rate of epoch 1 and of the later epochs apart.
+"cache": true, and every row the median step rate of epoch 1 and of the later epochs apart. --staged-workers runs
+those data.workers values again with RINGTRAIN_STAGED_UPLOAD=1 (each batch copied into a staging buffer before its copy
+to the GPU, the hand-over before page-locked batches), each between two runs of the default: rows carry "upload".
 
 Usage: bench/device/workers.py --bin build/ringtrain --out DIR --work DIR [--workers "1 2 4 8 12"] [--device cuda]
-         [--cache-workers "8"] [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320]
+         [--cache-workers "8"] [--staged-workers "12"] [--steps 40] [--batch 128] [--classes 6] [--per-class 300] [--size 320x320]
          [--deadline EPOCH_S]
 The folder (DIR/images under --work) is reused when it is there. The model is models/alexnet.json with its last
 layer sized to --classes (written under --work). Rows: DIR/rows.jsonl, one per data.workers; a point that would
@@ -94,7 +96,8 @@ def row_of(out_dir, workers, cache, wall, base):
     loader_s = s.get("data_loader_wait_s")  # the loader's part of data_s; the rest stages the batch for the GPU
     loader_s = None if loader_s is None else loader_s / steps
     first = by_epoch.get(False, [])[1:]  # the first step also builds the model's buffers
-    return {"workers": workers, "cache": cache, "device": s.get("device"), "device_name": s.get("device_name"),
+    return {"workers": workers, "cache": cache, "upload": s.get("batch_upload"), "device": s.get("device"),
+            "device_name": s.get("device_name"),
             "batch": s["batch_size_per_rank"], "steps": steps, "samples_per_s": s["samples_per_s"],
             "steady_samples_per_s": statistics.median(rates[1:]) if len(rates) > 2 else None,
             "epoch1_samples_per_s": median_or_none(first),
@@ -115,6 +118,8 @@ def main():
     ap.add_argument("--workers", default="1 2 4 8 12")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cache-workers", default="", help="data.workers values also run with data.cache=true")
+    ap.add_argument("--staged-workers", default="",
+                    help="data.workers values run again with the staged hand-over, between two default runs")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--classes", type=int, default=6)
@@ -124,10 +129,13 @@ def main():
     ap.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: no point starts after it")
     a = ap.parse_args()
     try:
-        points = [(int(w), False) for w in a.workers.replace(",", " ").split()]
-        points += [(int(w), True) for w in a.cache_workers.replace(",", " ").split()]
+        points = [(int(w), False, False) for w in a.workers.replace(",", " ").split()]
+        points += [(int(w), True, False) for w in a.cache_workers.replace(",", " ").split()]
+        for w in a.staged_workers.replace(",", " ").split():  # A/B/A: staged between two in-place runs
+            points += [(int(w), False, True), (int(w), False, False)]
     except ValueError:
-        sys.exit(f"workers.py: --workers {a.workers!r} / --cache-workers {a.cache_workers!r}: expected integers")
+        sys.exit(f"workers.py: --workers {a.workers!r} / --cache-workers {a.cache_workers!r} / --staged-workers "
+                 f"{a.staged_workers!r}: expected integers")
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     images = make_folder(a.bin, a.work, a.classes, a.per_class, a.size, a.jobs)
@@ -135,15 +143,18 @@ def main():
     rows_path = os.path.join(a.out, "rows.jsonl")
     open(rows_path, "w").close()
     failed, last = 0, 0.0
-    for w, cache in points:
-        name = f"data.workers={w}" + (", data.cache=true" if cache else "")
+    seen = {}
+    for w, cache, staged in points:
+        name = f"data.workers={w}" + (", data.cache=true" if cache else "") + (", staged upload" if staged else "")
         if a.deadline and time.time() + last > a.deadline:
             why = f"{name}: skipped, the stage's time is up (the previous point took {last:.0f} s)"
             print(f"workers.py: {why}", file=sys.stderr)
             with open(rows_path, "a") as f:
-                f.write(json.dumps({"workers": w, "cache": cache, "skipped": why}) + "\n")
+                f.write(json.dumps({"workers": w, "cache": cache, "staged": staged, "skipped": why}) + "\n")
             continue
-        d = os.path.join(a.out, f"workers{w}" + ("_cache" if cache else ""))
+        base = f"workers{w}" + ("_cache" if cache else "") + ("_staged" if staged else "")
+        seen[base] = seen.get(base, 0) + 1
+        d = os.path.join(a.out, base + (f"_{seen[base]}" if seen[base] > 1 else ""))
         shutil.rmtree(d, ignore_errors=True)
         cmd = [a.bin, "train", "--config", os.path.join(ROOT, "configs/alexnet_folder.json"),
                "--set", f"model={model}", "--set", f"data.train_dir={images}/train",
@@ -156,13 +167,18 @@ def main():
         with open(d + ".log", "w") as log:
             log.write(" ".join(cmd) + "\n")
             log.flush()
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+            env = dict(os.environ)
+            env.pop("RINGTRAIN_STAGED_UPLOAD", None)
+            if staged:
+                env["RINGTRAIN_STAGED_UPLOAD"] = "1"
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env).returncode
         last = time.time() - t0
         if rc != 0:
             failed += 1
             print(f"workers.py: {name} failed (exit {rc}); see {d}.log", file=sys.stderr)
             with open(rows_path, "a") as f:
-                f.write(json.dumps({"workers": w, "cache": cache, "failed": f"exit {rc}", "log": d + ".log"}) + "\n")
+                f.write(json.dumps({"workers": w, "cache": cache, "staged": staged, "failed": f"exit {rc}",
+                                    "log": d + ".log"}) + "\n")
             continue
         r = row_of(d, w, cache, last, a.out)
         with open(rows_path, "a") as f:

@@ -40,6 +40,16 @@ Tensor Tensor::filled(Shape shape, float value, Device device) {
     return t;
 }
 
+Tensor Tensor::over_host_storage(std::shared_ptr<float> storage, Shape shape) {
+    Tensor t;
+    t.numel_ = shape_numel(shape);
+    if (t.numel_ > 0 && storage == nullptr) throw Error("over_host_storage: no storage for shape " + shape_string(shape));
+    t.shape_ = std::move(shape);
+    t.capacity_ = t.numel_;
+    t.storage_ = std::move(storage);
+    return t;
+}
+
 Tensor Tensor::reshape(Shape shape) const {
     if (shape_numel(shape) != numel_)
         throw Error("reshape from " + shape_string(shape_) + " to " + shape_string(shape) + " changes the element count");

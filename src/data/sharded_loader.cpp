@@ -165,6 +165,8 @@ void ShardedLoader::request(int64_t step) {
 bool ShardedLoader::next(Batch& out) {
     if (!started_) start_epoch(0, 0);
     if (step_ >= steps_) return false;
+    // `out` holds the batch handed out last time: it is refilled now, or given to the prefetch thread below.
+    if (opt_.before_refill && out.x.defined() && out.size() > 0) opt_.before_refill();
     const auto t0 = Clock::now();
     if (!prefetching()) {
         try {
@@ -235,10 +237,15 @@ void ShardedLoader::fill(int64_t step, const Share& split, Batch& b) const {
     xs.reserve(sample_shape_.size() + 1);
     xs.push_back(n);
     xs.insert(xs.end(), sample_shape_.begin(), sample_shape_.end());
-    if (b.x.device() != Device::CPU) b.x = Tensor();
-    if (b.y.device() != Device::CPU) b.y = Tensor();
-    b.x.resize(std::move(xs));
-    b.y.resize({n});
+    auto size_buffer = [this](Tensor& t, Shape shape) {
+        if (t.device() != Device::CPU) t = Tensor();
+        if (opt_.allocate_host && shape_numel(shape) > t.capacity())
+            t = opt_.allocate_host(std::move(shape));
+        else
+            t.resize(std::move(shape));
+    };
+    size_buffer(b.x, std::move(xs));
+    size_buffer(b.y, {n});
     float* x = b.x.data();
     float* y = b.y.data();
     constexpr int64_t kMinFloatsPerWorker = int64_t{1} << 20;

@@ -189,10 +189,11 @@ json TrainingRun::write_summary() {
         {"resumed_from", resumed_from_.empty() ? json(nullptr) : json(resumed_from_)},
         {"data", p.data.train->description()},
         {"data_prefetch", loader_.prefetch_note()},
-        // The part of phase_s.data spent waiting for the loader; the rest is handing the batch on (on a GPU, staging
-        // it into pinned memory for the copy).
+        // The part of phase_s.data spent waiting for the loader; the rest is handing the batch on (on a GPU, queueing
+        // its copy, and staging it into pinned memory where the batch is not page-locked).
         {"data_loader_wait_s", loader_.wait_seconds()},
     };
+    if (p.uploader) summary["batch_upload"] = p.batches_in_place ? "in place" : "staged (RINGTRAIN_STAGED_UPLOAD=1)";
     // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
     // left out on every rank.
     const auto classes = p.data.train->class_names();

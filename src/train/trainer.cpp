@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/hash.hpp"
@@ -83,6 +85,17 @@ void TrainerParts::build_locally() {
         gpu_monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &gpu_monitor_why);
         model->to(Device::CUDA);
         uploader = std::make_unique<AsyncUploader>();
+        // Batches filled in page-locked memory go to the GPU without a host copy (AsyncUploader); the loaders wait for
+        // a batch's copy before refilling its buffer. RINGTRAIN_STAGED_UPLOAD=1 copies each batch into a staging
+        // buffer instead, as before (to measure both: bench/RESULTS.md, "The batch's hand-over to the GPU").
+        const char* staged = std::getenv("RINGTRAIN_STAGED_UPLOAD");
+        batches_in_place = staged == nullptr || std::string(staged) != "1";
+        for (data::LoaderOptions* lo : {&train_loader, &eval_loader}) {
+            if (!batches_in_place) break;
+            AsyncUploader* up = uploader.get();
+            lo->allocate_host = [up](Shape shape) { return up->host_tensor(std::move(shape)); };
+            lo->before_refill = [up] { up->wait_for_host_reads(); };
+        }
     }
     use_synchronised_batchnorm();
     build_optimizer();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -341,6 +342,85 @@ TEST_CASE("prefetch double-buffers without allocating in steady state", "[data][
             while (l.next(b)) buffers.insert(b.x.data());
         }
         REQUIRE(buffers.size() == (prefetch ? 2u : 1u));
+    }
+}
+
+// Records reads into the batch buffer the caller holds: the one a GPU's copy may still be reading.
+class FencedDataset : public IndexDataset {
+public:
+    using IndexDataset::IndexDataset;
+    float read(int64_t index, float* x) const override {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            if (x >= held_begin && x < held_end) ++writes_into_held;
+        }
+        return IndexDataset::read(index, x);
+    }
+    mutable std::mutex mu;
+    const float* held_begin = nullptr;
+    const float* held_end = nullptr;
+    mutable int writes_into_held = 0;
+};
+
+TEST_CASE("batches fill the buffers allocate_host gives, and one handed out is rewritten only after before_refill",
+          "[data][loader]") {
+    // What a GPU run relies on (train/trainer.cpp): its uploader copies a batch from the loader's page-locked buffer
+    // after next() has returned, so the loader must not write that buffer again before before_refill() has waited.
+    FencedDataset ds(203);
+    for (auto mode : {LoaderMode::Train, LoaderMode::Eval}) {
+        for (bool prefetch : {true, false}) {
+            CAPTURE(mode == LoaderMode::Train, prefetch);
+            LoaderOptions o = opts(16, 1, 3, 2, mode, prefetch);
+            o.prefetch_probe_batches = 0;  // keep the prefetch thread whatever the timing
+            std::mutex mu;
+            std::set<const float*> given;  // storage allocate_host handed out
+            int allocations = 0;
+            o.allocate_host = [&](Shape shape) {
+                Tensor t(std::move(shape));
+                std::lock_guard<std::mutex> lk(mu);
+                ++allocations;
+                given.insert(t.data());
+                return t;
+            };
+            int refills = 0;
+            o.before_refill = [&] {
+                ++refills;
+                // A copy still running: a loader that wrote before this wait would write into the held buffer now.
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                std::lock_guard<std::mutex> lk(ds.mu);
+                ds.held_begin = ds.held_end = nullptr;
+            };
+            ds.writes_into_held = 0;
+            ShardedLoader hooked(ds, o);
+            ShardedLoader plain(ds, opts(16, 1, 3, 2, mode, prefetch));
+            int64_t batches = 0;
+            Batch b, pb;  // kept across epochs, as a training run keeps its batch
+            for (int64_t e = 0; e < 2; ++e) {
+                hooked.start_epoch(e);
+                plain.start_epoch(e);
+                while (hooked.next(b)) {
+                    {
+                        std::lock_guard<std::mutex> lk(ds.mu);
+                        ds.held_begin = b.x.data();
+                        ds.held_end = b.x.data() + b.x.numel();
+                    }
+                    ++batches;
+                    REQUIRE(plain.next(pb));
+                    REQUIRE(b.x.shape() == pb.x.shape());
+                    REQUIRE(std::equal(b.x.span().begin(), b.x.span().end(), pb.x.span().begin()));
+                    REQUIRE(std::equal(b.y.span().begin(), b.y.span().end(), pb.y.span().begin()));
+                    std::lock_guard<std::mutex> lk(mu);
+                    REQUIRE(given.count(b.x.data()) == 1);
+                    REQUIRE(given.count(b.y.data()) == 1);
+                }
+                REQUIRE(!plain.next(pb));
+            }
+            REQUIRE(batches > 4);
+            REQUIRE(refills == batches - 1);  // before every next() that reuses a buffer handed out
+            REQUIRE(ds.writes_into_held == 0);
+            // x and y of each buffer in use (two with prefetch), once: a short last batch fits in them.
+            REQUIRE(allocations == (prefetch ? 4 : 2));
+        }
     }
 }
 

@@ -13,6 +13,8 @@
 #include "gpu_test_util.hpp"
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/sharded_loader.hpp"
+#include "ringtrain/data/synthetic.hpp"
 #include "ringtrain/ops/ops.hpp"
 
 using namespace ringtrain;
@@ -331,6 +333,56 @@ TEST_CASE("gpu AsyncUploader: batches arrive intact, and the previous batch stay
     Tensor on_gpu({3}, Device::CUDA);
     const Tensor* wrong[1] = {&on_gpu};
     REQUIRE_THROWS_AS(up.upload(wrong), Error);
+}
+
+TEST_CASE("gpu AsyncUploader: page-locked batches are copied in place, and a loader refills them only after their copies",
+          "[gpu][upload]") {
+    Rng rng(11);
+    AsyncUploader up;
+    Tensor locked = up.host_tensor({64, 3, 32, 32});
+    locked.copy_from(random_tensor({64, 3, 32, 32}, rng));
+    Tensor plain = random_tensor({64}, rng);
+    const Tensor* host[2] = {&locked, &plain};
+    const auto dev = up.upload(host);
+    REQUIRE(up.direct_copies() == 1);
+    REQUIRE(up.staged_copies() == 1);
+    up.wait_for_host_reads();
+    const Tensor want = locked.clone();
+    locked.fill(-1.0f);  // after the wait: the copy has what the tensor held when it was uploaded
+    REQUIRE_GPU_CLOSE(dev[0], want, 1e-30, 0.0);
+    REQUIRE_GPU_CLOSE(dev[1], plain, 1e-30, 0.0);
+
+    // The trainer's wiring (train/trainer.cpp): a prefetching loader fills page-locked buffers and waits for their
+    // copies before refilling one. GPU work queued after each upload adds the batches up; no host wait in between, so
+    // the copies and the next fill overlap. The sum must be that of the same loader's batches without the hooks.
+    data::SyntheticDataset ds({3, 64, 64}, 10, 300, 5);
+    data::LoaderOptions o;
+    o.batch_size = 32;
+    o.prefetch_probe_batches = 0;
+    data::ShardedLoader reference(ds, o);
+    o.allocate_host = [&up](Shape shape) { return up.host_tensor(std::move(shape)); };
+    o.before_refill = [&up] { up.wait_for_host_reads(); };
+    data::ShardedLoader loader(ds, o);
+    Tensor sum = Tensor::zeros({32, 3, 64, 64}, Device::CUDA);
+    Tensor want_sum = Tensor::zeros({32, 3, 64, 64});
+    const uint64_t staged = up.staged_copies();
+    data::Batch b, rb;
+    int64_t steps = 0;
+    for (int64_t e = 0; e < 3; ++e) {
+        loader.start_epoch(e);
+        reference.start_epoch(e);
+        while (loader.next(b)) {
+            REQUIRE(reference.next(rb));
+            const Tensor* batch[2] = {&b.x, &b.y};
+            const auto d = up.upload(batch);
+            for (int k = 0; k < 4; ++k) ops::axpy(1.0f, d[0], sum);  // keep the GPU behind the host
+            ops::axpy(4.0f, rb.x, want_sum);
+            ++steps;
+        }
+    }
+    REQUIRE(steps == 27);
+    REQUIRE(up.staged_copies() == staged);  // every batch went in place
+    REQUIRE_GPU_CLOSE(sum, want_sum, 1e-4, 1e-5);
 }
 
 TEST_CASE("gpu vector ops: scale, axpy, all_finite, sum_squares", "[gpu][vector]") {

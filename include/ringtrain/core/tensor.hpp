@@ -29,6 +29,9 @@ public:
 
     static Tensor zeros(Shape shape, Device device = Device::CPU);
     static Tensor filled(Shape shape, float value, Device device = Device::CPU);
+    // A CPU tensor of `shape` over storage allocated elsewhere (page-locked host memory, say) of at least its element
+    // count; resize() keeps that storage while the element count fits.
+    static Tensor over_host_storage(std::shared_ptr<float> storage, Shape shape);
 
     const Shape& shape() const { return shape_; }
     int64_t dim(size_t i) const { return shape_.at(i); }
@@ -37,6 +40,8 @@ public:
     Device device() const { return device_; }
     bool empty() const { return numel_ == 0; }
     bool defined() const { return storage_ != nullptr || numel_ == 0; }
+    // Elements the storage holds from data() on (resize() reallocates only past it).
+    int64_t capacity() const { return capacity_; }
 
     float* data() { return storage_.get() + offset_; }
     const float* data() const { return storage_.get() + offset_; }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,12 @@ struct LoaderOptions {
     // cost more than it saves), unless reads are costly. Dataset::read must be safe to call concurrently (all ours
     // are).
     int workers = 1;
+    // Where the batches' host buffers come from, and when one handed out may be written again. A GPU run gives
+    // page-locked buffers that its uploader copies from in place, still reading one after the step that got it has
+    // queued its work (core/cuda_device.hpp, AsyncUploader): before_refill waits for those copies, and the loader calls
+    // it before it writes again into a buffer it has handed out. Unset: plain buffers, rewritten at once.
+    std::function<Tensor(Shape)> allocate_host;
+    std::function<void()> before_refill;
 };
 
 class ShardedLoader {

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "ringtrain/core/cuda_device.hpp"
 #include "ringtrain/core/error.hpp"
@@ -12,6 +13,16 @@ namespace ringtrain {
 namespace {
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+// True when `p` lies in page-locked host memory that CUDA knows (cudaHostAlloc, cudaHostRegister): a copy can read it in
+// place, asynchronously. Pageable memory answers cudaMemoryTypeUnregistered.
+bool is_page_locked(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();  // older drivers report pageable memory as an error: clear it, it is not one
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
 void* new_event() {
     cudaEvent_t e = nullptr;
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -40,6 +51,7 @@ void staged_copy(char* dst, const float* src, size_t bytes) {
 }  // namespace
 
 AsyncUploader::AsyncUploader() {
+    RT_CUDA_CHECK(cudaGetDevice(&device_));
     cudaStream_t s = nullptr;
     // Non-blocking: a blocking stream would be implicitly serialised with the legacy default stream.
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -69,14 +81,19 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
     const int index = last_ == 0 ? 1 : 0;
     Slot& slot = slots_[index];
 
-    size_t bytes = 0;
-    for (const Tensor* t : host) {
+    size_t staged_bytes = 0;
+    std::vector<bool> in_place(host.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+        const Tensor* t = host[i];
         if (t->device() != Device::CPU) throw Error("AsyncUploader: the tensors to upload must be on the CPU");
-        bytes += static_cast<size_t>(t->numel()) * sizeof(float);
+        if (t->numel() == 0) continue;
+        in_place[i] = is_page_locked(t->data());
+        if (!in_place[i]) staged_bytes += static_cast<size_t>(t->numel()) * sizeof(float);
     }
-    // The pinned buffer is free once its previous copy has finished (two uploads ago: normally long done).
+    // The slot's staging buffer is free once its previous copy has finished (two uploads ago: normally long done).
     if (slot.used) RT_CUDA_CHECK(cudaEventSynchronize(as_event(slot.copied)));
-    slot.pinned.reserve(bytes);
+    slot.reads_host = false;
+    if (staged_bytes > 0) slot.pinned.reserve(staged_bytes);
 
     slot.device.resize(host.size());
     bool grew = !slot.used;
@@ -100,16 +117,49 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
     for (size_t i = 0; i < host.size(); ++i) {
         const size_t n = static_cast<size_t>(host[i]->numel()) * sizeof(float);
         if (n == 0) continue;
-        staged_copy(staging + offset, host[i]->data(), n);
-        RT_CUDA_CHECK(cudaMemcpyAsync(slot.device[i].data(), staging + offset, n, cudaMemcpyHostToDevice,
-                                      as_stream(stream_)));
-        offset += n;
+        const void* from = host[i]->data();
+        if (in_place[i]) {
+            slot.reads_host = true;
+            ++direct_copies_;
+        } else {
+            staged_copy(staging + offset, host[i]->data(), n);
+            from = staging + offset;
+            offset += n;
+            ++staged_copies_;
+        }
+        RT_CUDA_CHECK(
+            cudaMemcpyAsync(slot.device[i].data(), from, n, cudaMemcpyHostToDevice, as_stream(stream_)));
     }
     RT_CUDA_CHECK(cudaEventRecord(as_event(slot.copied), as_stream(stream_)));
     RT_CUDA_CHECK(cudaStreamWaitEvent(nullptr, as_event(slot.copied), 0));
     slot.used = true;
     last_ = index;
     return {slot.device.data(), slot.device.size()};
+}
+
+Tensor AsyncUploader::host_tensor(Shape shape) const {
+    const int64_t n = shape_numel(shape);
+    if (n == 0) return Tensor(std::move(shape));
+    // A loader's thread has no current device of its own: without this, the allocation would create a context on
+    // device 0 in every rank of a multi-GPU node. Portable: page-locked for every context, whichever made it.
+    RT_CUDA_CHECK(cudaSetDevice(device_));
+    void* p = nullptr;
+    RT_CUDA_CHECK(cudaHostAlloc(&p, static_cast<size_t>(n) * sizeof(float), cudaHostAllocPortable));
+    // A copy queued from this memory may still be running when the last tensor goes (a loader dropped at the end of
+    // an evaluation): wait for the device before the memory goes back. Rare (end of a loader, a batch outgrowing it).
+    std::shared_ptr<float> storage(static_cast<float*>(p), [device = device_](float* q) {
+        if (cudaSetDevice(device) == cudaSuccess) (void)cudaDeviceSynchronize();
+        (void)cudaFreeHost(q);
+    });
+    return Tensor::over_host_storage(std::move(storage), std::move(shape));
+}
+
+void AsyncUploader::wait_for_host_reads() {
+    for (Slot& slot : slots_) {
+        if (!slot.reads_host) continue;
+        RT_CUDA_CHECK(cudaEventSynchronize(as_event(slot.copied)));
+        slot.reads_host = false;
+    }
 }
 
 }  // namespace ringtrain
