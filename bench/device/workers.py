@@ -93,10 +93,14 @@ def row_of(out_dir, workers, cache, wall, base):
     u = s.get("gpu_utilisation") or {}
     step_s = s["train_s"] / steps
     data_s = s["phase_s"].get("data", 0.0) / steps
-    loader_s = s.get("data_loader_wait_s")  # the loader's part of data_s; the rest stages the batch for the GPU
+    # The loader's part of data_s; the rest hands the batch on: queueing its copy (staging it first where it is not
+    # page-locked) and, in place, waiting for the previous batch's copy before its buffer is refilled.
+    loader_s = s.get("data_loader_wait_s")
     loader_s = None if loader_s is None else loader_s / steps
     first = by_epoch.get(False, [])[1:]  # the first step also builds the model's buffers
-    return {"workers": workers, "cache": cache, "upload": s.get("batch_upload"), "device": s.get("device"),
+    upload = s.get("batch_upload")  # {"mode": "in place" | "staged", tensor counts}; a string before 2026-11-28 22:00
+    upload = upload.get("mode") if isinstance(upload, dict) else upload
+    return {"workers": workers, "cache": cache, "upload": upload, "device": s.get("device"),
             "device_name": s.get("device_name"),
             "batch": s["batch_size_per_rank"], "steps": steps, "samples_per_s": s["samples_per_s"],
             "steady_samples_per_s": statistics.median(rates[1:]) if len(rates) > 2 else None,

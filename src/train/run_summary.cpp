@@ -193,7 +193,12 @@ json TrainingRun::write_summary() {
         // its copy, and staging it into pinned memory where the batch is not page-locked).
         {"data_loader_wait_s", loader_.wait_seconds()},
     };
-    if (p.uploader) summary["batch_upload"] = p.batches_in_place ? "in place" : "staged (RINGTRAIN_STAGED_UPLOAD=1)";
+    // How the batches reached the GPU: tensors copied from the loader's page-locked buffers, and through the staging
+    // buffer (evaluation batches; all of them with RINGTRAIN_STAGED_UPLOAD=1 or where page-locking failed).
+    if (p.uploader)
+        summary["batch_upload"] = {{"mode", p.batches_in_place ? "in place" : "staged"},
+                                   {"in_place_tensors", p.uploader->direct_copies()},
+                                   {"staged_tensors", p.uploader->staged_copies()}};
     // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
     // left out on every rank.
     const auto classes = p.data.train->class_names();

@@ -85,16 +85,17 @@ void TrainerParts::build_locally() {
         gpu_monitor = telemetry::GpuMonitor::open(cuda_pci_bus_id(), &gpu_monitor_why);
         model->to(Device::CUDA);
         uploader = std::make_unique<AsyncUploader>();
-        // Batches filled in page-locked memory go to the GPU without a host copy (AsyncUploader); the loaders wait for
-        // a batch's copy before refilling its buffer. RINGTRAIN_STAGED_UPLOAD=1 copies each batch into a staging
-        // buffer instead, as before (to measure both: bench/RESULTS.md, "The batch's hand-over to the GPU").
+        // Training batches filled in page-locked memory go to the GPU without a host copy (AsyncUploader); the loader
+        // waits for a batch's copy before refilling its buffer. RINGTRAIN_STAGED_UPLOAD=1 copies each batch into a
+        // staging buffer instead, as before (to measure both: bench/RESULTS.md, "The batch's hand-over to the GPU").
+        // Evaluation batches stay staged: each evaluation makes a new loader, which would page-lock and free its
+        // buffers every time (a device-wide synchronisation each), for a pass that runs once an epoch.
         const char* staged = std::getenv("RINGTRAIN_STAGED_UPLOAD");
         batches_in_place = staged == nullptr || std::string(staged) != "1";
-        for (data::LoaderOptions* lo : {&train_loader, &eval_loader}) {
-            if (!batches_in_place) break;
+        if (batches_in_place) {
             AsyncUploader* up = uploader.get();
-            lo->allocate_host = [up](Shape shape) { return up->host_tensor(std::move(shape)); };
-            lo->before_refill = [up] { up->wait_for_host_reads(); };
+            train_loader.allocate_host = [up](Shape shape) { return up->host_tensor(std::move(shape)); };
+            train_loader.before_refill = [up] { up->wait_for_host_reads(); };
         }
     }
     use_synchronised_batchnorm();

@@ -42,8 +42,9 @@ struct TrainerParts {
 
     bool is_root() const { return rank == 0; }
     // The batch on the compute device: CPU batches are used as they are; for a GPU they are copied over
-    // asynchronously (from the loader's page-locked buffers, on a copy stream of its own), so the host never waits for
-    // the GPU here.
+    // asynchronously on a copy stream of its own (training batches from the loader's page-locked buffers, others
+    // through a staging buffer), so the host does not wait for the GPU here; the training loader waits for a batch's
+    // copy before it refills that buffer (before_refill).
     std::pair<const Tensor*, const Tensor*> on_device(const data::Batch& b);
     // Test-set accuracy and loss over all ranks' shares (exact global values), at global step `step` (for a stall
     // message). Collective.
@@ -73,7 +74,7 @@ struct TrainerParts {
     std::unique_ptr<sync::ParameterAverager> averager;
     std::unique_ptr<sync::ParameterAverager> buffer_averager;  // BatchNorm running stats (host-staged on a GPU)
     std::unique_ptr<AsyncUploader> uploader;             // GPU only
-    bool batches_in_place = false;  // GPU: the loaders fill page-locked batches that the uploader copies in place
+    bool batches_in_place = false;  // GPU: the training loader fills page-locked batches, copied in place
     std::unique_ptr<telemetry::GpuMonitor> gpu_monitor;  // this rank's GPU, while training (NVML, where present)
     std::string gpu_monitor_why;                         // why there is none
     sync::Facts facts;                                   // what agree_across_ranks compares (plan_agreement.hpp)

@@ -382,11 +382,15 @@ TEST_CASE("batches fill the buffers allocate_host gives, and one handed out is r
                 given.insert(t.data());
                 return t;
             };
-            int refills = 0;
+            int refills = 0, labels_changed = 0;
+            const float* held_labels = nullptr;  // the held batch's labels, which the loader writes itself
+            std::vector<float> held_label_values;
             o.before_refill = [&] {
                 ++refills;
                 // A copy still running: a loader that wrote before this wait would write into the held buffer now.
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                if (held_labels && !std::equal(held_label_values.begin(), held_label_values.end(), held_labels))
+                    ++labels_changed;
                 std::lock_guard<std::mutex> lk(ds.mu);
                 ds.held_begin = ds.held_end = nullptr;
             };
@@ -404,6 +408,8 @@ TEST_CASE("batches fill the buffers allocate_host gives, and one handed out is r
                         ds.held_begin = b.x.data();
                         ds.held_end = b.x.data() + b.x.numel();
                     }
+                    held_labels = b.y.data();
+                    held_label_values.assign(b.y.span().begin(), b.y.span().end());
                     ++batches;
                     REQUIRE(plain.next(pb));
                     REQUIRE(b.x.shape() == pb.x.shape());
@@ -418,6 +424,7 @@ TEST_CASE("batches fill the buffers allocate_host gives, and one handed out is r
             REQUIRE(batches > 4);
             REQUIRE(refills == batches - 1);  // before every next() that reuses a buffer handed out
             REQUIRE(ds.writes_into_held == 0);
+            REQUIRE(labels_changed == 0);
             // x and y of each buffer in use (two with prefetch), once: a short last batch fits in them.
             REQUIRE(allocations == (prefetch ? 4 : 2));
         }

@@ -353,8 +353,10 @@ TEST_CASE("gpu AsyncUploader: page-locked batches are copied in place, and a loa
     REQUIRE_GPU_CLOSE(dev[1], plain, 1e-30, 0.0);
 
     // The trainer's wiring (train/trainer.cpp): a prefetching loader fills page-locked buffers and waits for their
-    // copies before refilling one. GPU work queued after each upload adds the batches up; no host wait in between, so
-    // the copies and the next fill overlap. The sum must be that of the same loader's batches without the hooks.
+    // copies before refilling one. After each upload the test queues ~5 ms of GPU work (100 passes over 64 MiB), so
+    // the GPU falls steps behind the host and each copy waits in its stream behind the work that read its device slot
+    // two uploads earlier: a loader that refilled a buffer without waiting would overwrite batches not yet copied, and
+    // the sums (inputs and labels) would differ from those of the same loader's batches without the hooks.
     data::SyntheticDataset ds({3, 64, 64}, 10, 300, 5);
     data::LoaderOptions o;
     o.batch_size = 32;
@@ -363,8 +365,9 @@ TEST_CASE("gpu AsyncUploader: page-locked batches are copied in place, and a loa
     o.allocate_host = [&up](Shape shape) { return up.host_tensor(std::move(shape)); };
     o.before_refill = [&up] { up.wait_for_host_reads(); };
     data::ShardedLoader loader(ds, o);
-    Tensor sum = Tensor::zeros({32, 3, 64, 64}, Device::CUDA);
-    Tensor want_sum = Tensor::zeros({32, 3, 64, 64});
+    Tensor sum = Tensor::zeros({32, 3, 64, 64}, Device::CUDA), label_sum = Tensor::zeros({32}, Device::CUDA);
+    Tensor want_sum = Tensor::zeros({32, 3, 64, 64}), want_labels = Tensor::zeros({32});
+    Tensor busy_x = Tensor::zeros({int64_t{16} << 20}, Device::CUDA), busy_y = Tensor::zeros({int64_t{16} << 20}, Device::CUDA);
     const uint64_t staged = up.staged_copies();
     data::Batch b, rb;
     int64_t steps = 0;
@@ -375,14 +378,18 @@ TEST_CASE("gpu AsyncUploader: page-locked batches are copied in place, and a loa
             REQUIRE(reference.next(rb));
             const Tensor* batch[2] = {&b.x, &b.y};
             const auto d = up.upload(batch);
-            for (int k = 0; k < 4; ++k) ops::axpy(1.0f, d[0], sum);  // keep the GPU behind the host
-            ops::axpy(4.0f, rb.x, want_sum);
+            ops::axpy(1.0f, d[0], sum);
+            ops::axpy(1.0f, d[1], label_sum);
+            for (int k = 0; k < 100; ++k) ops::axpy(1e-3f, busy_x, busy_y);  // keep the GPU behind the host
+            ops::axpy(1.0f, rb.x, want_sum);
+            ops::axpy(1.0f, rb.y, want_labels);
             ++steps;
         }
     }
     REQUIRE(steps == 27);
     REQUIRE(up.staged_copies() == staged);  // every batch went in place
     REQUIRE_GPU_CLOSE(sum, want_sum, 1e-4, 1e-5);
+    REQUIRE_GPU_CLOSE(label_sum, want_labels, 0.0, 0.0);
 }
 
 TEST_CASE("gpu vector ops: scale, axpy, all_finite, sum_squares", "[gpu][vector]") {

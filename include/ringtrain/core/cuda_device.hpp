@@ -6,6 +6,7 @@
 // the allocator's reuse of freed blocks; the NCCL communicator runs on its own stream, ordered by events.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -88,7 +89,8 @@ public:
     // Device copies of `host` (CPU tensors), in order. Throws Error on a CUDA failure or a non-CPU input.
     std::span<const Tensor> upload(std::span<const Tensor* const> host);
     // A CPU tensor in page-locked memory, which upload() copies from directly; callable from any thread (a loader's
-    // prefetch thread). Its memory goes back when the last tensor sharing it does.
+    // prefetch thread). Its memory goes back when the last tensor sharing it does. Where the system refuses to
+    // page-lock more memory: a plain tensor (staged by upload()) and one warning on stderr.
     Tensor host_tensor(Shape shape) const;
     // Returns once no copy that upload() queued still reads a host tensor in place: such a tensor may be written again.
     void wait_for_host_reads();
@@ -115,6 +117,7 @@ private:
     uint64_t reallocations_ = 0;
     uint64_t direct_copies_ = 0;
     uint64_t staged_copies_ = 0;
+    mutable std::atomic<bool> warned_{false};  // host_tensor() fell back to plain memory (said once)
 };
 
 #ifndef RINGTRAIN_WITH_CUDA

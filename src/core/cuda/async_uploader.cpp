@@ -1,6 +1,7 @@
 // AsyncUploader (see cuda_device.hpp): host -> GPU batch copies on their own stream, ordered by events.
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -92,7 +93,10 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
     }
     // The slot's staging buffer is free once its previous copy has finished (two uploads ago: normally long done).
     if (slot.used) RT_CUDA_CHECK(cudaEventSynchronize(as_event(slot.copied)));
+    // Cleared now, set again only once this upload's `copied` event is recorded: if a call below throws, no later
+    // wait trusts an event that does not cover the copies queued so far (the throw ends the run anyway).
     slot.reads_host = false;
+    bool reads_host = false;
     if (staged_bytes > 0) slot.pinned.reserve(staged_bytes);
 
     slot.device.resize(host.size());
@@ -119,7 +123,7 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
         if (n == 0) continue;
         const void* from = host[i]->data();
         if (in_place[i]) {
-            slot.reads_host = true;
+            reads_host = true;
             ++direct_copies_;
         } else {
             staged_copy(staging + offset, host[i]->data(), n);
@@ -131,6 +135,7 @@ std::span<const Tensor> AsyncUploader::upload(std::span<const Tensor* const> hos
             cudaMemcpyAsync(slot.device[i].data(), from, n, cudaMemcpyHostToDevice, as_stream(stream_)));
     }
     RT_CUDA_CHECK(cudaEventRecord(as_event(slot.copied), as_stream(stream_)));
+    slot.reads_host = reads_host;
     RT_CUDA_CHECK(cudaStreamWaitEvent(nullptr, as_event(slot.copied), 0));
     slot.used = true;
     last_ = index;
@@ -144,7 +149,16 @@ Tensor AsyncUploader::host_tensor(Shape shape) const {
     // device 0 in every rank of a multi-GPU node. Portable: page-locked for every context, whichever made it.
     RT_CUDA_CHECK(cudaSetDevice(device_));
     void* p = nullptr;
-    RT_CUDA_CHECK(cudaHostAlloc(&p, static_cast<size_t>(n) * sizeof(float), cudaHostAllocPortable));
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        // Page-locked memory is limited (ulimit -l, the container's share): plain memory works too, upload() stages it.
+        (void)cudaGetLastError();
+        if (!warned_.exchange(true))
+            std::fprintf(stderr, "ringtrain: warning: could not page-lock %.1f MiB of host memory for a batch; batches "
+                                 "are copied through a staging buffer instead (one more host copy per batch)\n",
+                         static_cast<double>(bytes) / 1048576.0);
+        return Tensor(std::move(shape));
+    }
     // A copy queued from this memory may still be running when the last tensor goes (a loader dropped at the end of
     // an evaluation): wait for the device before the memory goes back. Rare (end of a loader, a batch outgrowing it).
     std::shared_ptr<float> storage(static_cast<float*>(p), [device = device_](float* q) {
