@@ -143,6 +143,9 @@ RunPrediction predict_run(const RunMeasurements& m) {
     // α-β line loses on this run's own sizes: what an extrapolation in N would start from).
     const std::vector<double> transfer = bucket_transfer_s(m);
     r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, transfer);
+    r.setting = s.describe();  // "ring ..." (Algorithm::Ring above)
+    if (m.backend != "ring" && r.setting.rfind("ring", 0) == 0)
+        r.setting = m.backend + r.setting.substr(4) + " (modelled by the ring formula)";
     r.fitted_link_step_s = scaling::predict_step(t, layout, r.link, s, m.ranks, samples).step_s;
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = t.compute_s();
@@ -190,7 +193,7 @@ json shared_prediction_fields(const R& r) {
 
 json run_prediction_json(const RunPrediction& r) {
     json j = shared_prediction_fields(r);
-    j["setting"] = r.prediction.setting.describe();
+    j["setting"] = r.setting;
     return j;
 }
 

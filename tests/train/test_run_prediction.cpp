@@ -169,6 +169,9 @@ TEST_CASE("the summary's predicted section and the end-of-run line", "[train][pr
     CHECK(j["error"].get<double>() == Approx(-0.074));  // (predicted - measured) / measured
     CHECK(j.contains("samples_per_s"));
     CHECK(j.contains("efficiency"));
+    // The run's backend, not the formula's name: MPI picks its own algorithm.
+    CHECK(j["setting"] == "mpi fp32 no-overlap (modelled by the ring formula)");
+    CHECK(run_prediction_json(predict_run(overlapped_three_ranks()))["setting"] == "ring fp32 overlap");
     const std::string line = describe_run_prediction({{"predicted", j}});
     CHECK_THAT(line, Contains("compute: 0.84 of the step (not weak scaling: that needs a one-rank run); predicted step 11.5") && Contains("vs measured 12.5 ms (-7 %)") &&
                          Contains("dominant: compute (forward+backward, 9.00 ms)"));

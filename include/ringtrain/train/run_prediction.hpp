@@ -60,6 +60,9 @@ struct RunPrediction {
     double measured_efficiency = 0;  // one_rank_step_s / measured step
     double error = 0;              // (predicted − measured) / measured
     std::string dominant;          // the largest term in words ("allreduce of bucket 1 (fc1, 4.7 MB) over ring")
+    // The setting in words, with the run's backend: "ring fp32 overlap"; "mpi fp32 no-overlap (modelled by the ring
+    // formula)" where MPI picks its own algorithm.
+    std::string setting;
 };
 
 // Pure arithmetic on `m` (tests/train/test_run_prediction.cpp checks it on hand-made inputs): the model's timeline
