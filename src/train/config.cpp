@@ -303,6 +303,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
     const KeyOrigin origin(source, given, std::move(present));
+    c.model_origin_ = origin("model");
     check_combinations(origin, c.plan_);
     const std::optional<RunPlan> file_plan = plan_of_file(file_doc);
     const auto unread = detail::check_unused_keys(origin, c.plan_, c.doc_, file_plan ? &*file_plan : nullptr);
@@ -374,13 +375,20 @@ std::string Config::model_path() const {
     }
     for (const auto& t : tries)
         if (fs::is_regular_file(t)) return fs::absolute(t).lexically_normal().string();
+    const std::string& origin = model_origin_.empty() ? source_ : model_origin_;
     for (const auto& t : tries)
         if (fs::is_directory(t))
-            throw InputError(source_ + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
+            throw InputError(origin + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
                              "such as models/lenet5.json");
-    std::string looked;  // one line: an error is one line
-    for (const auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.string();
-    throw InputError(source_ + ": model: file '" + m.string() + "' not found; looked in " + looked);
+    std::string looked;  // one line: an error is one line; each place once
+    std::vector<std::string> seen;
+    for (const auto& t : tries) {
+        const std::string place = fs::absolute(t).lexically_normal().string();
+        if (std::find(seen.begin(), seen.end(), place) != seen.end()) continue;
+        seen.push_back(place);
+        looked += (looked.empty() ? "" : ", ") + place;
+    }
+    throw InputError(origin + ": model: file '" + m.string() + "' not found; looked in " + looked);
 }
 
 std::string Config::schema_help() {

@@ -13,7 +13,7 @@ namespace {
 // The keys outside the sections: the model file and the device.
 KeyRows top_level_keys() {
     return {
-        {"model", {.kind = Kind::String, .doc = "architecture file (models/*.json)"}},
+        {"model", {.kind = Kind::String, .nonempty = true, .doc = "architecture file (models/*.json)"}},
         {"device", {.kind = Kind::String, .fallback = "auto", .choices = spellings<DeviceChoice>(),
           .doc = "where each rank computes"}},
     };
@@ -24,7 +24,7 @@ KeyRows data_keys() {
     return {
         {"data.format", {.kind = Kind::String, .fallback = "idx", .choices = spellings<DataFormat>(),
           .doc = "data set reader"}},
-        {"data.dir", {.kind = Kind::String, .fallback = "/usr/share/datasets/fashion-mnist",
+        {"data.dir", {.kind = Kind::String, .fallback = "/usr/share/datasets/fashion-mnist", .nonempty = true,
           .doc = "idx: folder with the four IDX files (train-images-idx3-ubyte[.gz] ...); cifar10: folder with "
                  "data_batch_1..5.bin and test_batch.bin (the binary version)"}},
         {"data.mean", {.kind = Kind::NumberOrArray, .fallback = 0.0,

@@ -53,6 +53,7 @@ private:
     nlohmann::json doc_;
     RunPlan plan_;
     std::string source_;
+    std::string model_origin_;  // where `model` came from: the file, or "--set model=..." (for its errors)
     std::string base_dir_;
     std::vector<std::string> notes_;
 };
