@@ -342,6 +342,11 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     std::optional<train::Config> config;
     train::Backend backend = train::Backend::Ring;  // without a config: the schema's default
     try {
+        // The commands' own argument checks too: every rank fails them alike, before a communicator exists, so the
+        // job ends with one line a rank and no MPI_Abort.
+        if (args.command == "train" && args.config.empty()) throw InputError("train needs --config FILE");
+        if (args.command == "eval" && (args.config.empty() || args.checkpoint.empty()))
+            throw InputError("eval needs --config FILE and --checkpoint CKPT");
         if (!args.config.empty()) {
             config = train::Config::load(args.config, args.overrides);
             backend = config->plan().sync.backend;

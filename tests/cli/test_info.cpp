@@ -95,6 +95,16 @@ TEST_CASE("a config file's key that a --set leaves unread is named in a note onc
     CHECK(r.output.find(note) == r.output.rfind(note));  // rank 0 alone
 }
 
+TEST_CASE("a command's missing argument under mpirun ends the job with one line a rank, not MPI_Abort", "[cli][mpi]") {
+    const auto r = run_command("cd " + source_dir() + " && " + mpirun(2) + binary() +
+                               " eval --config configs/logreg_fashion.json");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("rank 0: eval needs --config FILE and --checkpoint CKPT") &&
+                             Catch::Contains("rank 1: eval needs --config FILE and --checkpoint CKPT"));
+    CHECK(r.output.find("MPI_ABORT") == std::string::npos);
+}
+
 // OpenBLAS's SSE3 fallback kernels on a CPU with AVX2/AVX-512 (a DYNAMIC_ARCH OpenBLAS older than the CPU model):
 // ringtrain starts again with OPENBLAS_CORETYPE set, so unset it never runs them; a user's choice is left alone, and
 // `info` says what would be faster.
