@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "ringtrain/core/error.hpp"
 
@@ -26,8 +27,15 @@ template <class T>
 T tool_number(const std::string& tool, const std::string& flag, const std::string& text) {
     T v{};
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+        // An unsigned flag given a negative number is a number, only out of range: say so.
+        if constexpr (std::is_unsigned_v<T>)
+            if (!text.empty() && text[0] == '-' && text.size() > 1 &&
+                text.find_first_not_of("0123456789", 1) == std::string::npos)
+                throw InputError(tool + ": " + flag + ": " + text + " is negative; it must be >= 0; see `ringtrain " +
+                                 tool + " --help`");
         throw InputError(tool + ": " + flag + ": '" + text + "' is not a number; see `ringtrain " + tool + " --help`");
+    }
     return v;
 }
 

@@ -1,6 +1,7 @@
 #include "ringtrain/core/json_file.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,7 +123,21 @@ private:
 
 std::string without_exception_id(const std::string& what) {
     const auto close = what.find("] ");
-    return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+    const std::string text =
+        what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+    // The parser quotes the bytes it last read: a file's invalid UTF-8 or control bytes would reach the terminal raw.
+    std::string out;
+    out.reserve(text.size());
+    for (const unsigned char c : text) {
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02X", c);
+            out += hex;
+        }
+    }
+    return out;
 }
 
 json parse_json_strictly(const std::string& text, const std::string& source) {

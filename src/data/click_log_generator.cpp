@@ -156,8 +156,12 @@ ClickLogTruth generate_click_log(const ClickLogSpec& spec, const std::string& pa
         throw InputError("make-clicklog: --hash-bits must be between 1 and 24 (got " + std::to_string(spec.hash_bits) + ")");
     if (spec.format == SparseFormat::Libsvm && (spec.features < 1 || spec.features > (int64_t{1} << 24)))
         throw InputError("make-clicklog: --features must be between 1 and 2^24 (got " + std::to_string(spec.features) + ")");
-    if (!(spec.weight_scale >= 0) || !std::isfinite(spec.bias) || !(spec.zipf_exponent > 0))
-        throw InputError("make-clicklog: weight scale must be >= 0, bias finite and the Zipf exponent > 0");
+    if (!(spec.weight_scale >= 0) || !std::isfinite(spec.weight_scale))
+        throw InputError("make-clicklog: --weight-scale must be a finite number >= 0 (got " + std::to_string(spec.weight_scale) + ")");
+    if (!std::isfinite(spec.bias))
+        throw InputError("make-clicklog: --bias must be a finite number (got " + std::to_string(spec.bias) + ")");
+    if (!(spec.zipf_exponent > 0) || !std::isfinite(spec.zipf_exponent))
+        throw InputError("make-clicklog: --zipf must be a finite number > 0 (got " + std::to_string(spec.zipf_exponent) + ")");
 
     ClickLogTruth truth;
     truth.spec = spec;

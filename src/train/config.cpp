@@ -112,6 +112,43 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
         throw InputError(where + ": '" + v.get<std::string>() + "' is not one of: " + join(spec.choices));
 }
 
+// " (did you mean optimizer.lr?)" for a key the schema does not know: the key whose name is closest (edit distance
+// at most a third of the name, or the same last part under another section), else nothing.
+std::string did_you_mean(const std::string& key) {
+    auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<size_t> row(b.size() + 1);
+        for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+        for (size_t i = 1; i <= a.size(); ++i) {
+            size_t diagonal = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= b.size(); ++j) {
+                const size_t up = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+                diagonal = up;
+            }
+        }
+        return row[b.size()];
+    };
+    auto leaf = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
+    std::set<std::string> candidates;  // every key, and every section (a misspelt section in a file: "optimiser")
+    for (const auto& [k, spec] : schema())
+        for (size_t dot = k.find('.'); ; dot = k.find('.', dot + 1)) {
+            candidates.insert(k.substr(0, dot));
+            if (dot == std::string::npos) break;
+        }
+    std::vector<std::string> best;  // all at the smallest distance, up to 3
+    size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
+    for (const std::string& k : candidates) {
+        const size_t d = k != key && (leaf(k) == key || leaf(k) == leaf(key)) ? 0 : distance(key, k);
+        if (d < best_d) best_d = d, best.clear();
+        if (d == best_d && best.size() < 3) best.push_back(k);
+    }
+    if (best.empty()) return "";
+    std::string names;
+    for (size_t i = 0; i < best.size(); ++i) names += (i == 0 ? "" : i + 1 == best.size() ? " or " : ", ") + best[i];
+    return " (did you mean " + names + "?)";
+}
+
 // Every leaf of the user's document must be a schema key; sections must be objects.
 void check_known(const std::string& src, const json& node, const std::string& prefix) {
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -127,7 +164,8 @@ void check_known(const std::string& src, const json& node, const std::string& pr
         bool is_section = false;
         for (const auto& [k, _] : schema())
             if (k.rfind(key + ".", 0) == 0) is_section = true;
-        if (!is_section) throw InputError(src + ": " + key + ": unknown key (see `ringtrain --help-config`)");
+        if (!is_section)
+            throw InputError(src + ": " + key + ": unknown key" + did_you_mean(key) + " (see `ringtrain --help-config`)");
         if (!it->is_object())
             throw InputError(src + ": " + key + ": expected a section (a JSON object), got " + json_excerpt(*it));
         check_known(src, *it, key);
@@ -276,7 +314,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
                 if (k.rfind(key + ".", 0) == 0) inside += (inside.empty() ? "" : ", ") + k;
             if (!inside.empty())
                 throw InputError("--set " + key + ": a section, not a key; set its keys one by one (" + inside + ")");
-            throw InputError("--set " + key + ": unknown key (see `ringtrain --help-config`)");
+            throw InputError("--set " + key + ": unknown key" + did_you_mean(key) + " (see `ringtrain --help-config`)");
         }
         // Two values for one key are a mistake in a script more often than an intent; taking the last hides it.
         if (const auto [prev, fresh] = given.emplace(key, o); !fresh)

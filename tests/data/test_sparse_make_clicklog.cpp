@@ -37,7 +37,11 @@ TEST_CASE("make-clicklog: bad arguments exit 2 with one line") {
              {"--format criteo --rows 10 --out afile/x", "--out afile/x: cannot write in"},
              {"--format libsvm --rows 10 --out x --hash-bits 5", "--hash-bits is for --format criteo"},
              {"--format libsvm --rows 10 --out x --criteo-integers hash", "--criteo-integers is for --format criteo"},
-             {"--format criteo --rows 10 --out x --features 5", "--features is for --format libsvm"}}) {
+             {"--format criteo --rows 10 --out x --features 5", "--features is for --format libsvm"},
+             {"--format libsvm --rows 10 --out x --seed -1", "--seed: -1 is negative; it must be >= 0"},
+             {"--format libsvm --rows 10 --out x --zipf -1", "--zipf must be a finite number > 0"},
+             {"--format libsvm --rows 10 --out x --bias nan", "--bias must be a finite number"},
+             {"--format libsvm --rows 10 --out x --weight-scale -1", "--weight-scale must be a finite number >= 0"}}) {
         const auto r = rt_test::run_command("cd " + dir.path.string() + " && " + bin + args);
         INFO(args << "\n" << r.output);
         CHECK(r.exit_code == 2);
