@@ -327,11 +327,15 @@ int run(int argc, char** argv, int world_rank, int world_size) {
 
     std::unique_ptr<comm::Communicator> comm;
     int rank = world_rank, world = world_size;
+    std::optional<train::Config> config;
     auto report = [&](const std::exception& e) {
+        // A check outside the config names its key alone ("sync.backend: nccl needs ..."): say where the value came
+        // from, as the config's own checks do.
+        const std::string what = config ? config->with_origin(e.what()) : std::string(e.what());
         if (world > 1)
-            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank, e.what());
+            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", rank, what.c_str());
         else
-            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+            std::fprintf(stderr, "ringtrain: error: %s\n", what.c_str());
         std::fflush(stderr);
     };
 
@@ -339,7 +343,6 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     // (say its copy of the config is broken) must not leave the others waiting in their first collective.
     int setup_code = 0;
     // Read once here: the backend is needed to open the communicator, and the commands use the same Config.
-    std::optional<train::Config> config;
     train::Backend backend = train::Backend::Ring;  // without a config: the schema's default
     try {
         // The commands' own argument checks too: every rank fails them alike, before a communicator exists, so the

@@ -341,7 +341,7 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
     const KeyOrigin origin(source, given, std::move(present));
-    c.model_origin_ = origin("model");
+    c.set_values_ = given;
     check_combinations(origin, c.plan_);
     const std::optional<RunPlan> file_plan = plan_of_file(file_doc);
     const auto unread = detail::check_unused_keys(origin, c.plan_, c.doc_, file_plan ? &*file_plan : nullptr);
@@ -413,10 +413,10 @@ std::string Config::model_path() const {
     }
     for (const auto& t : tries)
         if (fs::is_regular_file(t)) return fs::absolute(t).lexically_normal().string();
-    const std::string& origin = model_origin_.empty() ? source_ : model_origin_;
+    const std::string where = origin("model");
     for (const auto& t : tries)
         if (fs::is_directory(t))
-            throw InputError(origin + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
+            throw InputError(where + ": model: '" + t.string() + "' is a directory, not a model file; name a file "
                              "such as models/lenet5.json");
     std::string looked;  // one line: an error is one line; each place once
     std::vector<std::string> seen;
@@ -426,7 +426,18 @@ std::string Config::model_path() const {
         seen.push_back(place);
         looked += (looked.empty() ? "" : ", ") + place;
     }
-    throw InputError(origin + ": model: file '" + m.string() + "' not found; looked in " + looked);
+    throw InputError(where + ": model: file '" + m.string() + "' not found; looked in " + looked);
+}
+
+std::string Config::origin(const std::string& key) const {
+    const auto it = set_values_.find(key);
+    return it == set_values_.end() ? source_ : "--set " + it->second;
+}
+
+std::string Config::with_origin(const std::string& message) const {
+    const auto colon = message.find(": ");
+    if (colon == std::string::npos || schema().count(message.substr(0, colon)) == 0) return message;
+    return origin(message.substr(0, colon)) + ": " + message;
 }
 
 std::string Config::schema_help() {

@@ -3,6 +3,7 @@
 // carries its RunPlan: the same values parsed once into typed fields, which is what the rest of the code reads.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,12 @@ public:
     const std::vector<std::string>& notes() const { return notes_; }
     // Absolute path of the model architecture file (searched next to the config and in the source tree).
     std::string model_path() const;
+    // Where a key's value came from, for an error about it: "--set KEY=VALUE", else the config file.
+    std::string origin(const std::string& key) const;
+    // An error message that begins "KEY: " for a config key, with where that key's value came from in front
+    // ("--set optimizer.lr=5: optimizer.lr: ..."); other messages as they are. The checks outside the config (the
+    // optimizer's, preflight's) name the key alone.
+    std::string with_origin(const std::string& message) const;
 
     // Human-readable list of every key with type, default and meaning (for `ringtrain --help-config`).
     static std::string schema_help();
@@ -53,7 +60,7 @@ private:
     nlohmann::json doc_;
     RunPlan plan_;
     std::string source_;
-    std::string model_origin_;  // where `model` came from: the file, or "--set model=..." (for its errors)
+    std::map<std::string, std::string> set_values_;  // key -> "KEY=VALUE" of the --set that gave it
     std::string base_dir_;
     std::vector<std::string> notes_;
 };
