@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -147,6 +148,25 @@ std::string did_you_mean(const std::string& key) {
     std::string names;
     for (size_t i = 0; i < best.size(); ++i) names += (i == 0 ? "" : i + 1 == best.size() ? " or " : ", ") + best[i];
     return " (did you mean " + names + "?)";
+}
+
+// Checks every value `doc` gives (an error names it by where(key)) and fills in the schema's defaults; returns the
+// keys it gave. A required key it lacks is an InputError naming `source`.
+std::set<std::string> check_and_fill(json& doc, const std::string& source,
+                                     const std::function<std::string(const std::string&)>& where) {
+    std::set<std::string> present;
+    for (const auto& [key, spec] : schema()) {
+        const auto ptr = pointer(key);
+        if (doc.contains(ptr)) {
+            present.insert(key);
+            check_value(where(key), key, spec, doc[ptr]);
+        } else if (spec.fallback.is_null() && !spec.nullable) {
+            throw InputError(source + ": " + key + ": missing; it is required (" + spec.doc + ")");
+        } else {
+            doc[ptr] = spec.fallback;
+        }
+    }
+    return present;
 }
 
 // Every leaf of the user's document must be a schema key; sections must be objects.
@@ -321,20 +341,11 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
             throw InputError("--set " + key + ": given twice (" + prev->second + ", then " + o + "); pass each key once");
         doc[pointer(key)] = parse_override_value(it->second, o.substr(eq + 1));
     }
-    std::set<std::string> present;  // keys the file or a --set gave, before defaults fill the rest
-    for (const auto& [key, spec] : schema()) {
-        const auto ptr = pointer(key);
-        if (doc.contains(ptr)) {
-            present.insert(key);
-            // A value from --set is named as such: the file may hold a valid one for the same key.
-            const auto from_set = given.find(key);
-            check_value(from_set == given.end() ? source : "--set " + from_set->second, key, spec, doc[ptr]);
-        } else if (spec.fallback.is_null() && !spec.nullable) {
-            throw InputError(source + ": " + key + ": missing; it is required (" + spec.doc + ")");
-        } else {
-            doc[ptr] = spec.fallback;
-        }
-    }
+    // A value from --set is named as such: the file may hold a valid one for the same key.
+    std::set<std::string> present = check_and_fill(doc, source, [&](const std::string& key) {
+        const auto from_set = given.find(key);
+        return from_set == given.end() ? source : "--set " + from_set->second;
+    });
     Config c;
     c.doc_ = std::move(doc);
     c.source_ = source;
@@ -363,15 +374,7 @@ std::optional<RunPlan> Config::plan_of_file(const json& file_doc) {
     try {
         Config f;
         f.doc_ = file_doc;
-        for (const auto& [key, spec] : schema()) {
-            const auto ptr = pointer(key);
-            if (f.doc_.contains(ptr)) {
-                check_value("", key, spec, f.doc_[ptr]);
-            } else {
-                if (spec.fallback.is_null() && !spec.nullable) return std::nullopt;
-                f.doc_[ptr] = spec.fallback;
-            }
-        }
+        check_and_fill(f.doc_, "", [](const std::string&) { return std::string(); });
         return RunPlan::from(f);
     } catch (const std::exception&) {
         return std::nullopt;
