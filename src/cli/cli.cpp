@@ -22,6 +22,7 @@
 #include "ringtrain/train/config.hpp"
 #include "ringtrain/train/device_choice.hpp"
 #include "ringtrain/train/sparse_trainer.hpp"
+#include "ringtrain/train/stalled_learning.hpp"
 #include "ringtrain/train/stop_request.hpp"
 #include "ringtrain/train/run_prediction.hpp"
 #include "ringtrain/train/time_split.hpp"
@@ -196,6 +197,8 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
         if (!split.empty()) std::fprintf(stderr, "%s\n", split.c_str());
         const std::string predicted = train::describe_run_prediction(summary);
         if (!predicted.empty()) std::fprintf(stderr, "%s\n", predicted.c_str());
+        const std::string stalled = train::describe_stalled_learning(summary);
+        if (!stalled.empty()) std::fprintf(stderr, "%s\n", stalled.c_str());
     }
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "ringtrain/data/image_folder.hpp"
 #include "ringtrain/core/cuda_device.hpp"
@@ -10,6 +11,7 @@
 #include "ringtrain/ops/threads.hpp"
 #include "ringtrain/sync/consistency.hpp"
 #include "ringtrain/telemetry/resources.hpp"
+#include "ringtrain/train/stalled_learning.hpp"
 #include "training_run.hpp"
 
 namespace ringtrain::train::detail {
@@ -203,6 +205,22 @@ json TrainingRun::write_summary() {
     // left out on every rank.
     const auto classes = p.data.train->class_names();
     summary["classes"] = classes.empty() ? json(nullptr) : json(classes);
+    // A model at chance, and the learning rate the world-size rule gave it (train/stalled_learning.hpp).
+    std::optional<std::string> stalled;
+    if (last_eval_.contains("test_accuracy") && last_eval_["test_accuracy"].is_number()) {
+        LearningFacts f;
+        f.binary_logistic = p.model->loss().type() == "sigmoid_bce";
+        f.classes = f.binary_logistic ? 2 : p.data.train->num_classes();
+        f.test_accuracy = last_eval_["test_accuracy"].get<double>();
+        f.train_loss = train_loss_;
+        f.lr = plan_.optimizer.lr;
+        f.lr_peak = p.schedule->peak();
+        f.lr_scaling = to_string(plan_.optimizer.lr_scaling);
+        f.world_size = p.world;
+        f.warmup_epochs = plan_.optimizer.warmup_epochs;
+        stalled = stalled_learning_note(f);
+    }
+    summary["learning_stalled"] = stalled ? json(*stalled) : json(nullptr);
     if (plan_.data.skip_bad_files && plan_.data.format == DataFormat::ImageFolder) summary["skipped_files"] = p.data.skipped;
     if (plan_.data.cache && plan_.data.format == DataFormat::ImageFolder) {
         double held = 0;  // this rank's decoded-image cache, both splits

@@ -105,6 +105,26 @@ TEST_CASE("a command's missing argument under mpirun ends the job with one line 
     CHECK(r.output.find("MPI_ABORT") == std::string::npos);
 }
 
+TEST_CASE("a run whose model stayed at chance says so, with the learning rate; one that learnt does not", "[cli]") {
+    const std::string dir = temp_dir("stalled-learning");
+    const std::string base = "cd " + source_dir() + " && " + binary() +
+                             " train --config configs/lenet5_fashion.json --set data.format=synthetic"
+                             " --set data.synthetic_train_size=2048 --set data.synthetic_test_size=256"
+                             " --set train.max_steps=40 --set checkpoint.every_epochs=0 --set output.progress=none";
+    // Adam at lr 0.008 (0.001 x 8, what lr_scaling linear gave 8 ranks on the 16-vCPU host) kills LeNet-5's units.
+    auto r = run_command(base + " --set optimizer.lr=0.008 --set output.dir=" + dir + "/high");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("note: the model did not learn") &&
+                             Catch::Contains("the learning rate was 0.008; try a smaller optimizer.lr"));
+    CHECK(read_json(dir + "/high/summary.json")["learning_stalled"].is_string());
+    r = run_command(base + " --set output.dir=" + dir + "/default");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("did not learn") == std::string::npos);
+    CHECK(read_json(dir + "/default/summary.json")["learning_stalled"].is_null());
+}
+
 // OpenBLAS's SSE3 fallback kernels on a CPU with AVX2/AVX-512 (a DYNAMIC_ARCH OpenBLAS older than the CPU model):
 // ringtrain starts again with OPENBLAS_CORETYPE set, so unset it never runs them; a user's choice is left alone, and
 // `info` says what would be faster.
