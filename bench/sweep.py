@@ -439,6 +439,7 @@ def point_row(summary, ranks):
         "bytes_sent_per_step_per_rank": statistics.mean(summary["bytes_sent_per_rank"]) / steps,
         "test_accuracy": summary.get("test_accuracy"),
         "test_auc": summary.get("test_auc"),  # sparse runs: accuracy alone can be the constant predictor's
+        "learning_stalled": summary.get("learning_stalled"),  # a note when the model ended at chance
         "wait_for_slowest": summary.get("stragglers", {}).get("wait_for_slowest_fraction"),
         "wait_for_slowest_s": slowest_wait_per_step(summary),  # per step, part of sync_wait
     }
@@ -700,6 +701,7 @@ def aggregate(raw, spec):
              "phase_s": {k: med(lambda r: r["phase_s"][k]) for k in rs[0]["phase_s"]}}
         acc = [r["test_accuracy"] for r in rs if r["test_accuracy"] is not None]
         p["test_accuracy"] = statistics.median(acc) if acc else None
+        p["learning_stalled"] = next((r["learning_stalled"] for r in rs if r.get("learning_stalled")), None)
         aucs = [r["test_auc"] for r in rs if r.get("test_auc") is not None]
         p["test_auc"] = statistics.median(aucs) if aucs else None
         waits = [r["wait_for_slowest_s"] for r in rs if r.get("wait_for_slowest_s") is not None]
@@ -939,7 +941,8 @@ def write_report(doc, pngs, out):
         cells += [f"{1e3 * split[k]:.2f}" for k in ("compute", "input", "optimizer", "waiting for gradients")]
         cells += ["-" if p.get("wait_for_slowest_s") is None else f"{1e3 * split['waiting for the slowest rank']:.2f}"]
         cells += [f"{p['bytes_sent_per_step_per_rank'] / 1e6:.3f}",
-                  "-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}"]
+                  ("-" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}") +
+                  (" (at chance)" if p.get("learning_stalled") else "")]
         if has_auc:
             cells.append("-" if p.get("test_auc") is None else f"{p['test_auc']:.4f}")
         cells.append(f"{p['load_before']:.1f}")
