@@ -375,7 +375,8 @@ void detail::transform_box(const Image& image, const CropBox& box, const ImageTr
 
     const size_t plane = static_cast<size_t>(H) * W;
     // Output columns [x0, x1) show resized columns x + shift_x; the rest is padding.
-    const int x0 = std::max(0, -shift_x), x1 = std::min(W, W - shift_x);
+    // Clamped both ways: a padding larger than the image (the schema allows up to 4096) shifts it wholly out of view.
+    const int x0 = std::clamp(-shift_x, 0, W), x1 = std::clamp(W - shift_x, x0, W);
     auto fill_padding_row = [&](int y) {
         for (int c = 0; c < C; ++c) std::fill_n(out + c * plane + static_cast<size_t>(y) * W, W, lut[c][0]);
     };

@@ -319,6 +319,36 @@ TEST_CASE("transform_image: each augmentation alone, and reproducibility", "[ima
     CHECK(out == again);
 }
 
+TEST_CASE("transform_image: a padding wider than the image shows padding, and writes only the sample", "[image]") {
+    // random_crop_padding up to 4096 is valid; an 8x8 sample shifted by up to 40 may show nothing of the image. The
+    // sample sits between guard floats that must stay as they were (a shift past the width once wrote outside it).
+    for (int channels : {1, 3}) {
+        const Image src = random_image(8, 8, channels, 7);
+        ImageTransformOptions opt;
+        opt.height = opt.width = 8;
+        opt.channels = channels;
+        opt.augment.random_crop_padding = 40;
+        opt.augment.hflip = true;
+        const size_t n = static_cast<size_t>(channels) * 64, guard = 64;
+        int empty = 0;
+        for (uint64_t seed = 0; seed < 200; ++seed) {
+            std::vector<float> buf(n + 2 * guard, 12345.0f);
+            Rng rng(seed), reference(seed);
+            transform_image(src, opt, &rng, buf.data() + guard);
+            for (size_t i = 0; i < guard; ++i) {
+                REQUIRE(buf[i] == 12345.0f);
+                REQUIRE(buf[guard + n + i] == 12345.0f);
+            }
+            const int top = static_cast<int>(reference.below(81)), left = static_cast<int>(reference.below(81));
+            Image want = pad_crop(src, 40, top, left);
+            if (reference.uniform() < 0.5f) want = mirror(want);
+            check_close(std::vector<float>(buf.begin() + guard, buf.begin() + guard + n), normalise(want, {}, {}));
+            empty += (std::abs(top - 40) >= 8 || std::abs(left - 40) >= 8);
+        }
+        CHECK(empty > 100);  // most draws show padding alone
+    }
+}
+
 TEST_CASE("transform_image: bad options are InputErrors", "[image]") {
     const Image src = random_image(4, 4, 3, 1);
     std::vector<float> out(3 * 16);
