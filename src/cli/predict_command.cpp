@@ -127,11 +127,24 @@ PredictArgs parse_predict(int argc, char** argv) {
     return a;
 }
 
+int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size);
+
 int predict(const PredictArgs& a, int world_rank, int world_size) {
+    const train::Config config = train::Config::load(a.config, a.overrides);
+    try {
+        return predict_with(a, config, world_rank, world_size);
+    } catch (const InputError& e) {
+        // A check outside the config names its key alone: say where the value came from, as train does.
+        const std::string said = config.with_origin(e.what());
+        if (said == e.what()) throw;
+        throw InputError(said);
+    }
+}
+
+int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size) {
     const auto ranks = predict::parse_ranks(a.ranks);
     const auto algorithm = predict::parse_algorithm(a.algorithm);
     scaling::Link link;
-    const train::Config config = train::Config::load(a.config, a.overrides);
     const train::RunPlan& plan = config.plan();
     if (world_rank == 0)
         for (const std::string& n : config.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());

@@ -27,6 +27,8 @@ template <class T>
 T tool_number(const std::string& tool, const std::string& flag, const std::string& text) {
     T v{};
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if constexpr (std::is_unsigned_v<T>)  // "-0" (also "-00") is zero, a number in range
+        if (text.size() > 1 && text[0] == '-' && text.find_first_not_of('0', 1) == std::string::npos) return T{0};
     if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
         // An unsigned flag given a negative number is a number, only out of range: say so.
         if constexpr (std::is_unsigned_v<T>)

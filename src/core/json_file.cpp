@@ -125,16 +125,32 @@ std::string without_exception_id(const std::string& what) {
     const auto close = what.find("] ");
     const std::string text =
         what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
-    // The parser quotes the bytes it last read: a file's invalid UTF-8 or control bytes would reach the terminal raw.
+    // The parser quotes the bytes it last read: a file's ill-formed UTF-8 or control bytes would reach the terminal
+    // raw. Those are written \xHH; well-formed UTF-8 (a path's "modèle") stays as it is.
     std::string out;
     out.reserve(text.size());
-    for (const unsigned char c : text) {
+    auto hex = [&out](unsigned char c) {
+        char h[8];
+        std::snprintf(h, sizeof h, "\\x%02X", c);
+        out += h;
+    };
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
         if (c >= 0x20 && c < 0x7f) {
             out += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // The length of a well-formed UTF-8 sequence starting here (0: none): lead byte, then continuation bytes.
+        size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        for (size_t k = 1; k < len; ++k)
+            if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) len = 0;
+        if (len == 0) {
+            hex(c);
+            ++i;
         } else {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\x%02X", c);
-            out += hex;
+            out.append(text, i, len);
+            i += len;
         }
     }
     return out;

@@ -150,6 +150,14 @@ double click_log_true_weight(uint64_t model_seed, double weight_scale, uint64_t 
     return weight_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
 }
 
+namespace {
+std::string number_text(double v) {  // %g: -1e-09 stays visible, where std::to_string says -0.000000
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+}
+}  // namespace
+
 ClickLogTruth generate_click_log(const ClickLogSpec& spec, const std::string& path) {
     if (spec.rows < 1) throw InputError("make-clicklog: --rows must be at least 1 (got " + std::to_string(spec.rows) + ")");
     if (spec.format == SparseFormat::Criteo && (spec.hash_bits < 1 || spec.hash_bits > 24))
@@ -157,11 +165,11 @@ ClickLogTruth generate_click_log(const ClickLogSpec& spec, const std::string& pa
     if (spec.format == SparseFormat::Libsvm && (spec.features < 1 || spec.features > (int64_t{1} << 24)))
         throw InputError("make-clicklog: --features must be between 1 and 2^24 (got " + std::to_string(spec.features) + ")");
     if (!(spec.weight_scale >= 0) || !std::isfinite(spec.weight_scale))
-        throw InputError("make-clicklog: --weight-scale must be a finite number >= 0 (got " + std::to_string(spec.weight_scale) + ")");
+        throw InputError("make-clicklog: --weight-scale must be a finite number >= 0 (got " + number_text(spec.weight_scale) + ")");
     if (!std::isfinite(spec.bias))
-        throw InputError("make-clicklog: --bias must be a finite number (got " + std::to_string(spec.bias) + ")");
+        throw InputError("make-clicklog: --bias must be a finite number (got " + number_text(spec.bias) + ")");
     if (!(spec.zipf_exponent > 0) || !std::isfinite(spec.zipf_exponent))
-        throw InputError("make-clicklog: --zipf must be a finite number > 0 (got " + std::to_string(spec.zipf_exponent) + ")");
+        throw InputError("make-clicklog: --zipf must be a finite number > 0 (got " + number_text(spec.zipf_exponent) + ")");
 
     ClickLogTruth truth;
     truth.spec = spec;

@@ -113,9 +113,13 @@ void check_value(const std::string& src, const std::string& key, const KeySpec& 
         throw InputError(where + ": '" + v.get<std::string>() + "' is not one of: " + join(spec.choices));
 }
 
+// A key as an error shows it: at most 64 bytes (a broken file can hold a megabyte-long one).
+std::string shown_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 60) + "..."; }
+
 // " (did you mean optimizer.lr?)" for a key the schema does not know: the key whose name is closest (edit distance
 // at most a third of the name, or the same last part under another section), else nothing.
-std::string did_you_mean(const std::string& key) {
+std::string did_you_mean(const std::string& key, bool sections_too) {
+    if (key.size() > 64) return "";  // no key is this long; and the distance below costs len(key) x len(candidate)
     auto distance = [](const std::string& a, const std::string& b) {
         std::vector<size_t> row(b.size() + 1);
         for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -134,13 +138,21 @@ std::string did_you_mean(const std::string& key) {
     std::set<std::string> candidates;  // every key, and every section (a misspelt section in a file: "optimiser")
     for (const auto& [k, spec] : schema())
         for (size_t dot = k.find('.'); ; dot = k.find('.', dot + 1)) {
-            candidates.insert(k.substr(0, dot));
-            if (dot == std::string::npos) break;
+            if (dot == std::string::npos) {
+                candidates.insert(k);
+                break;
+            }
+            if (sections_too) candidates.insert(k.substr(0, dot));
         }
     std::vector<std::string> best;  // all at the smallest distance, up to 3
-    size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
+    const size_t limit = std::max<size_t>(1, key.size() / 3);  // farther than this is no longer a misspelling
+    size_t best_d = limit + 1;
     for (const std::string& k : candidates) {
-        const size_t d = k != key && (leaf(k) == key || leaf(k) == leaf(key)) ? 0 : distance(key, k);
+        const size_t gap = k.size() > key.size() ? k.size() - key.size() : key.size() - k.size();
+        const bool same_leaf = k != key && (leaf(k) == key || leaf(k) == leaf(key));
+        if (!same_leaf && gap > std::min(best_d, limit)) continue;  // the length gap bounds the distance from below
+        const size_t d = same_leaf ? 0 : distance(key, k);
+        if (d > limit) continue;
         if (d < best_d) best_d = d, best.clear();
         if (d == best_d && best.size() < 3) best.push_back(k);
     }
@@ -185,7 +197,8 @@ void check_known(const std::string& src, const json& node, const std::string& pr
         for (const auto& [k, _] : schema())
             if (k.rfind(key + ".", 0) == 0) is_section = true;
         if (!is_section)
-            throw InputError(src + ": " + key + ": unknown key" + did_you_mean(key) + " (see `ringtrain --help-config`)");
+            throw InputError(src + ": " + shown_key(key) + ": unknown key" + did_you_mean(key, true) +
+                             " (see `ringtrain --help-config`)");
         if (!it->is_object())
             throw InputError(src + ": " + key + ": expected a section (a JSON object), got " + json_excerpt(*it));
         check_known(src, *it, key);
@@ -334,7 +347,8 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
                 if (k.rfind(key + ".", 0) == 0) inside += (inside.empty() ? "" : ", ") + k;
             if (!inside.empty())
                 throw InputError("--set " + key + ": a section, not a key; set its keys one by one (" + inside + ")");
-            throw InputError("--set " + key + ": unknown key" + did_you_mean(key) + " (see `ringtrain --help-config`)");
+            throw InputError("--set " + shown_key(key) + ": unknown key" + did_you_mean(key, false) +
+                             " (see `ringtrain --help-config`)");
         }
         // Two values for one key are a mistake in a script more often than an intent; taking the last hides it.
         if (const auto [prev, fresh] = given.emplace(key, o); !fresh)
@@ -351,8 +365,9 @@ Config Config::from_json(json doc, const std::string& source, const std::vector<
     c.source_ = source;
     c.base_dir_ = fs::current_path().string();
     c.plan_ = RunPlan::from(c);
-    const KeyOrigin origin(source, given, std::move(present));
     c.set_values_ = given;
+    c.given_ = present;
+    const KeyOrigin origin(source, given, std::move(present));
     check_combinations(origin, c.plan_);
     const std::optional<RunPlan> file_plan = plan_of_file(file_doc);
     const auto unread = detail::check_unused_keys(origin, c.plan_, c.doc_, file_plan ? &*file_plan : nullptr);
@@ -439,8 +454,12 @@ std::string Config::origin(const std::string& key) const {
 
 std::string Config::with_origin(const std::string& message) const {
     const auto colon = message.find(": ");
-    if (colon == std::string::npos || schema().count(message.substr(0, colon)) == 0) return message;
-    return origin(message.substr(0, colon)) + ": " + message;
+    if (colon == std::string::npos) return message;
+    const std::string key = message.substr(0, colon);
+    // Only a key the file or a --set gave: a default's value is in neither, and naming the file would send the user
+    // looking there for it. A message that already says where (a config file named like a key) is left alone.
+    if (schema().count(key) == 0 || given_.count(key) == 0 || message.rfind(source_ + ": ", 0) == 0) return message;
+    return origin(key) + ": " + message;
 }
 
 std::string Config::schema_help() {

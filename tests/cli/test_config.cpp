@@ -72,3 +72,40 @@ TEST_CASE("output.dir must not be empty", "[cli]") {
                       Catch::StartsWith("t: output.dir: must not be empty"));
     CHECK_THROWS_WITH(Config::from_json({{"model", "m"}}, "t", {"output.dir="}), Catch::Contains("output.dir"));
 }
+
+TEST_CASE("an unknown key names the nearest known one, if any is near", "[cli]") {
+    const json doc = {{"model", "m"}};
+    auto error_of = [&](const std::string& set) {
+        try {
+            Config::from_json(doc, "t", {set});
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    CHECK(error_of("optimiser.lr=1") == "--set optimiser.lr: unknown key (did you mean optimizer.lr?) (see `ringtrain "
+                                        "--help-config`)");
+    CHECK_THAT(error_of("dir=1"), Catch::Contains("(did you mean data.dir or output.dir?)"));
+    CHECK_THAT(error_of("lr=1"), Catch::Contains("(did you mean optimizer.lr?)"));
+    // A --set cannot set a section: none is suggested there. Nothing near: no suggestion.
+    CHECK_THAT(error_of("optimiser=1"), !Catch::Contains("did you mean"));
+    CHECK_THAT(error_of("zzz=1"), !Catch::Contains("did you mean"));
+    // A section misspelt in a file is suggested.
+    CHECK_THROWS_WITH(Config::from_json({{"model", "m"}, {"optimiser", {{"lr", 1}}}}, "f.json"),
+                      Catch::Contains("f.json: optimiser: unknown key (did you mean optimizer?)"));
+    // A megabyte-long key: shown cut, no suggestion sought (its distances would take a minute).
+    const std::string long_key(1 << 20, 'a');
+    const std::string said = error_of(long_key + "=1");
+    CHECK(said.size() < 200);
+    CHECK_THAT(said, Catch::Contains("...: unknown key"));
+}
+
+TEST_CASE("with_origin puts where a given key's value came from before a message about it, and nothing else",
+          "[cli]") {
+    const auto c = Config::from_json({{"model", "m"}, {"train", {{"epochs", 5}}}}, "f.json", {"optimizer.lr=2"});
+    CHECK(c.with_origin("optimizer.lr: too large") == "--set optimizer.lr=2: optimizer.lr: too large");
+    CHECK(c.with_origin("train.epochs: too many") == "f.json: train.epochs: too many");
+    CHECK(c.with_origin("train.batch_size: 64 per rank ...") == "train.batch_size: 64 per rank ...");  // a default
+    CHECK(c.with_origin("f.json: train.epochs: said already") == "f.json: train.epochs: said already");
+    CHECK(c.with_origin("no key here") == "no key here");
+}

@@ -38,8 +38,8 @@ struct ImageTransformOptions {
 };
 
 // (v / 255 - mean[c]) / stddev[c] for every 8-bit value v of each channel c (up to 3): the float a pixel becomes,
-// computed as one multiply-add v * (1 / (255 stddev)) + (-mean / stddev), within a few ulp of the two divisions
-// torchvision's ToTensor + Normalize do. Entry [c][0] is also what padding shows (the normalised zero). In-memory
+// computed as one multiply-add v * (1 / (255 stddev)) + (-mean / stddev), within 5e-7 of the two divisions
+// torchvision's ToTensor + Normalize do (more ulp than that near zero, where the rounded shift's error is absolute). Entry [c][0] is also what padding shows (the normalised zero). In-memory
 // readers of 8-bit images (CIFAR-10) use it so that their unaugmented reads are bitwise transform_image's.
 using NormalisationTable = std::array<std::array<float, 256>, 3>;
 NormalisationTable normalisation_table(const ImageTransformOptions& options);

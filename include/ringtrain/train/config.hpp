@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,9 @@ public:
     std::string model_path() const;
     // Where a key's value came from, for an error about it: "--set KEY=VALUE", else the config file.
     std::string origin(const std::string& key) const;
-    // An error message that begins "KEY: " for a config key, with where that key's value came from in front
-    // ("--set optimizer.lr=5: optimizer.lr: ..."); other messages as they are. The checks outside the config (the
-    // optimizer's, preflight's) name the key alone.
+    // An error message that begins "KEY: " for a key the file or a --set gave, with where its value came from in
+    // front ("--set optimizer.lr=5: optimizer.lr: ..."); other messages (defaults' keys too) as they are. The checks
+    // outside the config (the optimizer's, preflight's) name the key alone.
     std::string with_origin(const std::string& message) const;
 
     // Human-readable list of every key with type, default and meaning (for `ringtrain --help-config`).
@@ -61,6 +62,7 @@ private:
     RunPlan plan_;
     std::string source_;
     std::map<std::string, std::string> set_values_;  // key -> "KEY=VALUE" of the --set that gave it
+    std::set<std::string> given_;                     // keys the file or a --set gave (the rest are defaults)
     std::string base_dir_;
     std::vector<std::string> notes_;
 };
