@@ -4,8 +4,9 @@
 # prefetch thread and the shared-memory barriers all run there).
 # Usage: scripts/sanitize.sh [address|undefined|thread] [--quick] [ctest arguments...]
 #   address   = ASan + UBSan (default)     thread = TSan
-#   --quick   only core and comm: the tensor/RNG/hash/JSON/CRC units and every collective at 2 ranks, shared-memory
-#             barriers included (what CI runs: a few minutes on 2 cores instead of ~15)
+#   --quick   core, comm and the image path: the tensor/RNG/hash/JSON/CRC units, every collective at 2 ranks
+#             (shared-memory barriers included), and the JPEG/PNG decoders and image transforms on generated, mutated
+#             and truncated files, which read users' files (what CI runs: a few minutes on 2 cores instead of ~15)
 # Build folder: build-sanitize-<kind>/ (CPU only: sanitizers do not see into the GPU).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,8 +24,8 @@ targets=(test_core test_ops test_nn test_optim test_data test_image_decode test_
          fuzz_config fuzz_model fuzz_idx fuzz_checkpoint)
 tests='^(test_(core|ops|nn|optim|data|image_decode|image_transform|half|telemetry|sync_parts)|test_comm_np2|test_sync_np2|fuzz_.*)$'
 if [ "$quick" -eq 1 ]; then
-  targets=(test_core test_half test_comm)
-  tests='^(test_core|test_half|test_comm_np2)$'
+  targets=(test_core test_half test_comm test_image_decode test_image_transform)
+  tests='^(test_core|test_half|test_comm_np2|test_image_decode|test_image_transform)$'
 fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
