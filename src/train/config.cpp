@@ -144,12 +144,19 @@ std::string did_you_mean(const std::string& key, bool sections_too) {
             }
             if (sections_too) candidates.insert(k.substr(0, dot));
         }
+    const auto dot = key.rfind('.');
+    bool known_section = false;  // the key's section (all but its last part) is one the schema has
+    if (dot != std::string::npos)
+        for (const auto& [k, spec] : schema())
+            if (k.rfind(key.substr(0, dot + 1), 0) == 0) known_section = true;
     std::vector<std::string> best;  // all at the smallest distance, up to 3
     const size_t limit = std::max<size_t>(1, key.size() / 3);  // farther than this is no longer a misspelling
     size_t best_d = limit + 1;
     for (const std::string& k : candidates) {
         const size_t gap = k.size() > key.size() ? k.size() - key.size() : key.size() - k.size();
-        const bool same_leaf = k != key && (leaf(k) == key || leaf(k) == leaf(key));
+        // The same last part under another section: for a bare name ("lr") or a misspelt section ("optimiser.lr"),
+        // not for a known section's unknown key ("data.name" is not "optimizer.name").
+        const bool same_leaf = k != key && (leaf(k) == key || (leaf(k) == leaf(key) && !known_section));
         if (!same_leaf && gap > std::min(best_d, limit)) continue;  // the length gap bounds the distance from below
         const size_t d = same_leaf ? 0 : distance(key, k);
         if (d > limit) continue;

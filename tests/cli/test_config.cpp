@@ -90,6 +90,7 @@ TEST_CASE("an unknown key names the nearest known one, if any is near", "[cli]")
     // A --set cannot set a section: none is suggested there. Nothing near: no suggestion.
     CHECK_THAT(error_of("optimiser=1"), !Catch::Contains("did you mean"));
     CHECK_THAT(error_of("zzz=1"), !Catch::Contains("did you mean"));
+    CHECK_THAT(error_of("data.name=x"), !Catch::Contains("optimizer.name"));  // a known section's unknown key
     // A section misspelt in a file is suggested.
     CHECK_THROWS_WITH(Config::from_json({{"model", "m"}, {"optimiser", {{"lr", 1}}}}, "f.json"),
                       Catch::Contains("f.json: optimiser: unknown key (did you mean optimizer?)"));
