@@ -372,6 +372,16 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     if (!fs::is_regular_file(path, ec))
         throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
                                    "use checkpoint.resume=auto for the newest in output.dir");
+    if (fs::path(path).filename() == "latest") {
+        // The folder's pointer to its newest checkpoint (one line, its file name), not a checkpoint.
+        std::ifstream pointer(path);
+        std::string named;
+        std::getline(pointer, named);
+        throw CheckpointUnreadable(path + ": the name of the newest checkpoint, not one; pass " +
+                                   (named.empty() ? std::string("a ckpt-*.bin file of that folder")
+                                                  : (fs::path(path).parent_path() / named).string()) +
+                                   ", or use checkpoint.resume=auto to resume from it");
+    }
     const uint64_t file_bytes = fs::file_size(path, ec);
     std::ifstream in(path, std::ios::binary);
     if (!in || ec) throw CheckpointUnreadable(path + ": cannot read the checkpoint");

@@ -218,6 +218,7 @@ json TrainingRun::write_summary() {
         f.lr_scaling = to_string(plan_.optimizer.lr_scaling);
         f.world_size = p.world;
         f.warmup_epochs = plan_.optimizer.warmup_epochs;
+        f.steps = pos_.global_step;
         stalled = stalled_learning_note(f);
     }
     summary["learning_stalled"] = stalled ? json(*stalled) : json(nullptr);

@@ -6,15 +6,18 @@
 namespace ringtrain::train {
 
 std::optional<std::string> stalled_learning_note(const LearningFacts& f) {
-    if (f.classes < 2 || !std::isfinite(f.test_accuracy) || !std::isfinite(f.train_loss)) return std::nullopt;
+    if (f.classes < 2 || f.steps < kStalledLearningMinSteps || !std::isfinite(f.test_accuracy) ||
+        !std::isfinite(f.train_loss))
+        return std::nullopt;
     const double chance = 1.0 / static_cast<double>(f.classes);
     const double uniform_loss = std::log(f.binary_logistic ? 2.0 : static_cast<double>(f.classes));
     if (f.test_accuracy > 1.5 * chance || f.train_loss < 0.95 * uniform_loss) return std::nullopt;
     char text[640];
     int n = std::snprintf(text, sizeof text,
-                          "the model did not learn: test accuracy %.3f where guessing gives %.3f, train loss %.3f "
-                          "(a uniform guess: %.3f); the learning rate was %g",
-                          f.test_accuracy, chance, f.train_loss, uniform_loss, f.lr_peak);
+                          "the model did not learn in %lld steps: test accuracy %.3f where guessing gives %.3f, "
+                          "train loss %.3f (a uniform guess: %.3f); the learning rate was %g",
+                          static_cast<long long>(f.steps), f.test_accuracy, chance, f.train_loss, uniform_loss,
+                          f.lr_peak);
     std::string note(text, static_cast<size_t>(std::max(n, 0)));
     if (f.world_size > 1 && f.lr_scaling != "none" && f.lr_peak != f.lr) {
         std::snprintf(text, sizeof text, " (optimizer.lr %g scaled for %d ranks, lr_scaling %s)", f.lr, f.world_size,

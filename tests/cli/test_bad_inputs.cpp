@@ -83,13 +83,19 @@ std::string make_data(const std::string& name, const std::string& dir) {
 
 std::string make_generated(const std::string& name, const std::string& tmp) {
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-    const std::string path = tmp + "/" + name + (name == "directory" ? "" : ".json");
+    const std::string path = name == "latest"  ? tmp + "/checkpoints/latest"
+                             : name == "directory" ? tmp + "/" + name
+                                                   : tmp + "/" + name + ".json";
     if (name == "deep_config")
         write_file(path, R"({"model": )" + deep + "}");
     else if (name == "deep_model")
         write_file(path, R"({"input": [784], "layers": )" + deep + "}");
     else if (name == "directory")
         fs::create_directories(path);
+    else if (name == "latest") {  // a checkpoint folder's pointer to its newest checkpoint
+        fs::create_directories(tmp + "/checkpoints");
+        write_file(path, "ckpt-000000040.bin\n");
+    }
     else
         FAIL("unknown generated file " << name);
     return path;

@@ -20,6 +20,7 @@ LearningFacts eight_ranks_at_chance() {
     f.lr_peak = 0.008;
     f.lr_scaling = "linear";
     f.world_size = 8;
+    f.steps = 40;
     return f;
 }
 }  // namespace
@@ -27,7 +28,7 @@ LearningFacts eight_ranks_at_chance() {
 TEST_CASE("a model at chance gets a note naming the scaled learning rate and what to try", "[train][unit]") {
     const auto note = stalled_learning_note(eight_ranks_at_chance());
     REQUIRE(note);
-    CHECK_THAT(*note, Contains("the model did not learn: test accuracy 0.098 where guessing gives 0.100") &&
+    CHECK_THAT(*note, Contains("the model did not learn in 40 steps: test accuracy 0.098 where guessing gives 0.100") &&
                           Contains("train loss 2.303 (a uniform guess: 2.303)") &&
                           Contains("the learning rate was 0.008 (optimizer.lr 0.001 scaled for 8 ranks, lr_scaling "
                                    "linear); try optimizer.warmup_epochs"));
@@ -57,6 +58,9 @@ TEST_CASE("no note for a model that learnt, or without the figures to tell", "[t
     f = eight_ranks_at_chance();
     f.classes = 1;
     CHECK_FALSE(stalled_learning_note(f));
+    f = eight_ranks_at_chance();
+    f.steps = kStalledLearningMinSteps - 1;  // a few steps in, every model is at chance
+    CHECK_FALSE(stalled_learning_note(f));
     CHECK(describe_stalled_learning({{"learning_stalled", nullptr}}).empty());
     CHECK(describe_stalled_learning({{"world_size", 1}}).empty());
 }
@@ -69,6 +73,7 @@ TEST_CASE("a one-output sigmoid_bce model is at chance at 0.5 and ln 2", "[train
     f.train_loss = 0.6931;
     f.lr = f.lr_peak = 1.0;
     f.lr_scaling = "none";
+    f.steps = 100;
     const auto note = stalled_learning_note(f);
     REQUIRE(note);
     CHECK_THAT(*note, Contains("guessing gives 0.500") && Contains("a uniform guess: 0.693"));

@@ -21,10 +21,15 @@ struct LearningFacts {
     std::string lr_scaling;       // linear, sqrt or none
     int world_size = 1;
     double warmup_epochs = 0;
+    int64_t steps = 0;            // optimizer steps the model has had (all runs of it, resumed ones too)
 };
 
-// The note when the model is at chance: test accuracy at most 1.5 / classes and the training loss at least 0.95 of
-// the uniform guess's (ln classes); nullopt otherwise, or with fewer than 2 classes.
+// Fewer steps than this and a model at chance may simply not have started: no note.
+inline constexpr int64_t kStalledLearningMinSteps = 30;
+
+// The note when the model is at chance after kStalledLearningMinSteps steps or more: test accuracy at most
+// 1.5 / classes and the training loss at least 0.95 of the uniform guess's (ln classes); nullopt otherwise, or with
+// fewer than 2 classes.
 std::optional<std::string> stalled_learning_note(const LearningFacts& f);
 
 // summary.json's "learning_stalled" ("" when it is null or missing), for the line the CLI prints.
