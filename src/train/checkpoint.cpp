@@ -361,34 +361,11 @@ int64_t read_rank_copies_layout(const HeaderReader& r, const json& header, const
     return ranks;
 }
 
-}  // namespace
-
-LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
-                          RankCopies* copies) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec))
-        throw CheckpointUnreadable(path + ": a folder, not a checkpoint; name a ckpt-*.bin file inside it, or use "
-                                   "checkpoint.resume=auto for the newest in output.dir");
-    if (!fs::is_regular_file(path, ec))
-        throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
-                                   "use checkpoint.resume=auto for the newest in output.dir");
-    if (fs::path(path).filename() == "latest") {
-        // The folder's pointer to its newest checkpoint (one line, its file name), not a checkpoint.
-        std::ifstream pointer(path);
-        std::string named;
-        std::getline(pointer, named);
-        throw CheckpointUnreadable(path + ": the name of the newest checkpoint, not one; pass " +
-                                   (named.empty() ? std::string("a ckpt-*.bin file of that folder")
-                                                  : (fs::path(path).parent_path() / named).string()) +
-                                   ", or use checkpoint.resume=auto to resume from it");
-    }
-    const uint64_t file_bytes = fs::file_size(path, ec);
-    std::ifstream in(path, std::ios::binary);
-    if (!in || ec) throw CheckpointUnreadable(path + ": cannot read the checkpoint");
-
-    // 1. The prefix and the header, verified against the footer before any of it is used.
+// The checkpoint's prefix and JSON header from `in` (at its start), verified against the footer's checksum before any
+// of it is used: a damaged, truncated or extended file is named as such. `len` gets the header's length.
+json read_verified_header(std::ifstream& in, const std::string& path, uint64_t file_bytes, uint64_t& len) {
+    len = 0;
     char magic[8];
-    uint64_t len = 0;
     in.read(magic, sizeof magic);
     in.read(reinterpret_cast<char*>(&len), sizeof len);
     if (in && std::memcmp(magic, kMagicV1, sizeof kMagicV1) == 0)
@@ -426,6 +403,43 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     if (header.is_discarded())
         throw CheckpointUnreadable(path + ": checkpoint header is not valid JSON; the file is damaged");
     if (!header.is_object()) throw CheckpointUnreadable(path + ": checkpoint header is not a JSON object");
+    return header;
+}
+
+// A folder, a missing file or the folder's `latest` pointer, each with what to pass instead. Before anything is read.
+void check_checkpoint_path(const std::string& path) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec))
+        throw CheckpointUnreadable(path + ": a folder, not a checkpoint; name a ckpt-*.bin file inside it, or use "
+                                   "checkpoint.resume=auto for the newest in output.dir");
+    if (!fs::is_regular_file(path, ec))
+        throw CheckpointUnreadable(path + ": checkpoint not found (or not a regular file); name a ckpt-*.bin file, or "
+                                   "use checkpoint.resume=auto for the newest in output.dir");
+    if (fs::path(path).filename() == "latest") {
+        // The folder's pointer to its newest checkpoint (one line, its file name), not a checkpoint.
+        std::ifstream pointer(path);
+        std::string named;
+        std::getline(pointer, named);
+        throw CheckpointUnreadable(path + ": the name of the newest checkpoint, not one; pass " +
+                                   (named.empty() ? std::string("a ckpt-*.bin file of that folder")
+                                                  : (fs::path(path).parent_path() / named).string()) +
+                                   ", or use checkpoint.resume=auto to resume from it");
+    }
+}
+
+}  // namespace
+
+LoopState load_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
+                          RankCopies* copies) {
+    check_checkpoint_path(path);
+    std::error_code ec;
+    const uint64_t file_bytes = fs::file_size(path, ec);
+    std::ifstream in(path, std::ios::binary);
+    if (!in || ec) throw CheckpointUnreadable(path + ": cannot read the checkpoint");
+
+    // 1. The prefix and the header, verified against the footer before any of it is used.
+    uint64_t len = 0;
+    const json header = read_verified_header(in, path, file_bytes, len);
     const HeaderReader r(header, path);
     if (r.integer("version", 0) != kVersion)
         throw InputError(path + ": checkpoint format " + header["version"].dump() + ", this ringtrain reads format " +

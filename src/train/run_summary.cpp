@@ -127,6 +127,68 @@ json layer_seconds_json(const nn::Model& model) {
 
 }  // namespace
 
+// Where the batches came from and how they reached the device: the upload path (GPU), the image folder's class
+// names, skipped files and decoded-image cache.
+void TrainingRun::add_data_fields(json& summary) const {
+    const TrainerParts& p = parts_;
+    // How the batches reached the GPU: tensors copied from the loader's page-locked buffers, and through the staging
+    // buffer (evaluation batches; all of them with RINGTRAIN_STAGED_UPLOAD=1 or where page-locking failed).
+    if (p.uploader)
+        summary["batch_upload"] = {{"mode", p.batches_in_place ? "in place" : "staged"},
+                                   {"in_place_tensors", p.uploader->direct_copies()},
+                                   {"staged_tensors", p.uploader->staged_copies()}};
+    // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
+    // left out on every rank.
+    const auto classes = p.data.train->class_names();
+    summary["classes"] = classes.empty() ? json(nullptr) : json(classes);
+    if (plan_.data.skip_bad_files && plan_.data.format == DataFormat::ImageFolder) summary["skipped_files"] = p.data.skipped;
+    if (plan_.data.cache && plan_.data.format == DataFormat::ImageFolder) {
+        double held = 0;  // this rank's decoded-image cache, both splits
+        for (const data::Dataset* split : {p.data.train.get(), p.data.test.get()})
+            if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split)) held += double(folder->cache_bytes());
+        summary["data_cache_mb"] = held / 1048576.0;
+    }
+}
+
+// A model at chance, and the learning rate the world-size rule gave it (train/stalled_learning.hpp); null otherwise.
+json TrainingRun::learning_stalled_json() const {
+    if (!last_eval_.contains("test_accuracy") || !last_eval_["test_accuracy"].is_number()) return nullptr;
+    const TrainerParts& p = parts_;
+    LearningFacts f;
+    f.binary_logistic = p.model->loss().type() == "sigmoid_bce";
+    f.classes = f.binary_logistic ? 2 : p.data.train->num_classes();
+    f.test_accuracy = last_eval_["test_accuracy"].get<double>();
+    f.train_loss = train_loss_;
+    f.lr = plan_.optimizer.lr;
+    f.lr_peak = p.schedule->peak();
+    f.lr_scaling = to_string(plan_.optimizer.lr_scaling);
+    f.world_size = p.world;
+    f.warmup_epochs = plan_.optimizer.warmup_epochs;
+    f.steps = pos_.global_step;
+    const std::optional<std::string> note = stalled_learning_note(f);
+    return note ? json(*note) : json(nullptr);
+}
+
+// The run's own prediction (`predicted`) at several ranks: local SGD's from its periods, allreduce's from its buckets.
+// Collective.
+void TrainingRun::add_prediction(json& summary) {
+    TrainerParts& p = parts_;
+    if (p.world > 1 && local_sgd_ && p.device == Device::CPU) {  // collective: every rank's work per period
+        uint64_t floats = 0;
+        for (const nn::Parameter* prm : p.model->parameters()) floats += static_cast<uint64_t>(prm->value.numel());
+        const double averages = static_cast<double>(std::max<int64_t>(averages_, 1));
+        summary["predicted"] = local_sgd_predicted_section(
+            p.comm, plan_,
+            {phases_, phases_after_first_step_, steps_this_run_, step_clock_.steady_step_s(), plan_.train.batch_size,
+             floats, static_cast<double>(p.averager->collectives()) / averages, period_work_log_, false,
+             latency_probe_s_});
+    } else if (p.world > 1) {  // collective: every rank's bucket times
+        summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
+                                                 {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,
+                                                  latency_probe_s_});
+    }
+}
+
 json TrainingRun::write_summary() {
     TrainerParts& p = parts_;
     // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic and one write.
@@ -195,54 +257,9 @@ json TrainingRun::write_summary() {
         // its copy, and staging it into pinned memory where the batch is not page-locked).
         {"data_loader_wait_s", loader_.wait_seconds()},
     };
-    // How the batches reached the GPU: tensors copied from the loader's page-locked buffers, and through the staging
-    // buffer (evaluation batches; all of them with RINGTRAIN_STAGED_UPLOAD=1 or where page-locking failed).
-    if (p.uploader)
-        summary["batch_upload"] = {{"mode", p.batches_in_place ? "in place" : "staged"},
-                                   {"in_place_tensors", p.uploader->direct_copies()},
-                                   {"staged_tensors", p.uploader->staged_copies()}};
-    // image_folder: the label of each class name (null for data without names), and the files data.skip_bad_files
-    // left out on every rank.
-    const auto classes = p.data.train->class_names();
-    summary["classes"] = classes.empty() ? json(nullptr) : json(classes);
-    // A model at chance, and the learning rate the world-size rule gave it (train/stalled_learning.hpp).
-    std::optional<std::string> stalled;
-    if (last_eval_.contains("test_accuracy") && last_eval_["test_accuracy"].is_number()) {
-        LearningFacts f;
-        f.binary_logistic = p.model->loss().type() == "sigmoid_bce";
-        f.classes = f.binary_logistic ? 2 : p.data.train->num_classes();
-        f.test_accuracy = last_eval_["test_accuracy"].get<double>();
-        f.train_loss = train_loss_;
-        f.lr = plan_.optimizer.lr;
-        f.lr_peak = p.schedule->peak();
-        f.lr_scaling = to_string(plan_.optimizer.lr_scaling);
-        f.world_size = p.world;
-        f.warmup_epochs = plan_.optimizer.warmup_epochs;
-        f.steps = pos_.global_step;
-        stalled = stalled_learning_note(f);
-    }
-    summary["learning_stalled"] = stalled ? json(*stalled) : json(nullptr);
-    if (plan_.data.skip_bad_files && plan_.data.format == DataFormat::ImageFolder) summary["skipped_files"] = p.data.skipped;
-    if (plan_.data.cache && plan_.data.format == DataFormat::ImageFolder) {
-        double held = 0;  // this rank's decoded-image cache, both splits
-        for (const data::Dataset* split : {p.data.train.get(), p.data.test.get()})
-            if (const auto* folder = dynamic_cast<const data::ImageFolderDataset*>(split)) held += double(folder->cache_bytes());
-        summary["data_cache_mb"] = held / 1048576.0;
-    }
-    if (p.world > 1 && local_sgd_ && p.device == Device::CPU) {  // collective: every rank's work per period
-        uint64_t floats = 0;
-        for (const nn::Parameter* prm : p.model->parameters()) floats += static_cast<uint64_t>(prm->value.numel());
-        const double averages = static_cast<double>(std::max<int64_t>(averages_, 1));
-        summary["predicted"] = local_sgd_predicted_section(
-            p.comm, plan_,
-            {phases_, phases_after_first_step_, steps_this_run_, step_clock_.steady_step_s(), plan_.train.batch_size,
-             floats, static_cast<double>(p.averager->collectives()) / averages, period_work_log_, false,
-             latency_probe_s_});
-    } else if (p.world > 1) {  // collective: every rank's bucket times
-        summary["predicted"] = predicted_section(p.comm, *p.gsync, p.model->parameters(), plan_, p.device,
-                                                 {phases_, phases_after_first_step_, step_clock_, work_log_, steps_this_run_,
-                                                  latency_probe_s_});
-    }
+    add_data_fields(summary);
+    summary["learning_stalled"] = learning_stalled_json();
+    add_prediction(summary);  // collective
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
     if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);

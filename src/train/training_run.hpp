@@ -68,6 +68,10 @@ public:
     nlohmann::json write_summary();
 
 private:
+    // Parts of write_summary (run_summary.cpp).
+    void add_data_fields(nlohmann::json& summary) const;
+    nlohmann::json learning_stalled_json() const;
+    void add_prediction(nlohmann::json& summary);  // collective
     void load_resume_checkpoint();
     void log_epoch(int64_t finished);
     void load_checkpoint_for_this_run(const std::string& path);
