@@ -454,10 +454,7 @@ std::string Config::model_path() const {
     throw InputError(where + ": model: file '" + m.string() + "' not found; looked in " + looked);
 }
 
-std::string Config::origin(const std::string& key) const {
-    const auto it = set_values_.find(key);
-    return it == set_values_.end() ? source_ : "--set " + it->second;
-}
+std::string Config::origin(const std::string& key) const { return KeyOrigin(source_, set_values_, given_)(key); }
 
 std::string Config::with_origin(const std::string& message) const {
     const auto colon = message.find(": ");
@@ -465,8 +462,9 @@ std::string Config::with_origin(const std::string& message) const {
     const std::string key = message.substr(0, colon);
     // Only a key the file or a --set gave: a default's value is in neither, and naming the file would send the user
     // looking there for it. A message that already says where (a config file named like a key) is left alone.
-    if (schema().count(key) == 0 || given_.count(key) == 0 || message.rfind(source_ + ": ", 0) == 0) return message;
-    return origin(key) + ": " + message;
+    const KeyOrigin where(source_, set_values_, given_);
+    if (schema().count(key) == 0 || !where.given(key) || message.rfind(source_ + ": ", 0) == 0) return message;
+    return where(key) + ": " + message;
 }
 
 std::string Config::schema_help() {
