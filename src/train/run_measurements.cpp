@@ -209,7 +209,8 @@ json local_sgd_predicted_section(comm::Communicator& comm, const RunPlan& plan, 
     try {
         json j = sparse_run_prediction_json(predict_sparse_run(m), m);
         for (const char* k : {"merge_rows_per_step", "merge_s_per_row", "merge_s_per_row_probe"}) j.erase(k);
-        j["setting"] = "local SGD: every tensor averaged every " + std::to_string(period) + " steps, ring formulas";
+        j["setting"] = "local SGD: every tensor averaged every " + std::to_string(period) + " steps, " +
+                       (m.backend == "ring" ? "ring formulas" : m.backend + " (modelled by the ring formulas)");
         return j;
     } catch (const Error& e) {
         return {{"why", e.what()}};

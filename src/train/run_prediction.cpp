@@ -306,7 +306,9 @@ json sparse_run_prediction_json(const SparseRunPrediction& r, const SparseRunMea
                             {"predicted_s", i < p.exchange.size() ? p.exchange[i].total() : 0.0}});
     }
     json j = shared_prediction_fields(r);
-    j.update({{"setting", "sparse ring formulas, no overlap"},
+    // Under mpi or nccl the exchange is still modelled by the ring's formulas, fitted to that backend's own timings.
+    const std::string formulas = m.backend == "ring" ? "ring formulas" : m.backend + " (modelled by the ring formulas)";
+    j.update({{"setting", "sparse " + formulas + ", no overlap"},
               {"exchange", exchange},
               {"exchange_s", r.exchange_s},
               {"merge_rows_per_step", m.merge_rows},

@@ -241,6 +241,10 @@ TEST_CASE("predict_sparse_run: link from the run's exchange, wait and merge take
     const nlohmann::json j = sparse_run_prediction_json(r, sparse_two_ranks());
     CHECK(j["terms_s"]["merge"].get<double>() == Approx(20e-6));
     CHECK(j["exchange"][0]["name"] == "slot allgather");
+    CHECK(j["setting"] == "sparse mpi (modelled by the ring formulas), no overlap");  // the run's backend, named
+    SparseRunMeasurements over_ring = sparse_two_ranks();
+    over_ring.backend = "ring";
+    CHECK(sparse_run_prediction_json(r, over_ring)["setting"] == "sparse ring formulas, no overlap");
     CHECK_THAT(describe_run_prediction({{"predicted", j}}), Contains("predicted step 7.22 ms vs measured 8 ms (-10 %)"));
 }
 
