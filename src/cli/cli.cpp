@@ -385,7 +385,10 @@ int run(int argc, char** argv, int world_rank, int world_size) {
         // Collective errors are raised on every rank at once, so a normal exit is safe. Otherwise the
         // other ranks may be waiting in a collective (and MPI_Finalize would wait for them): abort the job
         // (the one line above says why; the others get the launcher's SIGTERM, see StopRequest::watch).
-        if (together || world == 1 || !comm) return code;
+        if (together || world == 1) return code;
+        // No communicator yet: opening it failed on this rank (a ring's shared memory, NCCL's set-up on one GPU),
+        // while the others may be inside it, waiting.
+        if (!comm) comm::abort_world(code);
         comm->abort("", code);
     }
     return 1;

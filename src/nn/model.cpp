@@ -254,12 +254,12 @@ const Tensor& Model::forward(const Tensor& x, const ForwardContext& ctx) {
     const bool timed = profile_ || observer_;
     // Profiling a GPU model waits for each layer, so its time is the GPU's, not the launch's (slower, on purpose).
     const bool wait = profile_ && x.device() == Device::CUDA;
-    if (wait) cuda_synchronize();
+    if (wait) cuda_synchronize_default_stream();
     for (size_t i = 0; i < layers_.size(); ++i) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         if (relu_done_forward_[i]) acts_[i + 1] = acts_[i];  // the conv2d before it applied this relu
         else layers_[i]->forward(acts_[i], acts_[i + 1], ctx);
-        if (wait) cuda_synchronize();
+        if (wait) cuda_synchronize_default_stream();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
             timings_[i].forward_s = b - a;
@@ -273,13 +273,13 @@ void Model::backward(const Tensor& dlogits, const std::function<void(Parameter&)
     grads_.back() = dlogits;
     const bool timed = profile_ || observer_;
     const bool wait = profile_ && dlogits.device() == Device::CUDA;
-    if (wait) cuda_synchronize();
+    if (wait) cuda_synchronize_default_stream();
     for (size_t i = layers_.size(); i-- > 0;) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         // The first layer's input gradient is never needed.
         if (relu_done_backward_[i]) grads_[i] = grads_[i + 1];  // the layer after it applied this relu's backward
         else layers_[i]->backward(acts_[i], acts_[i + 1], grads_[i + 1], i == 0 ? nullptr : &grads_[i], accumulate);
-        if (wait) cuda_synchronize();
+        if (wait) cuda_synchronize_default_stream();
         if (timed) {
             const double a = seconds_of(t0), b = seconds_of(std::chrono::steady_clock::now());
             timings_[i].backward_s = b - a;

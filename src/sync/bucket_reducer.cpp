@@ -14,6 +14,7 @@ namespace ringtrain::sync {
 
 void SharedSyncStats::reset_buckets(const BucketLayout& layout) {
     std::lock_guard<std::mutex> lock(mutex_);
+    ++generation_;
     stats_.buckets.assign(layout.size(), BucketStat{});
     for (size_t b = 0; b < layout.size(); ++b) {
         stats_.buckets[b].bytes = layout.bucket(b).count * sizeof(float);
@@ -21,21 +22,27 @@ void SharedSyncStats::reset_buckets(const BucketLayout& layout) {
     }
 }
 
-void SharedSyncStats::collective_issued(size_t b) {
+uint64_t SharedSyncStats::collective_issued(size_t b) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.collectives += 1;
     stats_.buckets[b].calls += 1;
+    return generation_;
 }
 
-void SharedSyncStats::collective_time(size_t b, double s) {
+void SharedSyncStats::collective_time(size_t b, double s, uint64_t issued_in) {
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.buckets[b].total_s += s;
+    if (issued_in == generation_) stats_.buckets[b].total_s += s;
 }
 
 void SharedSyncStats::step_done(double blocked_s) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.blocked_s += blocked_s;
     ++stats_.steps;
+}
+
+void SharedSyncStats::add_blocked(double blocked_s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.blocked_s += blocked_s;
 }
 
 SyncStats SharedSyncStats::snapshot() const {
@@ -137,8 +144,7 @@ void HostBucketAllreduce::run(size_t b, int64_t step, float* data, size_t count)
     }
     const double dt = mono_s() - t0;
     watchdog_.finished();
-    ctx_.stats.collective_issued(b);
-    ctx_.stats.collective_time(b, dt);
+    ctx_.stats.collective_time(b, dt, ctx_.stats.collective_issued(b));
 }
 
 // ---- the choice ----

@@ -23,16 +23,22 @@ namespace ringtrain::sync {
 // SyncStats written by the reducer (from its communication thread, where it has one) and read by anyone.
 class SharedSyncStats {
 public:
-    // Restarts the per-bucket counts for `layout` (the step totals go on).
+    // Restarts the per-bucket counts for `layout` (the step totals go on), and starts a new generation.
     void reset_buckets(const BucketLayout& layout);
-    void collective_issued(size_t b);           // one more allreduce of bucket b
-    void collective_time(size_t b, double s);   // its duration, when known
+    // One more allreduce of bucket b; returns the generation it counts in.
+    uint64_t collective_issued(size_t b);
+    // Its duration, when known. The device path learns it a step later, possibly after a reset: a time whose
+    // collective was issued in an earlier generation (the left-out first step's) is dropped, so calls and times
+    // stay the same collectives.
+    void collective_time(size_t b, double s, uint64_t issued_in);
     void step_done(double blocked_s);
+    void add_blocked(double blocked_s);  // a wait for communication between steps (GradientSync::drain)
     SyncStats snapshot() const;
 
 private:
     mutable std::mutex mutex_;
     SyncStats stats_;
+    uint64_t generation_ = 0;
 };
 
 // What every reducer works with; all of it outlives the reducer (GradientSync owns it).
@@ -56,6 +62,10 @@ public:
     // Collective: when it returns, every gradient holds its average (or, on the device path, will hold it in stream
     // order). Rethrows a communication error. Returns the host time spent waiting for communication.
     virtual double reduce_step(int64_t step) = 0;
+    // Waits for every collective still running, watched for stalls as reduce_step's waits are; returns the time
+    // blocked. The device path runs a step behind the host, so a host read of device data (the loss, an evaluation,
+    // a checkpoint, synchronised BatchNorm's statistics) would otherwise wait for them unwatched. Between steps.
+    virtual double drain() { return 0; }
     // True when collectives run while backward goes on.
     virtual bool overlapping() const = 0;
     // True when the gradients never leave the GPU.

@@ -122,6 +122,9 @@ void GradientSync::synchronize() {
 }
 
 SyncStats GradientSync::stats() const { return stats_->snapshot(); }
+void GradientSync::drain() {
+    if (reducer_) stats_->add_blocked(reducer_->drain());
+}
 bool GradientSync::overlapping() const { return reducer_ && reducer_->overlapping(); }
 bool GradientSync::on_device() const { return reducer_ && reducer_->on_device(); }
 bool GradientSync::carries_vote() const { return reducer_ && reducer_->carries_vote(); }

@@ -86,6 +86,8 @@ public:
     }
     bool overlapping() const override { return overlap_; }
     bool on_device() const override { return true; }
+    // The older step's collectives first (set_ is the one the next step records into).
+    double drain() override { return wait_for(set_) + wait_for(set_ ^ 1); }
 
 private:
     struct Record {
@@ -94,6 +96,7 @@ private:
         bool pending = false;         // recorded, completion not yet seen by the host
         double enqueued_s = 0;        // host time of the hand-over (the stall age counts from here)
         int64_t step = 0;
+        uint64_t generation = 0;      // the stats generation it was issued in (see SharedSyncStats)
     };
 
     void bucket_filled(size_t, int64_t step) override {
@@ -116,7 +119,7 @@ private:
             r.pending = true;
             r.enqueued_s = mono_s();
             r.step = step;
-            ctx_.stats.collective_issued(b);
+            r.generation = ctx_.stats.collective_issued(b);
         }
     }
 
@@ -165,7 +168,7 @@ private:
             float ms = 0;
             RT_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.done));
             r.pending = false;
-            ctx_.stats.collective_time(b, static_cast<double>(ms) * 1e-3);
+            ctx_.stats.collective_time(b, static_cast<double>(ms) * 1e-3, r.generation);
         }
         if (!waited) return 0;
         if (tl && tl->enabled()) tl->add("wait", "sync", t0_us, tl->now_us() - t0_us);

@@ -174,6 +174,7 @@ sync::StallWatchdog::Watch TrainerParts::watch(const char* what, size_t bytes, i
 }
 
 json TrainerParts::evaluate(int64_t step) {
+    gsync->drain();  // the GPU's last gradient collectives, watched: the reads below would wait for them unwatched
     data::ShardedLoader loader(*data.test, eval_loader);
     loader.start_epoch(0);
     data::Batch b;
@@ -227,7 +228,10 @@ uint64_t Trainer::parameter_hash() const { return sync::parameter_value_hash(par
 
 std::vector<float> Trainer::parameters_flat() const {
     std::vector<float> v;
-    for (auto* p : parts_->model->parameters()) v.insert(v.end(), p->value.data(), p->value.data() + p->value.numel());
+    for (auto* p : parts_->model->parameters()) {
+        const Tensor host = p->value.device() == Device::CPU ? p->value : p->value.to(Device::CPU);  // a GPU model's too
+        v.insert(v.end(), host.data(), host.data() + host.numel());
+    }
     return v;
 }
 

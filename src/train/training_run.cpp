@@ -58,6 +58,7 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
       rank_copies_(local_sgd_ && parts.world > 1),
+      drain_before_step_(parts.device == Device::CUDA && (plan_.sync.batchnorm || plan_.train.profile_layers)),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank, parts.after_stop),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
       step_clock_(parts.model->parameters()),
@@ -268,6 +269,7 @@ float TrainingRun::run_step() {
     TrainerParts& p = parts_;
     if (steps_this_run_ == 1) phases_after_first_step_ = phases_;
     step_clock_.step_began();
+    if (drain_before_step_) p.gsync->drain();
     p.gsync->begin_step(pos_.global_step);
     const double work_t0 = telemetry::now_seconds();
     double step_samples = 0.0;
@@ -372,6 +374,9 @@ double TrainingRun::forward_backward(int64_t pass) {
 // ---- around the step ----
 
 void TrainingRun::read_loss() {
+    // On a GPU the read waits for the step's gradient collectives too (the optimizer waits for them): wait for those
+    // first where a stuck one is warned about and ends the job (GradientSync::drain; nothing to do on the CPU).
+    parts_.gsync->drain();
     const ops::LossStats st = pending_loss_.take();
     if (!std::isfinite(st.loss_sum))
         throw Error("training diverged: the loss is " + std::to_string(st.loss_sum) + " at epoch " +
@@ -492,6 +497,7 @@ void TrainingRun::finish() {
 void TrainingRun::write_checkpoint(const LoopState& at) {
     AddSeconds timed(checkpoint_seconds_);
     TrainerParts& p = parts_;
+    p.gsync->drain();  // the GPU's last gradient collectives, watched, before the tensors' copies to the host
     // Every rank's dropout RNG goes into the checkpoint so a resumed job continues exactly.
     std::vector<Rng::State> states;
     {

@@ -112,6 +112,9 @@ private:
     // Local SGD with several ranks: the ranks' parameters differ between averages and each keeps its own optimizer
     // state, so checkpoints hold every rank's own tensors next to the ranks' average (checkpoint.hpp, RankCopies).
     const bool rank_copies_;
+    // A GPU step whose host reads device data mid-step (synchronised BatchNorm's statistics, per-layer profiling):
+    // the previous step's gradient collectives are waited for first, watched for stalls (GradientSync::drain).
+    const bool drain_before_step_;
     // sync.balance speed with more than one rank, else null.
     std::unique_ptr<sync::BatchBalancer> balancer_;
 

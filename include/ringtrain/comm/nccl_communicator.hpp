@@ -87,12 +87,13 @@ private:
 
 namespace ringtrain::comm {
 // A NcclCommunicator over MPI_COMM_WORLD (requires an initialised MpiRuntime). In builds without CUDA: throws
-// InputError saying that the nccl backend needs a CUDA build.
+// CollectiveInputError (every rank runs the same build and has agreed on the backend) saying that the nccl backend
+// needs a CUDA build.
 #ifdef RINGTRAIN_WITH_CUDA
 std::unique_ptr<Communicator> make_nccl_communicator();
 #else
 [[noreturn]] inline std::unique_ptr<Communicator> make_nccl_communicator() {
-    throw InputError("sync.backend: nccl needs a CUDA build of ringtrain (this one has none); use mpi or ring, or "
+    throw CollectiveInputError("sync.backend: nccl needs a CUDA build of ringtrain (this one has none); use mpi or ring, or "
                      "rebuild with -DRINGTRAIN_CUDA=ON where the CUDA toolkit, cuDNN and NCCL are installed");
 }
 #endif

@@ -47,6 +47,9 @@ void cuda_check(int status, const char* call);
 
 // Waits for all work on the current device.
 void cuda_synchronize();
+// Waits for the work queued on the default (legacy) stream only: the layers' kernels, not the gradient
+// collectives that run on NCCL's own stream meanwhile (a per-layer timing must not count those).
+void cuda_synchronize_default_stream();
 
 // Page-locked host memory for staging host<->device copies (grow-only; never shrinks).
 class PinnedBuffer {
@@ -138,6 +141,7 @@ inline void cuda_check(int status, const char* call) {
     if (status != 0) detail::no_cuda_build(call);
 }
 inline void cuda_synchronize() {}
+inline void cuda_synchronize_default_stream() {}
 inline PinnedBuffer::~PinnedBuffer() = default;
 inline void PinnedBuffer::reserve(size_t) { detail::no_cuda_build("PinnedBuffer"); }
 inline AsyncUploader::AsyncUploader() { detail::no_cuda_build("AsyncUploader"); }

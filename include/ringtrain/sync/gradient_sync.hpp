@@ -53,6 +53,11 @@ public:
     void synchronize();
 
     SyncStats stats() const;
+    // Waits, watched for stalls (warning and abort), for every gradient collective still running: the device path
+    // runs one step behind the host. Call it before the host reads device data that waits for them (the loss,
+    // evaluation, checkpoints, synchronised BatchNorm); the host paths have none left between steps. Collective in
+    // effect (it waits for the other ranks' part of those collectives); between steps.
+    void drain();
     const SyncOptions& options() const { return options_; }
     // True when buckets really are reduced while backward goes on (a communication thread, or the NCCL stream).
     bool overlapping() const;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "ringtrain/comm/mpi_runtime.hpp"
@@ -55,30 +56,46 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent) : MpiCommunicatorBase(parent
     }
     int ok = failure.empty() ? 1 : 0, all_ok = 0;
     check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce(nccl device check)");
-    if (!all_ok)
-        throw Error("nccl backend: " + (failure.empty() ? std::string("another rank has no usable CUDA device")
+    if (!all_ok)  // every rank knows: a normal exit on each, no MPI_Abort
+        throw CollectiveError("nccl backend: " + (failure.empty() ? std::string("another rank has no usable CUDA device")
                                                          : "rank " + std::to_string(rank_) + ": " + failure));
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
     int id_ok = 1;
     if (rank_ == 0) id_ok = ncclGetUniqueId(&id) == ncclSuccess ? 1 : 0;
     check_mpi(MPI_Bcast(&id_ok, 1, MPI_INT, 0, comm_), "MPI_Bcast(ncclUniqueId status)");
-    if (!id_ok) throw Error("NCCL call ncclGetUniqueId failed on rank 0; set NCCL_DEBUG=WARN for NCCL's own report");
+    if (!id_ok) throw CollectiveError("NCCL call ncclGetUniqueId failed on rank 0; set NCCL_DEBUG=WARN for NCCL's own report");
     check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_), "MPI_Bcast(ncclUniqueId)");
     ncclComm_t comm = nullptr;
     check_nccl(ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
     nccl_comm_ = comm;
-    cudaStream_t s = nullptr;
-    RT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    stream_ = s;
-    cudaEvent_t e1 = nullptr, e2 = nullptr;
-    RT_CUDA_CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
-    RT_CUDA_CHECK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
-    ready_ = e1;
-    done_ = e2;
+    try {
+        cudaStream_t s = nullptr;
+        RT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        stream_ = s;
+        cudaEvent_t e1 = nullptr, e2 = nullptr;
+        RT_CUDA_CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+        ready_ = e1;
+        RT_CUDA_CHECK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
+        done_ = e2;
+    } catch (...) {
+        // No destructor runs for a constructor that throws: give back what exists (this rank then ends the job,
+        // cli's MPI_Abort, since the others may be past this point).
+        if (ready_ != nullptr) (void)cudaEventDestroy(as_event(ready_));
+        if (stream_ != nullptr) (void)cudaStreamDestroy(as_stream(stream_));
+        (void)ncclCommAbort(comm);
+        throw;
+    }
 }
 
 NcclCommunicator::~NcclCommunicator() {
+    // Unwinding after a failure (a peer died, this rank failed on its own): collectives queued on the stream may
+    // never complete, and a stream sync or ncclCommFinalize would wait for them forever, before this rank reports
+    // and ends the job. NCCL's call for a communicator with unfinished work is ncclCommAbort.
+    if (std::uncaught_exceptions() > 0) {
+        if (nccl_comm_ != nullptr) (void)ncclCommAbort(static_cast<ncclComm_t>(nccl_comm_));
+        return;  // the stream and events go with the process
+    }
     if (stream_ != nullptr) (void)cudaStreamSynchronize(as_stream(stream_));
     if (nccl_comm_ != nullptr) {
         (void)ncclCommFinalize(static_cast<ncclComm_t>(nccl_comm_));

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <exception>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -65,6 +66,9 @@ AsyncUploader::AsyncUploader() {
 }
 
 AsyncUploader::~AsyncUploader() {
+    // Unwinding after a failure: the copy stream may wait (through the default stream) for a collective that never
+    // ends; leave the events and slots as they are rather than block the rank's way to its error report.
+    if (std::uncaught_exceptions() > 0) return;
     if (stream_ != nullptr) (void)cudaStreamSynchronize(as_stream(stream_));
     // The default stream may still read the slots' tensors: their storage goes back to the caching allocator, whose
     // reuse is ordered on that stream, so dropping them here is safe. Events are destroyed after the work they mark.
@@ -162,6 +166,10 @@ Tensor AsyncUploader::host_tensor(Shape shape) const {
     // A copy queued from this memory may still be running when the last tensor goes (a loader dropped at the end of
     // an evaluation): wait for the device before the memory goes back. Rare (end of a loader, a batch outgrowing it).
     std::shared_ptr<float> storage(static_cast<float*>(p), [device = device_](float* q) {
+        // Unwinding after a failure (a peer died, say): the device may wait for a collective that never ends, and
+        // both a device sync and cudaFreeHost would block this rank before it can report and end the job. Leave the
+        // memory to the process's end.
+        if (std::uncaught_exceptions() > 0) return;
         if (cudaSetDevice(device) == cudaSuccess) (void)cudaDeviceSynchronize();
         (void)cudaFreeHost(q);
     });

@@ -224,6 +224,7 @@ CudaAllocatorStats cuda_allocator_stats() { return allocator().stats(); }
 void cuda_empty_cache() { allocator().empty_cache(); }
 
 void cuda_synchronize() { RT_CUDA_CHECK(cudaDeviceSynchronize()); }
+void cuda_synchronize_default_stream() { RT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
 
 PinnedBuffer::~PinnedBuffer() {
     if (data_ != nullptr) (void)cudaFreeHost(data_);

@@ -37,7 +37,8 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 // ---- activations, dropout, elementwise ----
 
-__global__ void act_fwd_kernel(int act, const float* __restrict__ x, float* __restrict__ y, size_t n) {
+// Not __restrict__: called in place (y == x) after a convolution or BatchNorm.
+__global__ void act_fwd_kernel(int act, const float* x, float* y, size_t n) {
     RT_GRID_LOOP(i, n) {
         const float v = x[i];
         y[i] = act == 0 ? fmaxf(v, 0.0f) : act == 1 ? 1.0f / (1.0f + expf(-v)) : tanhf(v);
