@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "../../src/sync/bucket_reducer.hpp"  // SharedSyncStats, private to the sync layer
 #include "fake_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/bucket_layout.hpp"
@@ -126,4 +127,24 @@ TEST_CASE("StallInspector: warns once past the warning, aborts past the abort li
     // The poll period: a tenth of the shorter limit, 1 ms to 1 s.
     CHECK(sync::StallInspector(comm, 60, 0).poll_period_s() == 1.0);
     CHECK(sync::StallInspector(comm, 0, 0.005).poll_period_s() == 1e-3);
+}
+
+TEST_CASE("SharedSyncStats: a time reported after a reset for a collective issued before it is dropped",
+          "[sync][stats]") {
+    // The device path learns a bucket's time a step late: step 0's time arrives after the reset that leaves step 0
+    // out, and must not be added to the calls counted from step 1 on.
+    const std::vector<size_t> tensors{2};
+    const BucketLayout layout({10, 20}, tensors);
+    sync::SharedSyncStats stats;
+    stats.reset_buckets(layout);
+    const uint64_t step0 = stats.collective_issued(0);
+    stats.reset_buckets(layout);  // after the first step
+    const uint64_t step1 = stats.collective_issued(0);
+    stats.collective_time(0, 5.0, step0);  // the warm-up's slow collective, reported late
+    stats.collective_time(0, 0.25, step1);
+    const sync::SyncStats s = stats.snapshot();
+    REQUIRE(s.buckets.size() == 1);
+    CHECK(s.buckets[0].calls == 1);
+    CHECK(s.buckets[0].total_s == Approx(0.25));
+    CHECK(s.buckets[0].bytes == 30 * sizeof(float));
 }
