@@ -363,8 +363,10 @@ int run(int argc, char** argv, int world_rank, int world_size) {
     }
     const int worst = comm::max_over_world(setup_code);
     if (worst != 0) {
-        if (setup_code == 0 && rank == 0)
-            std::fprintf(stderr, "ringtrain: rank 0: stopping: another rank failed during set-up (its message says why)\n");
+        // Every rank says why it ends (the rule: a message on every rank), the failing ones above.
+        if (setup_code == 0)
+            std::fprintf(stderr, "ringtrain: rank %d: stopping: another rank failed during set-up (its message says why)\n",
+                         rank);
         return worst;
     }
 
@@ -374,8 +376,8 @@ int run(int argc, char** argv, int world_rank, int world_size) {
         if (args.command == "eval") return command_eval(args, config, *comm);
         return command_info(config, *comm);
     } catch (const PeerFailure& e) {
-        // This rank is fine; the failing rank printed the reason. Leave quietly with its exit code.
-        if (rank == 0) std::fprintf(stderr, "ringtrain: rank 0: stopping: %s\n", e.what());
+        // This rank is fine; the failing rank printed the reason. Each rank says why it ends, with its exit code.
+        std::fprintf(stderr, "ringtrain: rank %d: stopping: %s\n", rank, e.what());
         return e.exit_code();
     } catch (const std::exception& e) {
         const int code = exit_code_for(e);

@@ -302,9 +302,13 @@ sync::Facts SparseRun::facts() const {
 // ---- resume ----
 
 void SparseRun::resume() {
+    // A read that never returns (a hung file system) must not hold the other ranks for ever (sync.setup_timeout_s).
+    sync::SetupDeadline deadline(comm_, plan_.sync.setup_timeout_s);
+    deadline.enter(rank_ == 0 ? "reading the checkpoint to resume from" : "waiting for rank 0 to read the checkpoint");
     sync::run_then_agree(comm_, [&] {
         if (rank_ == 0) load_resume_checkpoint();
     });
+    deadline.enter("receiving rank 0's position and tensors");
     adopt_root_position();
 }
 

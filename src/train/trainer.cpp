@@ -301,10 +301,22 @@ json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
     // Every rank reads the checkpoint; one that cannot (missing, damaged, another model's) fails the job through
     // one agreement, so every rank leaves with exit 2 and its line instead of an MPI_Abort.
     LoopState at;
-    sync::run_then_agree(parts_->comm, [&] {
-        at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
-        check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
-    });
+    {
+        // A read that never returns must not hold the other ranks for ever (sync.setup_timeout_s).
+        sync::SetupDeadline deadline(parts_->comm, parts_->plan.sync.setup_timeout_s);
+        deadline.enter("reading the checkpoint " + checkpoint);
+        sync::run_then_agree(parts_->comm, [&] {
+            at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
+            check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
+            deadline.enter("waiting for the other ranks to read their checkpoint");
+        });
+    }
+    // Each rank read its own --checkpoint: one that names another file (or another copy that differs) would make the
+    // figures a mix of two models. The loaded values are compared, not the paths (one file seen from several hosts).
+    char digest[32];
+    std::snprintf(digest, sizeof digest, "%016llx",
+                  static_cast<unsigned long long>(sync::parameter_value_hash(parts_->model->checkpoint_tensors())));
+    sync::require_same_facts(parts_->comm, {{"--checkpoint", checkpoint + " (values " + digest + ")"}});
     json r = parts_->evaluate(at.global_step);
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;

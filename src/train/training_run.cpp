@@ -10,6 +10,7 @@
 #include "add_seconds.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/sync/consistency.hpp"
+#include "ringtrain/sync/setup_deadline.hpp"
 #include "ringtrain/telemetry/epoch_scalars.hpp"
 
 namespace ringtrain::train::detail {
@@ -81,13 +82,19 @@ TrainingRun::~TrainingRun() { parts_.gsync->set_vote(nullptr); }
 void TrainingRun::resume() {
     // Only rank 0 reads a checkpoint; the others take its position, parameters and RNG states below, so every rank
     // follows rank 0's decision, a fresh start included.
+    // A read that never returns (a hung file system) would hold the other ranks in the agreement for ever: set-up's
+    // deadline (sync.setup_timeout_s) covers it.
+    sync::SetupDeadline deadline(parts_.comm, plan_.sync.setup_timeout_s);
+    deadline.enter(parts_.is_root() ? "reading the checkpoint to resume from" : "waiting for rank 0 to read the checkpoint");
     sync::run_then_agree(parts_.comm, [this] {
         if (!parts_.is_root()) return;
         output_lock_ = OutputFolderLock(plan_.output.dir);  // before reading checkpoints another run may write
         load_resume_checkpoint();
         open_outputs();
     });
+    deadline.enter("receiving rank 0's position, parameters and RNG states");
     if (parts_.world > 1) adopt_root_position();
+    deadline.disarm();
     if (!resumed_from_.empty())
         progress_.line("resumed from " + resumed_from_ + " at epoch " + std::to_string(pos_.epoch + 1) + ", step " +
                        std::to_string(pos_.step_in_epoch));

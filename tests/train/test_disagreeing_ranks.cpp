@@ -122,3 +122,55 @@ TEST_CASE("a rank stuck before the agreement is aborted after sync.setup_timeout
     CHECK_THAT(r.output, Catch::Contains("set-up has not finished after 3 s (sync.setup_timeout_s = 3)"));
     CHECK_FALSE(std::filesystem::exists(dir + "/out/summary.json"));
 }
+
+TEST_CASE("a checkpoint read that never returns on rank 0 ends the job after sync.setup_timeout_s",
+          "[train][mpi][agree][resume]") {
+    // Only rank 0 reads the checkpoint; the others wait for it in the resume's agreement, which no stall watch
+    // covered: a hung file system held the whole job for ever. Here `latest` is a FIFO nobody writes.
+    const std::string dir = temp_dir("resume-timeout");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    std::filesystem::create_directories(dir + "/out/checkpoints");
+    REQUIRE(mkfifo((dir + "/out/checkpoints/latest").c_str(), 0600) == 0);
+    const std::string args =
+        " train --config " + dir + "/c.json --set checkpoint.resume=auto --set sync.setup_timeout_s=3";
+    const auto r = run_command("timeout 60 " + mpirun(1) + binary() + args + " : -np 1 " + binary() + args);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);  // not killed by `timeout`
+    CHECK(r.seconds < 30);
+    CHECK_THAT(r.output, Catch::Contains("rank 0: set-up has not finished after 3 s (sync.setup_timeout_s = 3): this "
+                                         "rank is still reading the checkpoint to resume from"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/out/summary.json"));
+}
+
+TEST_CASE("eval with a different checkpoint on each rank exits 2 naming both, instead of mixing two models",
+          "[train][mpi][agree][eval]") {
+    const std::string dir = temp_dir("eval-disagree");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    std::string ckpt[2];
+    for (int i = 0; i < 2; ++i) {
+        const std::string out = dir + "/out" + std::to_string(i);
+        write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", out));
+        const auto t = run_command("timeout 60 " + binary() + " train --config " + dir + "/c.json --set train.max_steps=" +
+                                   std::to_string(2 + 2 * i));
+        INFO(t.output);
+        REQUIRE(t.exit_code == 0);
+        for (const auto& e : std::filesystem::directory_iterator(out + "/checkpoints"))
+            if (e.path().extension() == ".bin") ckpt[i] = e.path().string();
+        REQUIRE_FALSE(ckpt[i].empty());
+    }
+    const std::string eval = binary() + " eval --config " + dir + "/c.json --checkpoint ";
+    const auto r = run_command("timeout 60 " + mpirun(1) + eval + ckpt[0] + " : -np 1 " + eval + ckpt[1]);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    for (const char* rank : {"rank 0: ", "rank 1: "})
+        CHECK_THAT(r.output, Catch::Contains(std::string(rank) + "ranks disagree on --checkpoint: rank 0 has " + ckpt[0]) &&
+                                 Catch::Contains(", rank 1 has " + ckpt[1]));
+    CHECK_THAT(r.output, !Catch::Contains("test_accuracy"));
+    // The same file on both ranks evaluates.
+    const auto same = run_command("timeout 60 " + mpirun(1) + eval + ckpt[1] + " : -np 1 " + eval + ckpt[1]);
+    INFO(same.output);
+    CHECK(same.exit_code == 0);
+    CHECK_THAT(same.output, Catch::Contains("test_accuracy"));
+}
