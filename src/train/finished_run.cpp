@@ -2,9 +2,12 @@
 #include "finished_run.hpp"
 
 #include <cstdint>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+
+#include "ringtrain/telemetry/metrics_writer.hpp"
 
 namespace ringtrain::train::detail {
 
@@ -13,20 +16,37 @@ bool nothing_left(const LoopState& at, const TrainPlan& train) {
 }
 
 std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const RunPlan& plan,
-                                                        const LoopState& at) {
+                                                        const LoopState& at,
+                                                        const std::function<nlohmann::json()>& evaluate) {
     const std::string path = plan.output.dir + "/summary.json";
     nlohmann::json kept;
-    uint64_t have = 0;
+    enum : uint64_t { kNone = 0, kComplete = 1, kWithoutTestFigures = 2 };
+    uint64_t have = kNone;
     if (comm.rank() == 0) {
         std::ifstream in(path);
         if (in) {
             kept = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-            have = kept.is_object() ? 1 : 0;
+            if (kept.is_object())
+                have = kept.contains("test_accuracy") && kept["test_accuracy"].is_number() ? kComplete
+                                                                                            : kWithoutTestFigures;
         }
     }
     comm.broadcast_object(have, 0);
-    if (have == 0) return std::nullopt;
+    if (have == kNone) return std::nullopt;
+    nlohmann::json figures;
+    if (have == kWithoutTestFigures) figures = evaluate();  // every rank: collective
     if (comm.rank() != 0) return nlohmann::json{{"stopped", nullptr}};
+    if (have == kWithoutTestFigures) {
+        for (const auto& [key, value] : figures.items()) kept[key] = value;
+        kept["stopped"] = nullptr;
+        telemetry::write_json_atomically(path, kept);
+        const double accuracy = figures.value("test_accuracy", std::nan(""));
+        std::fprintf(stderr,
+                     "ringtrain: nothing left to train, but %s had no test figures (its job was stopped at the run's "
+                     "last step): evaluated the final model now, test accuracy %.4f; summary.json updated\n",
+                     path.c_str(), accuracy);
+        return kept;
+    }
     const TrainPlan& t = plan.train;
     const std::string where =
         t.max_steps > 0 && at.global_step >= t.max_steps

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,7 +23,13 @@ bool nothing_left(const LoopState& at, const TrainPlan& train);
 // every rank gets a summary to report: rank 0 the file's, the others {"stopped": null}; "stopped" is null on rank 0
 // too (the run is complete, whatever stopped its last job). nullopt on every rank otherwise (a job that ended
 // between its final checkpoint and its summary): the caller then writes a summary as usual.
+//
+// A kept summary without the final model's test figures (its job was stopped by a signal at the run's last step,
+// which skips the evaluation to keep within the grace time) would stay without them for ever: then every rank calls
+// `evaluate` (collective; returns the test figures, the same on every rank), and rank 0 adds them to the summary,
+// marks the run as not stopped, and writes summary.json again.
 std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm, const RunPlan& plan,
-                                                        const LoopState& at);
+                                                        const LoopState& at,
+                                                        const std::function<nlohmann::json()>& evaluate);
 
 }  // namespace ringtrain::train::detail

@@ -84,6 +84,11 @@ public:
 
     // Test accuracy, loss (= test_logloss) and exact AUC over every rank's share of the test file. Collective.
     nlohmann::json evaluate();
+    // The final model's figures as finish() takes them: local SGD's ranks averaged into one model first. Collective.
+    nlohmann::json evaluate_final_model() {
+        if (plan_.sync.mode == SyncMode::LocalSgd) average_all_tensors();
+        return evaluate();
+    }
     // Loads `path` on rank 0 and gives its tensors to every rank. Collective.
     void load_for_evaluation(const std::string& path);
     std::vector<float> parameters_flat();

@@ -49,7 +49,9 @@ nlohmann::json SparseTrainer::train() {
     } detach{run};
     run.resume();
     if (run.resumed() && detail::nothing_left(run.position(), plan.train))
-        if (auto kept = detail::keep_finished_run_summary(run.comm(), plan, run.position())) return *kept;
+        if (auto kept = detail::keep_finished_run_summary(run.comm(), plan, run.position(),
+                                                          [&run] { return run.evaluate_final_model(); }))
+            return *kept;
     while (run.epochs_left()) {
         run.begin_epoch();
         // Every rank has a batch and no rank got a stop signal (agreed with the last step's loss).

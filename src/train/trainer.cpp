@@ -266,7 +266,9 @@ json Trainer::train_loop() {
     detail::TrainingRun run(*parts_);
     run.resume();
     if (run.resumed() && detail::nothing_left(run.position(), plan.train))
-        if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan, run.position())) return *kept;
+        if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan, run.position(),
+                                                          [&run] { return run.evaluate_final_model(); }))
+            return *kept;
     if (parts_->gpu_monitor) parts_->gpu_monitor->start(0.1);
     const LoopState& pos = run.position();
     while (pos.epoch < plan.train.epochs && !run.stopped_by_max_steps() && !run.stopped_by_signal()) {

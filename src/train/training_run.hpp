@@ -66,6 +66,11 @@ public:
     void finish();
     // Gathers every rank's totals, rank 0 writes summary.json (run_summary.cpp). Collective.
     nlohmann::json write_summary();
+    // The model's test figures now ({"test_loss", "test_accuracy", ...}, the same on every rank). Collective.
+    nlohmann::json evaluate_final_model() {
+        evaluate_now();
+        return last_eval_;
+    }
 
 private:
     // Parts of write_summary (run_summary.cpp).

@@ -119,3 +119,42 @@ TEST_CASE("SIGTERM stops the run too, also with train.stop_signal none", "[train
     if (rank == 0) CHECK(fs::exists(dir + "/out/checkpoints/" + ringtrain::train::checkpoint_file_name(per_epoch)));
     comm->barrier();
 }
+
+TEST_CASE("a stop agreed at the run's last step skips the evaluation; the resumed job evaluates the final model",
+          "[train][mpi][stop]") {
+    // Such a job ends at train.max_steps with no test figures; its requeued job finds nothing left to train and
+    // used to keep that summary (test_accuracy null, "stopped") for good.
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const std::vector<std::string> sets{"train.max_steps=8", "train.log_every_steps=5"};
+    json whole;
+    {
+        Trainer t(tiny_run(job_dir("last-step-whole"), "", sets), *comm);
+        whole = t.train();
+        REQUIRE(whole["test_accuracy"].is_number());
+    }
+    const std::string dir = job_dir("last-step-stop");
+    {
+        Trainer t(tiny_run(dir, "", sets), *comm);
+        t.set_step_callback([&](int64_t step) {
+            if (step == 7 && rank == world - 1) std::raise(SIGUSR1);
+        });
+        const json s = t.train();
+        REQUIRE(s["stopped"] == "signal SIGUSR1 at step 8");
+        CHECK(s["test_accuracy"].is_null());  // no evaluation in the grace time
+    }
+    std::vector<std::string> resume = sets;
+    resume.push_back("checkpoint.resume=auto");
+    Trainer t(tiny_run(dir, "", resume), *comm);
+    const json s = t.train();
+    CHECK(s["stopped"].is_null());
+    if (rank == 0) {
+        CHECK(s["test_accuracy"] == whole["test_accuracy"]);  // the same model, evaluated
+        CHECK(s["test_loss"] == whole["test_loss"]);
+        CHECK(s["steps"] == 8);
+        const json on_disk = read_json(dir + "/out/summary.json");
+        CHECK(on_disk["test_accuracy"] == whole["test_accuracy"]);
+        CHECK(on_disk["stopped"].is_null());
+    }
+    comm->barrier();
+}
