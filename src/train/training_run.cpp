@@ -517,7 +517,9 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
         epoch_sums = p.comm.allgather_object(epoch_local_);
     }
     // Collectives, before rank 0 alone writes. Local SGD with several ranks: the ranks' average as the model, made
-    // aside, and every rank's own tensors; otherwise the BatchNorm buffers averaged in place.
+    // aside, and every rank's own tensors; otherwise the BatchNorm buffers' average, made aside too: averaging them
+    // in place would make the checkpoint schedule change the run (an uninterrupted run averages them only for its
+    // evaluations). At an epoch's end the evaluation that follows makes the same average in place, the same bits.
     std::vector<nn::Parameter> averaged;
     RankCopies copies;
     if (rank_copies_) {
@@ -525,7 +527,7 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
         const auto w = p.watch("the checkpoint's gathering of every rank's tensors", 0, at.global_step);
         copies = {p.world, sync::gather_to_root(p.comm, rank_tensors())};
     } else {
-        average_buffers_now();
+        averaged = averaged_buffers();
     }
     last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
@@ -547,9 +549,11 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
         record_last_average_step(full, last_average_step_);
         full.extra[kBuffersAveragedStep] = buffers_averaged_step_;
     }
-    std::vector<nn::Parameter*> model = p.model->checkpoint_tensors();
+    std::vector<nn::Parameter*> model = p.model->checkpoint_tensors();  // parameters, then buffers
     if (rank_copies_)
         for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
+    else
+        for (size_t i = 0; i < averaged.size(); ++i) model[model.size() - averaged.size() + i] = &averaged[i];
     const std::string dir = plan_.output.checkpoint_dir();
     const std::string name = checkpoint_file_name(at.global_step);
     save_checkpoint(dir + "/" + name, model, p.opt.get(), full, copies);
@@ -572,6 +576,22 @@ std::vector<nn::Parameter> TrainingRun::averaged_model() {
         model[i].value = std::move(values[i]);
     }
     return model;
+}
+
+// Every rank's BatchNorm buffers averaged into copies (their names kept), as average_buffers_now() would average
+// them in place; none with one rank or no buffers. Collective.
+std::vector<nn::Parameter> TrainingRun::averaged_buffers() {
+    TrainerParts& p = parts_;
+    const std::vector<nn::Parameter*>& names = p.model->buffers();
+    if (p.world == 1 || names.empty()) return {};
+    const auto w = p.watch("the checkpoint's average of the BatchNorm buffers", 0, pos_.global_step);
+    std::vector<Tensor> values = p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step);
+    std::vector<nn::Parameter> buffers(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        buffers[i].name = names[i]->name;
+        buffers[i].value = std::move(values[i]);
+    }
+    return buffers;
 }
 
 // The tensors each rank keeps as its own in local SGD, in a checkpoint's order: parameters, buffers, optimizer state.

@@ -90,6 +90,7 @@ private:
     LossSums recorded_epoch_loss(int rank) const;
     void write_checkpoint(const LoopState& at);
     std::vector<nn::Parameter> averaged_model();
+    std::vector<nn::Parameter> averaged_buffers();
     std::vector<Tensor*> rank_tensors();
     void average_parameters_now();
     void average_buffers_now();

@@ -37,3 +37,24 @@ TEST_CASE("batchnorm running stats: one model on every rank, saved in checkpoint
     CHECK(line["test_loss"].get<double>() == Approx(summary["test_loss"].get<double>()).epsilon(1e-6));
     CHECK(line["test_accuracy"] == summary["test_accuracy"]);
 }
+
+TEST_CASE("batchnorm at 2 ranks: step checkpoints do not change the run", "[train][batchnorm][mpi][resume]") {
+    // A checkpoint saves the ranks' average of the running statistics; made in place, it moved the statistics of
+    // every run with checkpoint.every_steps away from the same run without (test_loss in its last digits).
+    const std::string dir = temp_dir("batchnorm_ckpt_schedule");
+    write_file(dir + "/bn.json", kTinyBn);
+    nlohmann::json test_loss[2];
+    for (int every : {0, 3}) {
+        const std::string out = dir + "/out" + std::to_string(every);
+        write_file(dir + "/c.json", tiny_config(dir + "/bn.json", out,
+                                                R"(, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9})"));
+        const auto r = run_command(mpirun(2) + binary() + " train --config " + dir +
+                                   "/c.json --set train.max_steps=40 --set checkpoint.every_steps=" +
+                                   std::to_string(every));
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        test_loss[every == 0 ? 0 : 1] = read_json(out + "/summary.json")["test_loss"];
+    }
+    REQUIRE(test_loss[0].is_number());
+    CHECK(test_loss[0].get<double>() == test_loss[1].get<double>());  // bit for bit, through an epoch's end
+}
