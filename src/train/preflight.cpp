@@ -74,6 +74,16 @@ void check_output_dir(const std::string& dir) {
     if (const std::string why = cannot_write_in(existing); !why.empty())
         throw InputError("output.dir: cannot write in '" + existing.string() + "' (" + why + "), so '" + dir +
                          "' cannot hold the run's outputs; name a writable folder");
+    // Its checkpoints/ folder, where it is there already (a read-only mount, another owner's): found at the first
+    // checkpoint, it cost the training up to there (and a stop signal always writes one).
+    const fs::path checkpoints = target / "checkpoints";
+    if (!fs::exists(checkpoints, ec)) return;
+    if (!fs::is_directory(checkpoints, ec))
+        throw InputError("output.dir: '" + checkpoints.string() + "' exists and is not a folder; the run's checkpoints "
+                         "go there: move it away or name another output.dir");
+    if (const std::string why = cannot_write_in(checkpoints); !why.empty())
+        throw InputError("output.dir: cannot write in '" + checkpoints.string() + "' (" + why + "), where the run's "
+                         "checkpoints go; make it writable or name another output.dir");
 }
 
 void check_splits(const Datasets& data, const nn::ModelFootprint& model, const std::string& model_path,

@@ -8,6 +8,7 @@
 
 #include "fixtures.hpp"
 #include "output_folder.hpp"
+#include "preflight.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
@@ -92,4 +93,19 @@ TEST_CASE("a `latest` that is not a file is refused before the run trains", "[tr
     fs::create_directory(dir + "/latest");
     CHECK_THROWS_WITH(train::check_latest_pointer(dir), Catch::Contains(dir + "/latest: not a file") &&
                                                              Catch::Contains("remove it"));
+}
+
+TEST_CASE("output.dir's checkpoints/ is checked before training: a file there is refused at once", "[train][output]") {
+    // Found at the first checkpoint, it cost the training up to there.
+    const std::string dir = temp_dir("output-checkpoints-file");
+    std::ofstream(dir + "/checkpoints") << "not a folder";
+    try {
+        train::detail::check_output_dir(dir);
+        FAIL("a file named checkpoints in output.dir was accepted");
+    } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("output.dir: '" + dir + "/checkpoints' exists and is not a folder"));
+    }
+    fs::remove(dir + "/checkpoints");
+    fs::create_directories(dir + "/checkpoints");
+    CHECK_NOTHROW(train::detail::check_output_dir(dir));
 }
