@@ -161,15 +161,22 @@ std::vector<TensorEntry> read_tensor_list(const HeaderReader& r, uint64_t file_b
 }
 
 uint64_t file_bytes_for(const std::vector<TensorEntry>& list, uint64_t header_len) {
+    // Saturating: an unverified header's sizes (described_file_bytes) are bounded only loosely.
+    constexpr uint64_t kMax = UINT64_MAX / 2;
     uint64_t data_bytes = 0;
-    for (const auto& t : list) data_bytes += static_cast<uint64_t>(t.numel) * 4;
-    return kPrefixBytes + header_len + data_bytes + kFooterBytes;
+    for (const auto& t : list) data_bytes = std::min(kMax, data_bytes + std::min(kMax, static_cast<uint64_t>(t.numel) * 4));
+    return std::min(kMax, kPrefixBytes + header_len + data_bytes + kFooterBytes);
 }
 
 // The file size an (unverified) header describes, or 0 when it describes none.
 uint64_t described_file_bytes(const json& header, const std::string& path, uint64_t header_len, uint64_t file_bytes) {
     try {
-        return file_bytes_for(read_tensor_list(HeaderReader(header, path), file_bytes), header_len);
+        // Bounded by far more than the file: a truncated file's tensors are larger than what is left of it, and the
+        // size they describe is what tells a truncation from a damaged header. (1 TiB a dimension keeps every
+        // product below 2^62.)
+        constexpr uint64_t kDimensionBound = uint64_t{1} << 40;
+        return file_bytes_for(read_tensor_list(HeaderReader(header, path), std::max(file_bytes, kDimensionBound)),
+                              header_len);
     } catch (const CheckpointUnreadable&) {
         return 0;
     }

@@ -150,6 +150,13 @@ TEST_CASE("truncated files and trailing garbage are refused", "[train][checkpoin
         fs::resize_file(latest, 30);
         require_exit2_naming(s.eval(latest), {latest, "truncated"});
     }
+    SECTION("truncated right after the header, shorter than its largest tensor") {
+        // Said "header fails its checksum" before: a tensor larger than what is left was taken for a bad header.
+        const CheckpointBytes c = read_checkpoint_bytes(latest);
+        fs::resize_file(latest, 16 + c.header_len + 8);
+        require_exit2_naming(s.eval(latest), {latest, "checkpoint is truncated (" +
+                                                          std::to_string(16 + c.header_len + 8) + " bytes"});
+    }
 }
 
 TEST_CASE("crafted headers that pass the checksum are exit 2 naming the key", "[train][checkpoint][integrity]") {
