@@ -679,6 +679,29 @@ void check_latest_pointer(const std::string& dir) {
                          "it); remove it");
 }
 
+std::vector<std::string> set_aside_checkpoints_after(const std::string& dir, int64_t global_step,
+                                                     const std::string& resumed_path) {
+    std::vector<std::string> moved;
+    std::error_code ec;
+    for (const auto& [step, name] : checkpoints_by_step(dir)) {
+        if (step <= global_step) continue;
+        const fs::path from = fs::path(dir) / name;
+        fs::rename(from, fs::path(from.string() + ".abandoned"), ec);
+        if (ec)
+            throw Error(from.string() + ": cannot rename it out of the way (" + ec.message() +
+                        "); it is a later checkpoint of the run this one resumed away from: move it elsewhere");
+        moved.push_back(name);
+    }
+    if (moved.empty()) return moved;
+    const fs::path resumed = fs::path(resumed_path);
+    const bool here = fs::equivalent(resumed.parent_path(), fs::path(dir), ec) && !ec;
+    if (here)
+        write_atomically(dir + "/latest", [&](std::ofstream& out) { out << resumed.filename().string() << '\n'; });
+    else
+        fs::remove(fs::path(dir) / "latest", ec);
+    return moved;
+}
+
 void remove_stale_temporaries(const std::string& dir) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {

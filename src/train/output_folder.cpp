@@ -94,4 +94,14 @@ bool keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, in
     return epoch_logged;
 }
 
+void report_set_aside(const std::string& dir, const std::vector<std::string>& names, int64_t global_step) {
+    if (names.empty()) return;
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::fprintf(stderr,
+                 "ringtrain: warning: resumed at step %lld; %s held later checkpoints of the run it left (%s): renamed "
+                 "to *.abandoned, so that checkpoint.keep and resume=auto keep to this run\n",
+                 static_cast<long long>(global_step), dir.c_str(), list.c_str());
+}
+
 }  // namespace ringtrain::train::detail

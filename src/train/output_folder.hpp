@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ringtrain::train::detail {
 
@@ -33,5 +34,9 @@ private:
 // Returns whether epoch `epochs_done` has its line (an epoch's checkpoint is written before its evaluation, so a
 // run can stop between the two).
 bool keep_metrics_up_to(const std::string& metrics_path, int64_t epochs_done, int64_t global_step);
+
+// One warning line on stderr naming the later checkpoints set_aside_checkpoints_after renamed in `dir` (nothing
+// when none).
+void report_set_aside(const std::string& dir, const std::vector<std::string>& names, int64_t global_step);
 
 }  // namespace ringtrain::train::detail

@@ -330,7 +330,10 @@ void SparseRun::load_resume_checkpoint() {
     fs::create_directories(dir);
     check_latest_pointer(dir);
     remove_stale_temporaries(dir);
-    if (resumed_) keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
+    if (resumed_) {
+        report_set_aside(dir, set_aside_checkpoints_after(dir, pos_.global_step, resumed_from_), pos_.global_step);
+        keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
+    }
     metrics_ = telemetry::MetricsWriter(metrics, resumed_);
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());

@@ -196,6 +196,7 @@ void TrainingRun::open_outputs() {
     check_latest_pointer(dir);
     remove_stale_temporaries(dir);  // left by a run killed or failing while it wrote a checkpoint
     if (!resumed_from_.empty()) {
+        report_set_aside(dir, set_aside_checkpoints_after(dir, pos_.global_step, resumed_from_), pos_.global_step);
         const bool epoch_logged = keep_metrics_up_to(metrics, pos_.epoch, pos_.global_step);
         log_finished_epoch_ = pos_.step_in_epoch == 0 && pos_.epoch > 0 && !epoch_logged;
     }

@@ -337,3 +337,25 @@ TEST_CASE("a checkpoint of another world size is refused naming both sizes", "[t
                              "rank 1: " + dir + "/garbage.bin: not a ringtrain checkpoint"});
     CHECK(r.output.find("MPI_ABORT") == std::string::npos);
 }
+
+TEST_CASE("a resume from an older checkpoint sets the later ones aside: keep and resume=auto stay on this run",
+          "[train][checkpoint][integrity]") {
+    // The later checkpoints belonged to the run this one left: kept, checkpoint.keep deleted this run's own before
+    // them, and a resume=auto after a damaged newest one jumped onto them, ahead of the step it lost.
+    const Scene s("rollback");
+    const auto r = s.train("--set checkpoint.resume=" + s.ckpt(20) +
+                           " --set train.max_steps=35 --set checkpoint.every_steps=5 --set checkpoint.keep=2");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("resumed at step 20;") && Catch::Contains("ckpt-000000040.bin") &&
+                             Catch::Contains("renamed to *.abandoned"));
+    CHECK_FALSE(fs::exists(s.ckpt(40)));
+    CHECK(fs::exists(s.ckpt(40) + ".abandoned"));  // nothing deleted
+    CHECK(fs::exists(s.ckpt(35)));
+    CHECK(fs::exists(s.ckpt(30)));  // keep 2: this run's newest two
+    CHECK_FALSE(fs::exists(s.ckpt(25)));
+    std::ifstream latest(s.out() + "/checkpoints/latest");
+    std::string named;
+    std::getline(latest, named);
+    CHECK(named == "ckpt-000000035.bin");
+}
