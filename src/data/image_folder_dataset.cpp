@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <thread>
 
 #include "ringtrain/core/error.hpp"
@@ -213,6 +214,22 @@ void ImageFolderDataset::drop_files(std::span<const int64_t> bad) {
     listing_ = std::move(kept);
     cache_ = std::move(cache);
     decoded_whole_ = std::move(decoded);
+}
+
+uint64_t ImageFolderDataset::fingerprint() const {
+    uint64_t h = kFnv1aOffsetBasis;  // paths below the root: the root itself is compared as written (the config)
+    for (size_t i = 0; i < listing_.files.size(); ++i) {
+        const std::string& f = listing_.files[i];
+        const size_t skip = f.compare(0, listing_.root.size(), listing_.root) == 0 ? listing_.root.size() : 0;
+        h = fnv1a(f.data() + skip, f.size() - skip, h);
+        h = fnv1a(&listing_.labels[i], sizeof listing_.labels[i], h);
+        // Its size too (one stat a file): the same names in two generated or copied folders can hold other images.
+        std::error_code ec;
+        const uintmax_t bytes = std::filesystem::file_size(f, ec);
+        const uint64_t size = ec ? ~uint64_t{0} : static_cast<uint64_t>(bytes);
+        h = fnv1a(&size, sizeof size, h);
+    }
+    return h;
 }
 
 }  // namespace ringtrain::data

@@ -2,9 +2,12 @@
 #include "plan_agreement.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/sync/bucket_layout.hpp"
 
 namespace ringtrain::train::detail {
@@ -42,21 +45,45 @@ void append_plan_and_model(const RunPlan& plan, const std::string& model_path, s
     sync::append_json_facts(nlohmann::json::parse(in, nullptr, false), "model", facts);
 }
 
-std::string file_size_text(const std::string& path) {
-    std::error_code ec;
-    const auto n = std::filesystem::file_size(path, ec);
-    return ec ? "unreadable (" + ec.message() + ")" : std::to_string(n) + " bytes";
+std::string hex_of(uint64_t v) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+    return hex;
+}
+
+// A file's size and the hash of its first and last 4 KiB (file_fingerprint), or why it cannot be read.
+std::string file_fingerprint_text(const std::string& path) {
+    try {
+        return file_fingerprint(path);
+    } catch (const Error& e) {
+        return std::string("unreadable (") + e.what() + ")";
+    }
 }
 
 }  // namespace
+
+std::string file_fingerprint(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw InputError(path + ": cannot be read");
+    const auto size = static_cast<int64_t>(in.tellg());
+    constexpr int64_t kEdge = 4096;
+    std::string head(static_cast<size_t>(std::min(size, kEdge)), '\0'), tail(head.size(), '\0');
+    in.seekg(0);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    in.seekg(size - static_cast<int64_t>(tail.size()));
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    if (!in) throw InputError(path + ": cannot be read");
+    return std::to_string(size) + " bytes, first and last 4 KiB fnv1a " +
+           hex_of(fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size())));
+}
 
 sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_path, int64_t num_features,
                                   const std::vector<nn::Parameter*>& tensors, const std::string& optimizer) {
     sync::Facts facts;
     append_plan_and_model(plan, model_path, facts);
     facts.push_back({"feature count (from the data)", std::to_string(num_features)});
-    facts.push_back({"training file size", file_size_text(plan.data.train_file)});
-    facts.push_back({"test file size", file_size_text(plan.data.test_file)});
+    facts.push_back({"training file", file_fingerprint_text(plan.data.train_file)});
+    facts.push_back({"test file", file_fingerprint_text(plan.data.test_file)});
     sync::append_parameter_facts(tensors, facts);
     facts.push_back({"optimizer", optimizer});
     return facts;
@@ -73,6 +100,9 @@ sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, c
     facts.push_back({"training sample shape", shape_string(data.train->sample_shape())});
     facts.push_back({"test sample shape", shape_string(data.test->sample_shape())});
     facts.push_back({"training set classes", std::to_string(data.train->num_classes())});
+    // The contents too: the same path can hold different files on two hosts (a stale copy, shifted labels).
+    facts.push_back({"the training data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.train->fingerprint())});
+    facts.push_back({"the test data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.test->fingerprint())});
 
     const auto& params = model.parameters();
     sync::append_parameter_facts(params, facts);

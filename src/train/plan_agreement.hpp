@@ -20,6 +20,11 @@ sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, c
 // The sparse path's facts: the plan key by key, the model file's content, the feature count the data gave, the
 // training and test files' sizes in bytes (the row counts are known only by reading the files, which the ranks
 // stream; equal sizes of one path stand for equal files), then the tensors (table, bias, optimizer state).
+// A file as checkpoints and the ranks' agreement record it: its size and a hash of its first and last 4 KiB. Cheap at
+// any size, and enough to tell another file, or one rewritten since, from the one a run read. InputError when it
+// cannot be read.
+std::string file_fingerprint(const std::string& path);
+
 sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_path, int64_t num_features,
                                   const std::vector<nn::Parameter*>& tensors, const std::string& optimizer);
 

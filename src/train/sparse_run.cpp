@@ -87,25 +87,6 @@ int64_t recorded_steps_per_epoch(int64_t known, const LoopState& at) {
     return known > 0 ? known : std::max<int64_t>(1, at.step_in_epoch);
 }
 
-// The training file as a checkpoint records it: its size and a hash of its first and last 4 KiB. Cheap at any
-// size, and enough to tell another file, or one rewritten since, from the file whose row order resume replays.
-std::string file_fingerprint(const std::string& path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw InputError(path + ": cannot be read");
-    const auto size = static_cast<int64_t>(in.tellg());
-    constexpr int64_t kEdge = 4096;
-    std::string head(static_cast<size_t>(std::min(size, kEdge)), '\0'), tail(head.size(), '\0');
-    in.seekg(0);
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    in.seekg(size - static_cast<int64_t>(tail.size()));
-    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-    if (!in) throw InputError(path + ": cannot be read");
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size()))));
-    return std::to_string(size) + " bytes, first and last 4 KiB fnv1a " + hex;
-}
-
 // What fixes which rows each rank reads at each step (resume replays an epoch's order by counting batches): the
 // checkpoint records them, and resuming across a change would land somewhere else in the data, silently.
 json stream_settings(const RunPlan& plan, const std::string& train_fingerprint) {

@@ -174,3 +174,38 @@ TEST_CASE("eval with a different checkpoint on each rank exits 2 naming both, in
     CHECK(same.exit_code == 0);
     CHECK_THAT(same.output, Catch::Contains("test_accuracy"));
 }
+
+TEST_CASE("the same data path holding other files on another rank's host is refused at start-up",
+          "[train][mpi][agree][image]") {
+    // The paths agree as written, the sizes and classes too; only the contents differ (each rank started in its own
+    // working folder, as two hosts with different copies would be). It trained on the mix before, with exit 0.
+    const std::string dir = temp_dir("disagree-contents");
+    for (const char* host : {"a", "b"})
+        for (const char* split : {"train", "test"}) {
+            const auto g = run_command(binary() + " make-image-folder --out " + dir + "/" + host + "/" + split +
+                                       " --classes 2 --per-class 6 --size 16x16 --seed " +
+                                       (std::string(split) == "train" && std::string(host) == "b" ? "2" : "1"));
+            INFO(g.output);
+            REQUIRE(g.exit_code == 0);
+        }
+    write_file(dir + "/model.json", R"({"name": "tiny", "input": [1, 8, 8],
+      "layers": [{"type": "flatten"}, {"type": "linear", "out_features": 2}], "loss": "softmax_cross_entropy"})");
+    write_file(dir + "/c.json", R"({"model": ")" + dir + R"(/model.json",
+      "data": {"format": "image_folder", "train_dir": "train", "test_dir": "test", "image_size": [8, 8],
+               "channels": 1, "mean": [0.5], "std": [0.25]},
+      "train": {"batch_size": 2, "epochs": 1, "max_steps": 2}, "device": "cpu",
+      "output": {"dir": ")" + dir + R"(/out", "progress": "none"}})");
+    const std::string train = binary() + " train --config " + dir + "/c.json";
+    const auto r = run_command("timeout 60 " + mpirun(1) + "-wdir " + dir + "/a " + train + " : -np 1 -wdir " + dir +
+                               "/b " + train);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("rank 0: ranks disagree on the training data (a fingerprint of its files"));
+    CHECK_THAT(r.output, Catch::Contains("rank 1: ranks disagree on the training data"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/out/metrics.jsonl"));
+    // The same copy on both: it trains.
+    const auto same = run_command("timeout 60 " + mpirun(1) + "-wdir " + dir + "/a " + train + " : -np 1 -wdir " +
+                                  dir + "/a " + train);
+    INFO(same.output);
+    CHECK(same.exit_code == 0);
+}

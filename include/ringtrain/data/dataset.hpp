@@ -37,6 +37,10 @@ public:
     virtual void will_read(int64_t index) const {}
     // For messages and `ringtrain info`: where the data came from.
     virtual std::string description() const = 0;
+    // A digest of the data for the ranks' start-up agreement: one path can hold different files on two hosts, and
+    // equal sizes would hide it. By default the values and labels of up to 64 samples spread over the set (read());
+    // readers that know their contents more cheaply override it (image folders: every file's path, label and size).
+    virtual uint64_t fingerprint() const;
 };
 
 }  // namespace ringtrain::data

@@ -58,6 +58,8 @@ public:
     float read_training(int64_t index, float* x, uint64_t draw_key) const override;
     bool reads_are_costly() const override { return true; }
     std::vector<std::string> class_names() const override { return listing_.classes; }
+    // Every file's path below the root, its label and its size (no decoding).
+    uint64_t fingerprint() const override;
     std::string description() const override;
 
     const std::string& file(int64_t index) const { return listing_.files.at(static_cast<size_t>(index)); }
