@@ -158,6 +158,13 @@ int predict_with(const PredictArgs& a, const train::Config& config, int world_ra
             throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
                              "predict --measure ...");
         comm = comm::make_communicator(train::to_string(plan.sync.backend));
+        // Every rank profiles its own config side by side: another config on one rank (another model, batch, data)
+        // would make the spread and the link another run's. Exit 2 on every rank, as train does.
+        sync::Facts facts;
+        sync::append_json_facts(plan.to_json(), "", facts);
+        std::erase_if(facts, [](const sync::Fact& f) { return f.key.rfind("output.", 0) == 0; });  // rank 0's alone
+        facts.push_back({"predict --steps", std::to_string(a.steps)});
+        sync::require_same_facts(*comm, facts);
         std::vector<double> sizes;
         for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
         const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9);

@@ -28,6 +28,13 @@ ToolArgs parse_tool_args(const std::string& tool, int argc, char** argv, std::in
 int run_tool(const std::function<int()>& body, int world_rank) {
     try {
         return body();
+    } catch (const CollectiveInputError& e) {
+        // Raised on every rank at once (the ranks disagree): each says so, as train does.
+        if (world_rank < 0)
+            std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+        else
+            std::fprintf(stderr, "ringtrain: error: rank %d: %s\n", world_rank, e.what());
+        return 2;
     } catch (const InputError& e) {
         if (world_rank <= 0) std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
         return 2;

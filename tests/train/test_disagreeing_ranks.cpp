@@ -209,3 +209,20 @@ TEST_CASE("the same data path holding other files on another rank's host is refu
     INFO(same.output);
     CHECK(same.exit_code == 0);
 }
+
+TEST_CASE("predict --measure with another config on one rank exits 2 on every rank", "[train][mpi][agree][predict]") {
+    // Every rank profiles side by side: one rank's other batch size made the spread and the link another run's, and
+    // the table came out with exit 0.
+    const std::string dir = temp_dir("disagree-predict");
+    write_file(dir + "/tiny.json", kTinyCnn);
+    write_file(dir + "/c.json", tiny_config(dir + "/tiny.json", dir + "/out"));
+    const std::string predict = binary() + " predict --config " + dir + "/c.json --measure --steps 2";
+    const auto r = run_command("timeout 60 " + mpirun(1) + predict + " : -np 1 " + predict +
+                               " --set train.batch_size=16");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    for (const char* rank : {"rank 0: ", "rank 1: "})
+        CHECK_THAT(r.output, Catch::Contains(std::string(rank) + "ranks disagree on train.batch_size: rank 0 has 8, "
+                                                                 "rank 1 has 16"));
+    CHECK_THAT(r.output, !Catch::Contains("efficiency"));
+}
