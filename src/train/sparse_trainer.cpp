@@ -63,6 +63,7 @@ nlohmann::json SparseTrainer::train() {
         }
         run.end_epoch();  // epoch loss, evaluation, epoch checkpoint (not inside an epoch a stop left)
     }
+    stop.votes_over();
     run.finish();  // after a stop signal: the checkpoint, always
     return run.write_summary();
 }

@@ -25,6 +25,8 @@ struct HandlerState {
     std::atomic<int> signal{0};      // the first handled signal's number, 0 until then
     std::atomic<bool> live{false};   // a StopRequest exists
     std::atomic<bool> closing{false};
+    std::atomic<bool> agreed{false};      // agreed() was called
+    std::atomic<bool> votes_over{false};  // votes_over() was called: the loop will not vote again
     sem_t woken;  // posted by the first signal (sem_post is async-signal-safe) and by the destructor
     sem_t done;   // posted by agreed() and by the destructor
     char second_signal_message[256];
@@ -95,13 +97,15 @@ std::string signal_name(int signo) {
     return "signal " + std::to_string(signo);
 }
 
-StopRequest::StopRequest(int extra_signal, double grace_s, int rank, AfterStop after) : after_(after) {
+StopRequest::StopRequest(int extra_signal, double grace_s, int rank, AfterStop after) : after_(after), rank_(rank) {
     bool idle = false;
     if (!g_state.live.compare_exchange_strong(idle, true))
         throw Error("internal: a second StopRequest while one is live (signal handlers are process-wide)");
     HandlerState& g = g_state;
     g.signal.store(0);
     g.closing.store(false);
+    g.agreed.store(false);
+    g.votes_over.store(false);
     sem_init(&g.woken, 0, 0);
     sem_init(&g.done, 0, 0);
     const int n = std::snprintf(g.second_signal_message, sizeof g.second_signal_message,
@@ -141,7 +145,25 @@ StopRequest::~StopRequest() {
 
 const std::atomic<int>& StopRequest::flag() const { return g_state.signal; }
 
-void StopRequest::agreed() { sem_post(&g_state.done); }
+void StopRequest::agreed() {
+    g_state.agreed.store(true);
+    sem_post(&g_state.done);
+}
+
+void StopRequest::votes_over() {
+    HandlerState& g = g_state;
+    g.votes_over.store(true);
+    const int sig = g.signal.load();
+    if (sig == 0 || g.agreed.load()) return;
+    // A signal came during the last step (or the last vote's step): no boundary is left to stop at, and the run's
+    // end is closer than any stop would be.
+    std::fprintf(stderr,
+                 "ringtrain: rank %d: the run reached its last step before the ranks agreed to stop on %s: it finishes "
+                 "as usual (evaluation, checkpoint, summary); a second signal ends at once\n",
+                 rank_, signal_name(sig).c_str());
+    std::fflush(stderr);
+    sem_post(&g.done);  // the watchdog stands down: no agreement is coming
+}
 
 // Waits for the first signal, then for agreed() for up to grace_s; past that, ends the process (a rank that never
 // reaches the next step boundary would otherwise hold the job until the scheduler kills it, checkpoint-less anyway).
@@ -150,6 +172,16 @@ void StopRequest::watch(double grace_s, int rank) {
     while (sem_wait(&g.woken) != 0 && errno == EINTR) {
     }
     if (g.closing.load()) return;
+    if (g.votes_over.load()) {
+        // After the loop: nothing votes any more, and what is left (the final evaluation, checkpoint and summary) is
+        // watched as collectives are. No grace deadline: the run ends by itself.
+        std::fprintf(stderr,
+                     "ringtrain: rank %d: %s received after the run's last step: it finishes its evaluation, checkpoint "
+                     "and summary, then exits; a second signal ends at once\n",
+                     rank, signal_name(g.signal.load()).c_str());
+        std::fflush(stderr);
+        return;
+    }
     // Said at once, from this thread (not the handler): when mpirun or Slurm tears a job down after a rank died, it
     // sends SIGTERM and kills a second later, so this line is the survivors' only word on what happened.
     // SIGTERM is also how mpirun and srun end the other ranks when one fails: say so, or the survivors' lines

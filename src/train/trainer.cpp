@@ -295,6 +295,7 @@ json Trainer::train_loop() {
         }
         run.end_epoch();
     }
+    run.end_of_votes();
     run.finish();
     return run.write_summary();
 }

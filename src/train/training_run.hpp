@@ -61,6 +61,8 @@ public:
     void write_step_checkpoint();
     // The epoch's loss over all ranks; unless max_steps stopped it: evaluation, epoch line, epoch checkpoint.
     void end_epoch();
+    // The loop is over: a stop signal from now on (or one not agreed on in time) no longer stops the run.
+    void end_of_votes() { stop_.votes_over(); }
     // After the loop: one model on every rank, the final checkpoint (always after a stop signal), an evaluation if
     // none ran (not after a stop signal: the grace time is short).
     void finish();

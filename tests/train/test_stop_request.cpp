@@ -144,6 +144,40 @@ TEST_CASE("no agreement within the grace period ends the process with exit 4; ag
           "second signal ends at once\n");
 }
 
+TEST_CASE("a signal the run's end overtakes does not end the process: no vote is left to agree on", "[stop]") {
+    // A signal during the last step, then the loop ends (votes_over): the run finishes as usual, past the grace period
+    // (its final evaluation and summary); before, the watchdog ended it with exit 4 and no summary.
+    const ChildResult during = in_child([] {
+        StopRequest stop(SIGUSR1, 0.3, 1);
+        std::raise(SIGUSR1);
+        stop.votes_over();
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    });
+    CHECK(during.exit_code == 0);
+    CHECK(during.stderr_text.find("rank 1: the run reached its last step before the ranks agreed to stop on SIGUSR1: "
+                                  "it finishes as usual") != std::string::npos);
+    // A signal after the loop: said, no deadline.
+    const ChildResult after = in_child([] {
+        StopRequest stop(SIGUSR1, 0.3, 1);
+        stop.votes_over();
+        std::raise(SIGUSR1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    });
+    CHECK(after.exit_code == 0);
+    CHECK(after.stderr_text == "ringtrain: rank 1: SIGUSR1 received after the run's last step: it finishes its "
+                               "evaluation, checkpoint and summary, then exits; a second signal ends at once\n");
+    // An agreed stop is not said to be overtaken.
+    const ChildResult agreed = in_child([] {
+        StopRequest stop(SIGUSR1, 0.3, 1);
+        std::raise(SIGUSR1);
+        stop.agreed();
+        stop.votes_over();
+    });
+    CHECK(agreed.exit_code == 0);
+    CHECK(agreed.stderr_text.find("overtaken") == std::string::npos);
+    CHECK(agreed.stderr_text.find("reached its last step") == std::string::npos);
+}
+
 TEST_CASE("a SIGTERM's line says it may be the launcher ending the job after another rank failed", "[stop]") {
     // mpirun and srun end the other ranks with SIGTERM when one fails: the survivors must not read as preempted.
     const ChildResult r = in_child([] {

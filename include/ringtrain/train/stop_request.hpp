@@ -61,9 +61,14 @@ public:
     int signal() const { return flag().load(); }
     // The ranks agreed to stop: the watchdog stands down (the grace period covers reaching the agreement only).
     void agreed();
+    // The loop is over and will not vote again (every rank at the same point). A signal that came and was not agreed
+    // on is said to be overtaken by the run's end, and the watchdog stands down; one that comes later is said so
+    // too, with no grace deadline (the run finishes by itself).
+    void votes_over();
 
 private:
     AfterStop after_;
+    int rank_ = 0;
     void watch(double grace_s, int rank);
 
     std::vector<int> signals_;
