@@ -189,9 +189,9 @@ void TrainingRun::add_prediction(json& summary) {
     }
 }
 
-json TrainingRun::write_summary() {
+json TrainingRun::gather_summary() {
     TrainerParts& p = parts_;
-    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic and one write.
+    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic.
     const auto w = p.watch("the end-of-run summary's collectives", 0, pos_.global_step);
     const RankTotals mine{p.comm.bytes_sent() + p.gsync->communicator().bytes_sent(),
                           p.comm.bytes_received() + p.gsync->communicator().bytes_received(),
@@ -262,7 +262,18 @@ json TrainingRun::write_summary() {
     add_prediction(summary);  // collective
     if (p.device == Device::CUDA) add_gpu_sections(summary, p.gpu_monitor.get(), p.gpu_monitor_why);
     if (plan_.train.profile_layers) summary["last_step_layer_s"] = layer_seconds_json(*p.model);
-    if (p.is_root()) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
+    return summary;
+}
+
+json TrainingRun::write_summary() {
+    const json summary = gather_summary();  // collective, watched
+    // The write is rank 0's own: watched under its own name, so that a hung file system ends the job naming it, not
+    // the collectives and the other ranks.
+    TrainerParts& p = parts_;
+    if (p.is_root()) {
+        const auto w = p.watch("rank 0's write of output.dir/summary.json", 0, pos_.global_step);
+        telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
+    }
     std::string timeline_error;
     if (!p.timeline->write(&timeline_error)) {
         // Every rank writes its own file: each says when it could not, whatever output.progress is (preflight checked

@@ -91,6 +91,7 @@ private:
     LossSums epoch_sums_over_ranks();
     LossSums recorded_epoch_loss(int rank) const;
     void write_checkpoint(const LoopState& at);
+    nlohmann::json gather_summary();  // write_summary's collective part
     std::vector<nn::Parameter> averaged_model();
     std::vector<nn::Parameter> averaged_buffers();
     std::vector<Tensor*> rank_tensors();
