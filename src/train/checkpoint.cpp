@@ -191,8 +191,15 @@ void require_same_tensors(const std::string& path, const std::vector<TensorEntry
         if (h && w && h->name == w->first && h->shape == w->second->shape()) continue;
         const std::string hs = h ? "'" + h->name + "' " + shape_string(h->shape) : "nothing";
         const std::string ws = w ? "'" + w->first + "' " + shape_string(w->second->shape()) : "nothing";
+        // The optimizer's name matched before this is called: a different state is a changed setting (SGD's momentum
+        // buffers come and go with optimizer.momentum).
+        const std::string why = what == "optimizer"
+                                    ? "the optimizer's settings differ from the run that wrote it (optimizer.momentum "
+                                      "0 keeps no momentum buffers, above 0 one per parameter): resume with the "
+                                      "settings that wrote it, or start a fresh run in another output.dir"
+                                    : "it was written for another " + what + ", use a checkpoint of this one";
         throw InputError(path + ": " + what + " tensor " + std::to_string(i) + " is " + hs + " in the checkpoint but " +
-                         ws + " in this run; it was written for another " + what + ", use a checkpoint of this one");
+                         ws + " in this run; " + why);
     }
 }
 

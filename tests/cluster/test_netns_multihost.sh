@@ -72,9 +72,14 @@ if wait_steps "$W/kill/metrics.jsonl" 40 60 "$job"; then
   took=$(since "$t")
   rc=0; if kill -0 "$job" 2>/dev/null; then rc=still-running; kill -TERM "$job"; wait "$job"; else wait "$job" || rc=$?; fi
   own=$(grep -m1 -E '^ringtrain: (error: )?rank 0: ' "$W/kill.log")
+  # Where rank 0 was inside a TCP send when its peer vanished, Open MPI's ob1 ends it itself ("writev failed:
+  # Connection reset by peer" ... "FATAL") before the launcher's SIGTERM reaches ringtrain's handler (seen under
+  # ctest -j2 load): that line, from rank 0's host, names the cause too.
+  [ -z "$own" ] && grep -q 'pml_ob1_sendreq.c:[0-9]* FATAL' "$W/kill.log" \
+    && own=$(grep -m1 -E '^\[rtnt0\].*Connection reset by peer' "$W/kill.log")
   if awk -v s="$took" 'BEGIN{exit !(s <= 10)}' && [ "$rc" != 0 ] && [ "$rc" != 124 ] && ! grep -q RT_CLUSTER_TIMEOUT "$W/kill.log" \
      && [ -n "$own" ]; then
-    ok "rank 1 SIGKILLed: the job ended after $took s with $rc; rank 0 said: $own"
+    ok "rank 1 SIGKILLed: the job ended after $took s with $rc; said: $own"
   else
     bad "rank 1 SIGKILLed: ended after $took s, rc $rc, survivor's own line: '${own:-none}'"
     grep -v '^ *$' "$W/kill.log" | tail -n 12

@@ -359,3 +359,11 @@ TEST_CASE("a resume from an older checkpoint sets the later ones aside: keep and
     std::getline(latest, named);
     CHECK(named == "ckpt-000000035.bin");
 }
+
+TEST_CASE("resuming with another optimizer setting names the setting, not 'another optimizer'",
+          "[train][checkpoint][integrity]") {
+    const Scene s("momentum");  // written with SGD, momentum 0.9
+    require_exit2_naming(s.train("--set checkpoint.resume=auto --set optimizer.momentum=0"),
+                         {s.ckpt(40), "momentum_buffer", "optimizer.momentum", "resume with the settings that wrote it"});
+    CHECK(s.metrics_intact());
+}
