@@ -126,13 +126,19 @@ ConvPlan& conv_plan(const Shape& xs, const Shape& wsh, const Conv2dParams& p) {
     return plans.emplace(key, plan).first->second;
 }
 
-// The first (fastest) successful result within the workspace limit.
+// The first (fastest) successful result within the workspace limit; null when there is none.
 template <class Perf>
-const Perf& pick(const Perf* perf, int count, const char* what) {
+const Perf* first_usable(const Perf* perf, int count) {
     for (int k = 0; k < count; ++k)
         if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= kMaxWorkspace &&
             (tf32_allowed() || perf[k].mathType != CUDNN_TENSOR_OP_MATH))
-            return perf[k];
+            return &perf[k];
+    return nullptr;
+}
+
+template <class Perf>
+const Perf& pick(const Perf* perf, int count, const char* what) {
+    if (const Perf* p = first_usable(perf, count)) return *p;
     throw Error(std::string("cuDNN found no usable ") + what + " algorithm for this convolution shape");
 }
 
@@ -157,10 +163,18 @@ template <class Perf, int Count, class Get, class Find, class A, class B, class 
 const Perf& choose_algorithm(Get get, Find find, A a, B b, cudnnConvolutionDescriptor_t conv, C c, Perf (&perf)[Count],
                              const char* what) {
     int n = 0;
-    if (heuristic_algos())
-        check_cudnn(get(cudnn(), a, b, conv, c, Count, &n, perf), "cudnnGetConvolution*Algorithm_v7");
-    else
-        check_cudnn(find(cudnn(), a, b, conv, c, Count, &n, perf), "cudnnFindConvolution*Algorithm");
+    if (!heuristic_algos()) {
+        // cudnnFind* allocates its trial buffers itself, outside the caching allocator: on a shape first seen mid-run
+        // (an evaluation batch) with the cache holding most of the device, every candidate can fail to allocate, on
+        // one rank only. Then the cache is emptied and Find runs again; past that, cuDNN's heuristic ranking, which
+        // allocates nothing.
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            if (find(cudnn(), a, b, conv, c, Count, &n, perf) == CUDNN_STATUS_SUCCESS)
+                if (const Perf* best = first_usable(perf, n)) return *best;
+            cuda_empty_cache();
+        }
+    }
+    check_cudnn(get(cudnn(), a, b, conv, c, Count, &n, perf), "cudnnGetConvolution*Algorithm_v7");
     return pick(perf, n, what);
 }
 
