@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "image_transform_detail.hpp"
+#include "ringtrain/core/crc32c.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/rng.hpp"
 
@@ -32,6 +33,8 @@ ImageTransformOptions transform_options(const Cifar10Options& o) {
 
 class Cifar10Dataset final : public Dataset {
 public:
+    // The stored records (CRC-32C), before any transform: the same on any host for the same files.
+    uint64_t fingerprint() const override { return crc32c(std::as_bytes(std::span<const uint8_t>(records_))); }
     Cifar10Dataset(std::string source, std::vector<uint8_t> records, const Cifar10Options& options)
         : source_(std::move(source)), records_(std::move(records)), transform_(transform_options(options)),
           lut_(normalisation_table(transform_)) {

@@ -1,7 +1,9 @@
 #include "idx_dataset.hpp"
 
 #include <algorithm>
+#include <span>
 
+#include "ringtrain/core/crc32c.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::data {
@@ -48,6 +50,12 @@ std::string IdxDataset::description() const {
     return "IDX " + dir_ + " (" + (split_ == Split::Train ? "train" : "test") + " split, " + std::to_string(n_) +
            " samples of 1x" + std::to_string(rows_) + "x" + std::to_string(cols_) + ", " +
            std::to_string(num_classes_) + " classes, from " + images_path_ + ")";
+}
+
+uint64_t IdxDataset::fingerprint() const {
+    const uint32_t pixels = crc32c(std::as_bytes(std::span<const uint8_t>(pixels_)));
+    const uint32_t labels = crc32c(std::as_bytes(std::span<const uint8_t>(labels_)));
+    return (static_cast<uint64_t>(pixels) << 32) | labels;
 }
 
 }  // namespace ringtrain::data

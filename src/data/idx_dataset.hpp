@@ -23,6 +23,8 @@ public:
     float read(int64_t index, float* x) const override;
     void will_read(int64_t index) const override;
     std::string description() const override;
+    // The stored bytes (pixels and labels, CRC-32C), before normalisation: the same on any host for the same files.
+    uint64_t fingerprint() const override;
 
 private:
     std::string dir_;

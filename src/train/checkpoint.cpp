@@ -688,24 +688,30 @@ void check_latest_pointer(const std::string& dir) {
 
 std::vector<std::string> set_aside_checkpoints_after(const std::string& dir, int64_t global_step,
                                                      const std::string& resumed_path) {
-    std::vector<std::string> moved;
+    std::vector<std::pair<int64_t, std::string>> later;
+    for (const auto& f : checkpoints_by_step(dir))
+        if (f.first > global_step) later.push_back(f);
+    if (later.empty()) return {};
     std::error_code ec;
-    for (const auto& [step, name] : checkpoints_by_step(dir)) {
-        if (step <= global_step) continue;
+    // `latest` first: a stop part-way through the renames must not leave it naming one of them.
+    const fs::path resumed = fs::absolute(fs::path(resumed_path));
+    if (fs::equivalent(resumed.parent_path(), fs::path(dir), ec) && !ec)
+        write_atomically(dir + "/latest", [&](std::ofstream& out) { out << resumed.filename().string() << '\n'; });
+    else
+        fs::remove(fs::path(dir) / "latest", ec);
+    std::vector<std::string> moved;
+    for (const auto& [step, name] : later) {
         const fs::path from = fs::path(dir) / name;
-        fs::rename(from, fs::path(from.string() + ".abandoned"), ec);
+        // Never over an earlier roll-back's file of the same name: .abandoned, .abandoned-2, ...
+        fs::path to = fs::path(from.string() + ".abandoned");
+        for (int k = 2; fs::exists(fs::symlink_status(to, ec)); ++k)
+            to = fs::path(from.string() + ".abandoned-" + std::to_string(k));
+        fs::rename(from, to, ec);
         if (ec)
             throw Error(from.string() + ": cannot rename it out of the way (" + ec.message() +
                         "); it is a later checkpoint of the run this one resumed away from: move it elsewhere");
         moved.push_back(name);
     }
-    if (moved.empty()) return moved;
-    const fs::path resumed = fs::path(resumed_path);
-    const bool here = fs::equivalent(resumed.parent_path(), fs::path(dir), ec) && !ec;
-    if (here)
-        write_atomically(dir + "/latest", [&](std::ofstream& out) { out << resumed.filename().string() << '\n'; });
-    else
-        fs::remove(fs::path(dir) / "latest", ec);
     return moved;
 }
 

@@ -90,7 +90,7 @@ sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_
 }
 
 sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
-                           const nn::Model& model) {
+                           const nn::Model& model, bool contents) {
     sync::Facts facts;
     // Model::from_file has just read the model, so it parses: "model.layers[5].out_features".
     append_plan_and_model(plan, model_path, facts);
@@ -101,8 +101,8 @@ sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, c
     facts.push_back({"test sample shape", shape_string(data.test->sample_shape())});
     facts.push_back({"training set classes", std::to_string(data.train->num_classes())});
     // The contents too: the same path can hold different files on two hosts (a stale copy, shifted labels).
-    facts.push_back({"the training data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.train->fingerprint())});
-    facts.push_back({"the test data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.test->fingerprint())});
+    if (contents) facts.push_back({"the training data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.train->fingerprint())});
+    if (contents) facts.push_back({"the test data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.test->fingerprint())});
 
     const auto& params = model.parameters();
     sync::append_parameter_facts(params, facts);

@@ -13,9 +13,10 @@
 namespace ringtrain::train::detail {
 
 // In an order that names the cause before its effects: config keys first, then what they produce. Only
-// output.progress is left out (plan_agreement.cpp says why).
+// output.progress and output.dir are left out (plan_agreement.cpp says why). `contents`: the data sets' fingerprints
+// too (Dataset::fingerprint; a stat of some files for an image folder), which only several ranks need.
 sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, const Datasets& data,
-                           const nn::Model& model);
+                           const nn::Model& model, bool contents);
 
 // The sparse path's facts: the plan key by key, the model file's content, the feature count the data gave, the
 // training and test files' sizes in bytes (the row counts are known only by reading the files, which the ranks

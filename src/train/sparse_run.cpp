@@ -958,7 +958,17 @@ json peer_parsing_block(const std::string& off, const std::vector<RankTotals>& a
 }  // namespace
 
 json SparseRun::write_summary() {
-    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic and one write.
+    const json summary = gather_summary();  // collective, watched
+    if (rank_ == 0) {
+        // Rank 0's own write, watched under its own name: a hung file system is not the other ranks' fault.
+        const auto w = watch("rank 0's write of output.dir/summary.json", 0);
+        telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
+    }
+    return summary;
+}
+
+json SparseRun::gather_summary() {
+    // Its gathers and the prediction's probes are collectives; the rest is milliseconds of arithmetic.
     const auto w = watch("the end-of-run summary's collectives", 0);
     const sync::SparseSyncStats& st = gsync_->stats();
     const data::SparseReaderStats rs = train_reader_->stats();
@@ -1021,7 +1031,6 @@ json SparseRun::write_summary() {
             {phases_, steps_run_, train_seconds_, st, model_->num_features(), model_->out_features(), bias_grad_.size(),
              work_before_opening_, work_before_exchange_});
     }
-    if (rank_ == 0) telemetry::write_json_atomically(plan_.output.dir + "/summary.json", summary);
     return summary;
 }
 

@@ -81,6 +81,7 @@ public:
     void finish();
     // summary.json (rank 0 writes it); every rank returns it. Collective.
     nlohmann::json write_summary();
+    nlohmann::json gather_summary();  // write_summary's collective part
 
     // Test accuracy, loss (= test_logloss) and exact AUC over every rank's share of the test file. Collective.
     nlohmann::json evaluate();

@@ -100,7 +100,7 @@ void TrainerParts::build_locally() {
     }
     use_synchronised_batchnorm();
     build_optimizer();
-    facts = facts_to_agree(plan, config.model_path(), data, *model);
+    facts = facts_to_agree(plan, config.model_path(), data, *model, /*contents=*/world > 1);
 }
 
 void TrainerParts::agree_across_ranks() { sync::require_same_facts(comm, facts); }
@@ -300,6 +300,25 @@ json Trainer::train_loop() {
     return run.write_summary();
 }
 
+// Each rank read its own --checkpoint: one that names another file (or another copy that differs) would make the
+// figures a mix of two models. The loaded values are compared, not the paths (one file, reached by other paths on
+// other hosts, is the same checkpoint); the paths only name them in the message. Collective; exit 2 on every rank.
+void Trainer::require_same_checkpoint_values(const std::string& checkpoint) {
+    comm::Communicator& comm = parts_->comm;
+    const uint64_t mine = sync::parameter_value_hash(parts_->model->checkpoint_tensors());
+    const std::vector<uint64_t> all = comm.allgather(mine);
+    if (std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == all[0]; })) return;
+    const std::vector<std::string> paths = comm::allgather_strings(comm, checkpoint);
+    std::string which;
+    for (size_t r = 0; r < all.size(); ++r) {
+        char digest[20];
+        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(all[r]));
+        which += (r ? ", rank " : "rank ") + std::to_string(r) + " read " + paths[r] + " (values " + digest + ")";
+    }
+    throw CollectiveInputError("eval: the ranks loaded different models from --checkpoint: " + which +
+                               "; pass every rank the same checkpoint");
+}
+
 json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
     // Every rank reads the checkpoint; one that cannot (missing, damaged, another model's) fails the job through
     // one agreement, so every rank leaves with exit 2 and its line instead of an MPI_Abort.
@@ -314,12 +333,7 @@ json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
             deadline.enter("waiting for the other ranks to read their checkpoint");
         });
     }
-    // Each rank read its own --checkpoint: one that names another file (or another copy that differs) would make the
-    // figures a mix of two models. The loaded values are compared, not the paths (one file seen from several hosts).
-    char digest[32];
-    std::snprintf(digest, sizeof digest, "%016llx",
-                  static_cast<unsigned long long>(sync::parameter_value_hash(parts_->model->checkpoint_tensors())));
-    sync::require_same_facts(parts_->comm, {{"--checkpoint", checkpoint + " (values " + digest + ")"}});
+    require_same_checkpoint_values(checkpoint);
     json r = parts_->evaluate(at.global_step);
     r["checkpoint"] = checkpoint;
     r["world_size"] = parts_->world;

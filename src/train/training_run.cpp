@@ -638,6 +638,7 @@ void TrainingRun::evaluate_now() {
     // One span around it, so that its layers' spans (the training names) read as an evaluation in the timeline.
     telemetry::Span span(parts_.timeline.get(), "evaluate", "phase");
     const double t0 = telemetry::now_seconds();
+    parts_.gsync->drain();  // the GPU's last gradient collectives, watched under their own name (the averages read them)
     average_parameters_now();
     average_buffers_now();
     last_eval_ = parts_.evaluate(pos_.global_step);

@@ -361,4 +361,14 @@ TEST_CASE("a resume from an older checkpoint sets the later ones aside: keep and
     std::string named;
     std::getline(latest, named);
     CHECK(named == "ckpt-000000035.bin");
+    // Twice more from step 30: step 35 is set aside each time, next to the earlier one, never over it.
+    for (int again = 0; again < 2; ++again) {
+        const auto r2 = s.train("--set checkpoint.resume=" + s.ckpt(30) +
+                                " --set train.max_steps=35 --set checkpoint.every_steps=5 --set checkpoint.keep=2");
+        INFO(r2.output);
+        REQUIRE(r2.exit_code == 0);
+    }
+    CHECK(fs::exists(s.ckpt(35) + ".abandoned"));
+    CHECK(fs::exists(s.ckpt(35) + ".abandoned-2"));
+    CHECK(fs::exists(s.ckpt(40) + ".abandoned"));
 }

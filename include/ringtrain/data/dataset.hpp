@@ -38,8 +38,10 @@ public:
     // For messages and `ringtrain info`: where the data came from.
     virtual std::string description() const = 0;
     // A digest of the data for the ranks' start-up agreement: one path can hold different files on two hosts, and
-    // equal sizes would hide it. By default the values and labels of up to 64 samples spread over the set (read());
-    // readers that know their contents more cheaply override it (image folders: every file's path, label and size).
+    // equal sizes would hide it. It must not depend on the host (the stored bytes, not normalised floats): IDX and
+    // CIFAR-10 hash their stored bytes, image folders every file's path and label and 64 files' sizes, synthetic
+    // sets nothing (their config is compared). The default: the values and labels of up to 64 samples spread over
+    // the set (read()), for readers with nothing better.
     virtual uint64_t fingerprint() const;
 };
 

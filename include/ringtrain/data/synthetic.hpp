@@ -38,6 +38,8 @@ public:
     int64_t num_classes() const override { return opt_.num_classes; }
     float read(int64_t index, float* x) const override;
     std::string description() const override;
+    // Its samples follow from its options (seed, sizes), which the ranks compare as config keys: nothing more.
+    uint64_t fingerprint() const override { return 0; }
 
     // The label of sample `index` (of this dataset) without generating it.
     int64_t label(int64_t index) const;

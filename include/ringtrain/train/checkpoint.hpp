@@ -129,9 +129,9 @@ void check_latest_pointer(const std::string& dir);
 void remove_stale_temporaries(const std::string& dir);
 // After a resume at `global_step`: the checkpoints of later steps in `dir` are the run it left (a resume from an
 // older checkpoint, or newer ones that did not verify). Kept, they would outlive this run's own under
-// checkpoint.keep and be what resume=auto takes next: each is renamed to <name>.abandoned (nothing is deleted), and
-// `latest` names the resumed file when it is in `dir` (else it goes: this run's first checkpoint writes it). Returns
-// the names set aside.
+// checkpoint.keep and be what resume=auto takes next: each is renamed to <name>.abandoned (-2, -3, ... past an
+// earlier roll-back's: nothing is deleted or replaced), and before that `latest` names the resumed file when it is in
+// `dir` (else it goes: this run's first checkpoint writes it). Returns the names set aside.
 std::vector<std::string> set_aside_checkpoints_after(const std::string& dir, int64_t global_step,
                                                      const std::string& resumed_path);
 

@@ -52,6 +52,7 @@ public:
     std::vector<float> parameters_flat() const;
 
 private:
+    void require_same_checkpoint_values(const std::string& checkpoint);
     nlohmann::json train_loop();
     void write_timeline_after_failure(const std::string& what) const noexcept;
 

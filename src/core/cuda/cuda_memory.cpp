@@ -9,6 +9,8 @@
 // cudaMalloc fails, the cache is returned to the driver and the allocation retried once.
 #include <cuda_runtime.h>
 
+#include <exception>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -227,6 +229,9 @@ void cuda_synchronize() { RT_CUDA_CHECK(cudaDeviceSynchronize()); }
 void cuda_synchronize_default_stream() { RT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
 
 PinnedBuffer::~PinnedBuffer() {
+    // Unwinding after a failure: cudaFreeHost synchronises the device, which may wait for a collective that never
+    // ends (a peer gone) before this rank reports; the memory goes with the process.
+    if (std::uncaught_exceptions() > 0) return;
     if (data_ != nullptr) (void)cudaFreeHost(data_);
 }
 
