@@ -193,7 +193,8 @@ KeyRows sync_keys() {
         {"sync.stall_abort_s", {.kind = Kind::Number, .fallback = 600.0, .min = 0.0, .max = 1e7,
           .doc = "abort the job when a collective is stuck this long (0 = never)"}},
         {"sync.setup_timeout_s", {.kind = Kind::Number, .fallback = 300.0, .min = 0.0, .max = 1e7,
-          .doc = "abort the job when set-up (data, model, the ranks' agreement) takes longer (0 = never)"}},
+          .doc = "abort the job when set-up (data, model, the ranks' agreement, reading the checkpoint to resume from) "
+                 "takes longer (0 = never)"}},
         {"sync.batchnorm", {.kind = Kind::Bool, .fallback = false,
           .doc = "synchronised BatchNorm: batch statistics over every rank's batch (two allreduces per batchnorm "
                   "layer in forward, one in backward), as torch.nn.SyncBatchNorm; CPU only, sync.mode allreduce"}},
