@@ -40,11 +40,6 @@ void SharedSyncStats::step_done(double blocked_s) {
     ++stats_.steps;
 }
 
-void SharedSyncStats::add_blocked(double blocked_s) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.blocked_s += blocked_s;
-}
-
 SyncStats SharedSyncStats::snapshot() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;

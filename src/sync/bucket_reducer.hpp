@@ -32,7 +32,6 @@ public:
     // stay the same collectives.
     void collective_time(size_t b, double s, uint64_t issued_in);
     void step_done(double blocked_s);
-    void add_blocked(double blocked_s);  // a wait for communication between steps (GradientSync::drain)
     SyncStats snapshot() const;
 
 private:

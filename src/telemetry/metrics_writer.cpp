@@ -15,7 +15,7 @@
 namespace ringtrain::telemetry {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (append ? 0 : O_TRUNC), 0644);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (append ? 0 : O_TRUNC), 0666);  // less the umask, as ofstream
     if (fd_ < 0) throw Error(path + ": cannot open for writing; check that output.dir is writable");
 }
 
@@ -50,7 +50,8 @@ void MetricsWriter::close() noexcept {
 
 void MetricsWriter::write(const nlohmann::json& record) {
     if (fd_ < 0) return;
-    const std::string line = record.dump() + '\n';
+    // Invalid UTF-8 in a string (a path, a message) is replaced, not thrown: a log line must not end the run.
+    const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
     const off_t before = ::lseek(fd_, 0, SEEK_END);
     size_t done = 0;
     int err = 0;

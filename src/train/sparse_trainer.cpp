@@ -50,7 +50,10 @@ nlohmann::json SparseTrainer::train() {
     run.resume();
     if (run.resumed() && detail::nothing_left(run.position(), plan.train))
         if (auto kept = detail::keep_finished_run_summary(run.comm(), plan, run.position(),
-                                                          [&run] { return run.evaluate_final_model(); }))
+                                                          [&run, &stop] {
+                                                              stop.votes_over();  // nothing votes any more
+                                                              return run.evaluate_final_model();
+                                                          }))
             return *kept;
     while (run.epochs_left()) {
         run.begin_epoch();

@@ -175,10 +175,14 @@ void StopRequest::watch(double grace_s, int rank) {
     if (g.votes_over.load()) {
         // After the loop: nothing votes any more, and what is left (the final evaluation, checkpoint and summary) is
         // watched as collectives are. No grace deadline: the run ends by itself.
+        const int sig = g.signal.load();
         std::fprintf(stderr,
-                     "ringtrain: rank %d: %s received after the run's last step: it finishes its evaluation, checkpoint "
-                     "and summary, then exits; a second signal ends at once\n",
-                     rank, signal_name(g.signal.load()).c_str());
+                     "ringtrain: rank %d: %s received%s after the run's last step: it finishes its evaluation, "
+                     "checkpoint and summary, then exits; a second signal ends at once\n",
+                     rank, signal_name(sig).c_str(),
+                     sig == SIGTERM ? " (from the scheduler, or from the launcher ending the job because another rank "
+                                      "failed: that rank's message says why)"
+                                    : "");
         std::fflush(stderr);
         return;
     }

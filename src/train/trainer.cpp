@@ -267,7 +267,10 @@ json Trainer::train_loop() {
     run.resume();
     if (run.resumed() && detail::nothing_left(run.position(), plan.train))
         if (auto kept = detail::keep_finished_run_summary(parts_->comm, plan, run.position(),
-                                                          [&run] { return run.evaluate_final_model(); }))
+                                                          [&run] {
+                                                              run.end_of_votes();  // nothing votes any more
+                                                              return run.evaluate_final_model();
+                                                          }))
             return *kept;
     if (parts_->gpu_monitor) parts_->gpu_monitor->start(0.1);
     const LoopState& pos = run.position();
