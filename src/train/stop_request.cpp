@@ -172,34 +172,29 @@ void StopRequest::watch(double grace_s, int rank) {
     while (sem_wait(&g.woken) != 0 && errno == EINTR) {
     }
     if (g.closing.load()) return;
-    if (g.votes_over.load()) {
-        // After the loop: nothing votes any more, and what is left (the final evaluation, checkpoint and summary) is
-        // watched as collectives are. No grace deadline: the run ends by itself.
-        const int sig = g.signal.load();
-        std::fprintf(stderr,
-                     "ringtrain: rank %d: %s received%s after the run's last step: it finishes its evaluation, "
-                     "checkpoint and summary, then exits; a second signal ends at once\n",
-                     rank, signal_name(sig).c_str(),
-                     sig == SIGTERM ? " (from the scheduler, or from the launcher ending the job because another rank "
-                                      "failed: that rank's message says why)"
-                                    : "");
-        std::fflush(stderr);
-        return;
-    }
     // Said at once, from this thread (not the handler): when mpirun or Slurm tears a job down after a rank died, it
     // sends SIGTERM and kills a second later, so this line is the survivors' only word on what happened.
     // SIGTERM is also how mpirun and srun end the other ranks when one fails: say so, or the survivors' lines
     // would read as a preemption while the failing rank's line (the reason) scrolls past among them.
     const int sig = g.signal.load();
-    std::fprintf(stderr,
-                 "ringtrain: rank %d: %s received%s: stopping at the next step boundary with a checkpoint (exit %d); "
-                 "a second signal ends at once\n",
-                 rank, signal_name(sig).c_str(),
+    // After the loop nothing votes any more, and what is left (the final evaluation, checkpoint and summary) is
+    // watched as collectives are: no grace deadline, the run ends by itself.
+    const bool after_last_vote = g.votes_over.load();
+    char what_follows[160];
+    if (after_last_vote)
+        std::snprintf(what_follows, sizeof what_follows,
+                      " after the run's last step: it finishes its evaluation, checkpoint and summary, then exits");
+    else
+        std::snprintf(what_follows, sizeof what_follows,
+                      ": stopping at the next step boundary with a checkpoint (exit %d)", kStoppedExitCode);
+    std::fprintf(stderr, "ringtrain: rank %d: %s received%s%s; a second signal ends at once\n", rank,
+                 signal_name(sig).c_str(),
                  sig == SIGTERM ? " (from the scheduler, or from the launcher ending the job because another rank "
                                   "failed: that rank's message says why)"
                                 : "",
-                 kStoppedExitCode);
+                 what_follows);
     std::fflush(stderr);
+    if (after_last_vote) return;
     timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     const double whole = std::floor(grace_s);
