@@ -186,6 +186,9 @@ float* NcclCommunicator::device_staging(size_t count) {
     if (count > dev_count_) {
         dev_buf_ = allocate_floats(count, Device::CUDA);
         dev_count_ = count;
+        // A new block from the caching allocator is free in default-stream order: kernels queued there may still use
+        // it (a tensor freed a moment ago). The NCCL stream writes it next, so it waits for the default stream first.
+        before_collective();
     }
     return dev_buf_.get();
 }
