@@ -141,58 +141,58 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     }
 }
 
-int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size) {
-    const auto ranks = predict::parse_ranks(a.ranks);
-    const auto algorithm = predict::parse_algorithm(a.algorithm);
-    scaling::Link link;
-    const train::RunPlan& plan = config.plan();
-    if (world_rank == 0)
-        for (const std::string& n : config.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
-    if (plan.data.is_sparse())
-        throw InputError(a.config + ": data.format " + train::to_string(plan.data.format) +
-                         ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
-                         "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
-    std::unique_ptr<comm::Communicator> comm;
-    if (a.measure) {
-        if (world_size < 2)
-            throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
-                             "predict --measure ...");
-        comm = comm::make_communicator(train::to_string(plan.sync.backend));
-        // Every rank profiles its own config side by side: another config on one rank (another model, batch, data)
-        // would make the spread and the link another run's. Exit 2 on every rank, as train does.
-        sync::Facts facts;
-        sync::append_json_facts(plan.to_json(), "", facts);
-        std::erase_if(facts, [](const sync::Fact& f) { return f.key.rfind("output.", 0) == 0; });  // rank 0's alone
-        facts.push_back({"predict --steps", std::to_string(a.steps)});
-        sync::require_same_facts(*comm, facts);
-        std::vector<double> sizes;
-        for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
-        const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9);
-        link = m.link;
-        if (world_rank == 0)
-            for (const auto& s : m.samples)
-                std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
-    } else {
+// --measure: the communicator over the config's backend, the ranks' agreement on the config (each profiles its own
+// side by side: another config on one rank would make the spread and the link another run's; exit 2 on every rank,
+// as train), and the link measured over it. Otherwise the given (or default) link, on one process.
+scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, int world_rank, int world_size,
+                       std::unique_ptr<comm::Communicator>& comm) {
+    if (!a.measure) {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
-        link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
+        scaling::Link link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
         if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + "; pass --link RATE[,LATENCY] or --measure";
+        return link;
     }
-    // Under --measure every rank profiles the step at the same moment: rank 0's is the profile (its compute shares the
-    // host as a run's would), and every rank's step times give the wait for the slowest of N.
-    const bool side_by_side = a.measure && a.profile.empty();
+    if (world_size < 2)
+        throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
+                         "predict --measure ...");
+    comm = comm::make_communicator(train::to_string(plan.sync.backend));
+    sync::Facts facts;
+    sync::append_json_facts(plan.to_json(), "", facts);
+    std::erase_if(facts, [](const sync::Fact& f) { return f.key.rfind("output.", 0) == 0; });  // rank 0's alone
+    facts.push_back({"predict --steps", std::to_string(a.steps)});
+    sync::require_same_facts(*comm, facts);
+    std::vector<double> sizes;
+    for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
+    const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9);
+    if (world_rank == 0)
+        for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
+    return m.link;
+}
+
+// The step profile (rank 0's is the profile; a --profile file's on rank 0) and, where there is one, the spread of
+// the ranks' step times ({"ranks", "work_quantiles_s_per_rank", "source"}).
+struct Profiled {
     train::StepProfile profile;
-    nlohmann::json spread;  // {"ranks", "work_quantiles_s_per_rank", "source"}: the measured ranks' step times
+    nlohmann::json spread;
+};
+
+// Under --measure every rank profiles the step at the same moment: rank 0's is the profile (its compute shares the
+// host as a run's would), and every rank's step times give the wait for the slowest of N. Collective with `comm`.
+Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Communicator* comm, int world_rank,
+                     int world_size) {
+    const bool side_by_side = a.measure && a.profile.empty();
+    Profiled p;
     const auto profile_here = [&] {
         // Checked before the profile: an unwritable --json found after it loses the profile (and under --measure the
         // measured link). A file that is there must be a previous predict output (it is replaced).
         if (world_rank == 0 && !a.json.empty()) check_json_path(a.json);
         if (a.profile.empty()) {
-            if (world_rank == 0 || side_by_side) profile = train::profile_steps(config, 2, a.steps, 1.0);
+            if (world_rank == 0 || side_by_side) p.profile = train::profile_steps(config, 2, a.steps, 1.0);
         } else if (world_rank == 0) {
             const nlohmann::json doc = read_json_file(a.profile, "--profile", "pass a file written by predict --json");
-            profile = predict::profile_from_json(doc, a.profile);
-            if (doc.contains("spread")) spread = predict::spread_from_json(doc.at("spread"), a.profile);
+            p.profile = predict::profile_from_json(doc, a.profile);
+            if (doc.contains("spread")) p.spread = predict::spread_from_json(doc.at("spread"), a.profile);
         }
     };
     if (comm) {
@@ -202,68 +202,99 @@ int predict_with(const PredictArgs& a, const train::Config& config, int world_ra
         profile_here();
     }
     if (side_by_side) {
-        const auto all = comm::allgather_strings(*comm, nlohmann::json(profile.work_quantiles).dump());
-        spread = {{"ranks", world_size},
-                  {"work_quantiles_s_per_rank", nlohmann::json::array()},
-                  {"source", "measured: " + std::to_string(world_size) + " ranks profiling side by side"}};
-        for (const std::string& q : all) spread["work_quantiles_s_per_rank"].push_back(nlohmann::json::parse(q));
+        const auto all = comm::allgather_strings(*comm, nlohmann::json(p.profile.work_quantiles).dump());
+        p.spread = {{"ranks", world_size},
+                    {"work_quantiles_s_per_rank", nlohmann::json::array()},
+                    {"source", "measured: " + std::to_string(world_size) + " ranks profiling side by side"}};
+        for (const std::string& q : all) p.spread["work_quantiles_s_per_rank"].push_back(nlohmann::json::parse(q));
     }
-    if (world_rank != 0) return 0;  // the table is rank 0's alone
-    const scaling::StepTimings timings = predict::timings_from(profile, plan.sync.backward_passes_per_step);
-    const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
-    // The straggler share per N: given (--straggler), from the measured spread, or 0 (one rank cannot see it).
-    const double base_s = profile.input_s + profile.forward_s + profile.backward_s + profile.optimizer_s;
-    if (!a.straggler_given && !spread.is_null()) {
+    return p;
+}
+
+// One row per N. The straggler share per N: given (--straggler), from the measured spread, or 0 (one rank cannot
+// see it).
+std::vector<predict::Row> rows_for(const PredictArgs& a, const std::vector<int>& ranks, const train::RunPlan& plan,
+                                   const Profiled& p, const scaling::StepTimings& timings,
+                                   const sync::BucketLayout& layout, const scaling::Link& link,
+                                   scaling::Algorithm algorithm) {
+    const double base_s = p.profile.input_s + p.profile.forward_s + p.profile.backward_s + p.profile.optimizer_s;
+    if (!a.straggler_given && !p.spread.is_null()) {
         // The spread's steps against the profiled one: a file put together from two machines would predict nonsense.
         double slowest = 0;
-        for (const auto& q : spread.at("work_quantiles_s_per_rank")) slowest = std::max(slowest, q.back().get<double>());
+        for (const auto& q : p.spread.at("work_quantiles_s_per_rank")) slowest = std::max(slowest, q.back().get<double>());
         if (!(base_s > 0) || slowest > 1000 * base_s)
             throw InputError((a.profile.empty() ? std::string("predict") : a.profile + ": .spread") +
                              ": its slowest step (" + nlohmann::json(slowest).dump() + " s) is not comparable with the "
                              "profiled step (" + nlohmann::json(base_s).dump() + " s); measure both again with --measure");
     }
-    const auto per_rank = spread.is_null() ? std::vector<std::vector<double>>()
-                                           : spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>();
+    const auto per_rank = p.spread.is_null()
+                              ? std::vector<std::vector<double>>()
+                              : p.spread.at("work_quantiles_s_per_rank").get<std::vector<std::vector<double>>>();
     std::vector<predict::Row> rows;
     for (int n : ranks) {
         double share = n > 1 ? a.straggler : 0.0;  // one rank waits for nobody (the model applies none at N = 1)
         if (!a.straggler_given && !per_rank.empty() && n > 1) share = predict::straggler_share(per_rank, base_s, n);
         const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
         for (auto& r : predict::predict_rows(timings, layout, link, setting, {n},
-                                             profile.batch_size * plan.sync.backward_passes_per_step))
+                                             p.profile.batch_size * plan.sync.backward_passes_per_step))
             rows.push_back(std::move(r));
     }
+    return rows;
+}
+
+// The table on stdout and, with --json, the same as a document (rank 0).
+void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p, const scaling::StepTimings& timings,
+            const sync::BucketLayout& layout, const scaling::Link& link, scaling::Algorithm algorithm,
+            const std::vector<predict::Row>& rows) {
     const std::string straggler_source =
         a.straggler_given ? "given: the slowest rank " + nlohmann::json(a.straggler).dump() + " slower at every N"
-        : !spread.is_null() ? spread.at("source").get<std::string>() + ", the slowest of N drawn from them"
-                            : "0: one rank's profile cannot see the slowest of N; --measure under mpirun -np M "
-                              "measures it, or pass --straggler S";
+        : !p.spread.is_null() ? p.spread.at("source").get<std::string>() + ", the slowest of N drawn from them"
+                              : "0: one rank's profile cannot see the slowest of N; --measure under mpirun -np M "
+                                "measures it, or pass --straggler S";
     const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, a.straggler);  // named in the header
     std::printf("one rank (%s, batch %lld): input %.3f ms, forward %.3f ms, backward %.3f ms, optimizer %.3f ms; "
                 "%zu gradients in %zu bucket(s)\n",
-                profile.device.c_str(), static_cast<long long>(profile.batch_size), profile.input_s * 1e3,
-                profile.forward_s * 1e3, profile.backward_s * 1e3, profile.optimizer_s * 1e3, timings.grad_floats.size(),
-                layout.size());
+                p.profile.device.c_str(), static_cast<long long>(p.profile.batch_size), p.profile.input_s * 1e3,
+                p.profile.forward_s * 1e3, p.profile.backward_s * 1e3, p.profile.optimizer_s * 1e3,
+                timings.grad_floats.size(), layout.size());
     std::printf("predicted (weak scaling, %s; slowest rank: %s):\n%s", setting.describe().c_str(),
                 straggler_source.c_str(), predict::format_table(rows, link).c_str());
-    if (!a.json.empty()) {
-        const nlohmann::json doc = {
-            {"config", a.config},
-            {"overrides", a.overrides},
-            {"link",
-             {{"alpha_s", link.alpha_s}, {"beta_s_per_byte", link.beta_s_per_byte},
-              {"gbit_per_s", link.bytes_per_s() * 8e-9}, {"source", link.source}}},
-            // One share for every row (given, or 0), or null: each row's own, from the measured spread.
-            {"straggler", a.straggler_given || spread.is_null() ? nlohmann::json(a.straggler) : nlohmann::json()},
-            {"straggler_source", straggler_source},
-            {"spread", spread},
-            {"scaling", "weak"},
-            {"profile", predict::profile_json(profile, layout)},
-            {"rows", predict::rows_json(rows)}};
-        std::ofstream out(a.json);
-        out << doc.dump(2) << "\n";
-        if (!out.good()) throw InputError("--json: cannot write '" + a.json + "'; check the folder exists and is writable");
-    }
+    if (a.json.empty()) return;
+    const nlohmann::json doc = {
+        {"config", a.config},
+        {"overrides", a.overrides},
+        {"link",
+         {{"alpha_s", link.alpha_s}, {"beta_s_per_byte", link.beta_s_per_byte},
+          {"gbit_per_s", link.bytes_per_s() * 8e-9}, {"source", link.source}}},
+        // One share for every row (given, or 0), or null: each row's own, from the measured spread.
+        {"straggler", a.straggler_given || p.spread.is_null() ? nlohmann::json(a.straggler) : nlohmann::json()},
+        {"straggler_source", straggler_source},
+        {"spread", p.spread},
+        {"scaling", "weak"},
+        {"profile", predict::profile_json(p.profile, layout)},
+        {"rows", predict::rows_json(rows)}};
+    std::ofstream out(a.json);
+    out << doc.dump(2) << "\n";
+    if (!out.good()) throw InputError("--json: cannot write '" + a.json + "'; check the folder exists and is writable");
+}
+
+int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size) {
+    const std::vector<int> ranks = predict::parse_ranks(a.ranks);  // a bad --ranks fails before any measuring
+    const scaling::Algorithm algorithm = predict::parse_algorithm(a.algorithm);
+    const train::RunPlan& plan = config.plan();
+    if (world_rank == 0)
+        for (const std::string& n : config.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
+    if (plan.data.is_sparse())
+        throw InputError(a.config + ": data.format " + train::to_string(plan.data.format) +
+                         ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
+                         "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
+    std::unique_ptr<comm::Communicator> comm;
+    const scaling::Link link = link_for(a, plan, world_rank, world_size, comm);
+    const Profiled p = profile_for(a, config, comm.get(), world_rank, world_size);
+    if (world_rank != 0) return 0;  // the table is rank 0's alone
+    const scaling::StepTimings timings = predict::timings_from(p.profile, plan.sync.backward_passes_per_step);
+    const sync::BucketLayout layout = predict::layout_for(plan.sync, timings);
+    report(a, plan, p, timings, layout, link, algorithm, rows_for(a, ranks, plan, p, timings, layout, link, algorithm));
     return 0;
 }
 
