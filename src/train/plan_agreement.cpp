@@ -2,7 +2,6 @@
 #include "plan_agreement.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -45,12 +44,6 @@ void append_plan_and_model(const RunPlan& plan, const std::string& model_path, s
     sync::append_json_facts(nlohmann::json::parse(in, nullptr, false), "model", facts);
 }
 
-std::string hex_of(uint64_t v) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
-    return hex;
-}
-
 // A file's size and the hash of its first and last 4 KiB (file_fingerprint), or why it cannot be read.
 std::string file_fingerprint_text(const std::string& path) {
     try {
@@ -74,7 +67,7 @@ std::string file_fingerprint(const std::string& path) {
     in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
     if (!in) throw InputError(path + ": cannot be read");
     return std::to_string(size) + " bytes, first and last 4 KiB fnv1a " +
-           hex_of(fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size())));
+           hex16(fnv1a(tail.data(), tail.size(), fnv1a(head.data(), head.size())));
 }
 
 sync::Facts sparse_facts_to_agree(const RunPlan& plan, const std::string& model_path, int64_t num_features,
@@ -101,8 +94,11 @@ sync::Facts facts_to_agree(const RunPlan& plan, const std::string& model_path, c
     facts.push_back({"test sample shape", shape_string(data.test->sample_shape())});
     facts.push_back({"training set classes", std::to_string(data.train->num_classes())});
     // The contents too: the same path can hold different files on two hosts (a stale copy, shifted labels).
-    if (contents) facts.push_back({"the training data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.train->fingerprint())});
-    if (contents) facts.push_back({"the test data (a fingerprint of its files or samples: one path can hold other data on another host)", hex_of(data.test->fingerprint())});
+    if (contents) {
+        const std::string what = " (a fingerprint of its files or samples: one path can hold other data on another host)";
+        facts.push_back({"the training data" + what, hex16(data.train->fingerprint())});
+        facts.push_back({"the test data" + what, hex16(data.test->fingerprint())});
+    }
 
     const auto& params = model.parameters();
     sync::append_parameter_facts(params, facts);

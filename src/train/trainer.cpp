@@ -174,7 +174,6 @@ sync::StallWatchdog::Watch TrainerParts::watch(const char* what, size_t bytes, i
 }
 
 json TrainerParts::evaluate(int64_t step) {
-    gsync->drain();  // the GPU's last gradient collectives, watched: the reads below would wait for them unwatched
     data::ShardedLoader loader(*data.test, eval_loader);
     loader.start_epoch(0);
     data::Batch b;
@@ -313,11 +312,8 @@ void Trainer::require_same_checkpoint_values(const std::string& checkpoint) {
     if (std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == all[0]; })) return;
     const std::vector<std::string> paths = comm::allgather_strings(comm, checkpoint);
     std::string which;
-    for (size_t r = 0; r < all.size(); ++r) {
-        char digest[20];
-        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(all[r]));
-        which += (r ? ", rank " : "rank ") + std::to_string(r) + " read " + paths[r] + " (values " + digest + ")";
-    }
+    for (size_t r = 0; r < all.size(); ++r)
+        which += (r ? ", rank " : "rank ") + std::to_string(r) + " read " + paths[r] + " (values " + hex16(all[r]) + ")";
     throw CollectiveInputError("eval: the ranks loaded different models from --checkpoint: " + which +
                                "; pass every rank the same checkpoint");
 }

@@ -561,6 +561,20 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     publish_checkpoint(dir, name, plan_.checkpoint.keep);
 }
 
+namespace {
+
+// Parameters named as `names` holding `values` (copies made aside for a checkpoint).
+std::vector<nn::Parameter> named_copies(const std::vector<nn::Parameter*>& names, std::vector<Tensor> values) {
+    std::vector<nn::Parameter> out(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        out[i].name = names[i]->name;
+        out[i].value = std::move(values[i]);
+    }
+    return out;
+}
+
+}  // namespace
+
 // Local SGD with several ranks: the model a checkpoint holds, the ranks' average of the parameters and the BatchNorm
 // buffers, made aside: an average the schedule does not make would change the rest of the run. Right after an
 // average the parameters are one model already: copied as they are. Collective.
@@ -570,13 +584,7 @@ std::vector<nn::Parameter> TrainingRun::averaged_model() {
     std::vector<Tensor> values = p.averager->averaged_copies(last_average_step_ == pos_.global_step);
     for (Tensor& b : p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step))
         values.push_back(std::move(b));
-    const std::vector<nn::Parameter*> names = p.model->checkpoint_tensors();  // parameters, then buffers
-    std::vector<nn::Parameter> model(names.size());
-    for (size_t i = 0; i < names.size(); ++i) {
-        model[i].name = names[i]->name;
-        model[i].value = std::move(values[i]);
-    }
-    return model;
+    return named_copies(p.model->checkpoint_tensors(), std::move(values));  // parameters, then buffers
 }
 
 // Every rank's BatchNorm buffers averaged into copies (their names kept), as average_buffers_now() would average
@@ -586,13 +594,7 @@ std::vector<nn::Parameter> TrainingRun::averaged_buffers() {
     const std::vector<nn::Parameter*>& names = p.model->buffers();
     if (p.world == 1 || names.empty()) return {};
     const auto w = p.watch("the checkpoint's average of the BatchNorm buffers", 0, pos_.global_step);
-    std::vector<Tensor> values = p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step);
-    std::vector<nn::Parameter> buffers(names.size());
-    for (size_t i = 0; i < names.size(); ++i) {
-        buffers[i].name = names[i]->name;
-        buffers[i].value = std::move(values[i]);
-    }
-    return buffers;
+    return named_copies(names, p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step));
 }
 
 // The tensors each rank keeps as its own in local SGD, in a checkpoint's order: parameters, buffers, optimizer state.

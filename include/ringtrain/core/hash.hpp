@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 #if defined(__CUDACC__)
 #define RINGTRAIN_HOST_DEVICE __host__ __device__
@@ -65,6 +67,13 @@ inline uint64_t fnv1a(const void* bytes, size_t n, uint64_t h = kFnv1aOffsetBasi
     const auto* b = static_cast<const unsigned char*>(bytes);
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001B3ull;
     return h;
+}
+
+// A 64-bit hash as the 16 hex digits messages show.
+inline std::string hex16(uint64_t v) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+    return text;
 }
 
 }  // namespace ringtrain
