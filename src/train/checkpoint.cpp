@@ -209,17 +209,21 @@ namespace {
 
 std::string rank_copy_name(int64_t rank, const std::string& name) { return "rank" + std::to_string(rank) + "/" + name; }
 
-// The copies fit the run's tensors: one value list per tensor, each with every rank's values (a caller's bug if not).
+// The copies fit the run's tensors: one value list per tensor from copies.first on, each with every rank's values (a
+// caller's bug if not).
 void check_rank_copies(const std::vector<std::pair<std::string, Tensor*>>& tensors, const RankCopies& copies) {
     if (copies.empty()) return;
-    if (copies.ranks < 1 || copies.values.size() != tensors.size())
-        throw Error("save_checkpoint: per-rank copies of " + std::to_string(copies.values.size()) + " tensors for " +
-                    std::to_string(tensors.size()));
-    for (size_t i = 0; i < tensors.size(); ++i)
-        if (copies.values[i].size() != static_cast<size_t>(tensors[i].second->numel() * copies.ranks))
-            throw Error("save_checkpoint: the per-rank copies of '" + tensors[i].first + "' hold " +
+    if (copies.ranks < 1 || copies.values.empty() || copies.first > tensors.size() ||
+        copies.values.size() > tensors.size() - copies.first)
+        throw Error("save_checkpoint: per-rank copies of " + std::to_string(copies.values.size()) + " tensors from " +
+                    std::to_string(copies.first) + " for " + std::to_string(tensors.size()));
+    for (size_t i = 0; i < copies.values.size(); ++i) {
+        const auto& [name, t] = tensors[copies.first + i];
+        if (copies.values[i].size() != static_cast<size_t>(t->numel() * copies.ranks))
+            throw Error("save_checkpoint: the per-rank copies of '" + name + "' hold " +
                         std::to_string(copies.values[i].size()) + " values, not " + std::to_string(copies.ranks) +
-                        " x " + std::to_string(tensors[i].second->numel()));
+                        " x " + std::to_string(t->numel()));
+    }
 }
 
 }  // namespace
@@ -264,9 +268,9 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
         add(name, t->shape(), host, t->numel());
     }
     for (int64_t r = 0; r < copies.ranks; ++r)
-        for (size_t i = 0; i < tensors.size(); ++i) {
-            const Tensor& t = *tensors[i].second;
-            add(rank_copy_name(r, tensors[i].first), t.shape(), copies.values[i].data() + r * t.numel(), t.numel());
+        for (size_t i = 0; i < copies.values.size(); ++i) {
+            const auto& [name, t] = tensors[copies.first + i];
+            add(rank_copy_name(r, name), t->shape(), copies.values[i].data() + r * t->numel(), t->numel());
         }
     json header;
     header["format"] = "ringtrain-checkpoint";
@@ -284,6 +288,10 @@ void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>&
     header["model_hash"] = sync::parameter_layout_hash(params);
     header["parameter_tensors"] = params.size();
     header["rank_copies"] = copies.ranks;
+    if (!copies.empty()) {  // which tensors the copies are of (absent in older files: all of them)
+        header["rank_copies_first"] = copies.first;
+        header["rank_copies_tensors"] = copies.values.size();
+    }
     header["tensors"] = list;
     const std::string text = header.dump();
     const uint64_t len = text.size();
@@ -352,27 +360,46 @@ void read_verified_tensors(std::ifstream& in, const std::string& path, const std
 }
 
 // The per-rank copies a verified header announces ("rank_copies", absent in files written before them): 0, or one
-// per rank of world_size, each a copy of the first `own` entries named "rank<R>/<name>" with the same shapes.
-// Returns the number of ranks with copies; `own` is set to the count of the run's own tensors.
-int64_t read_rank_copies_layout(const HeaderReader& r, const json& header, const std::vector<TensorEntry>& list,
-                                int64_t world_size, size_t& own) {
-    const int64_t ranks = header.contains("rank_copies") ? r.integer("rank_copies", 0) : 0;
-    if (ranks != 0 && ranks != world_size)
-        r.fail("key 'rank_copies' is " + std::to_string(ranks) + ", not 0 or world_size " + std::to_string(world_size));
-    const size_t sets = static_cast<size_t>(ranks) + 1;
-    if (list.size() % sets != 0)
-        r.fail("lists " + std::to_string(list.size()) + " tensors, not the run's own and " + std::to_string(ranks) +
-               " per-rank copies of them");
-    own = list.size() / sets;
-    for (int64_t rank = 0; rank < ranks && own > 0; ++rank)
-        for (size_t i = 0; i < own; ++i) {
-            const TensorEntry& copy = list[own * static_cast<size_t>(rank + 1) + i];
-            if (copy.name != rank_copy_name(rank, list[i].name) || copy.shape != list[i].shape)
-                r.fail("tensor entry " + std::to_string(own * static_cast<size_t>(rank + 1) + i) + " ('" + copy.name +
-                       "') is not rank " + std::to_string(rank) + "'s copy of '" + list[i].name + "' " +
-                       shape_string(list[i].shape));
+// set per rank of world_size, each a copy of the own entries first .. first + count - 1 ("rank_copies_first" and
+// "rank_copies_tensors", absent in files written before them: all of them), named "rank<R>/<name>" with the same
+// shapes. Returns the layout; `own` is set to the count of the run's own tensors.
+struct CopiesLayout {
+    int64_t ranks = 0;
+    size_t first = 0, count = 0;
+};
+
+CopiesLayout read_rank_copies_layout(const HeaderReader& r, const json& header, const std::vector<TensorEntry>& list,
+                                     int64_t world_size, size_t& own) {
+    CopiesLayout c;
+    c.ranks = header.contains("rank_copies") ? r.integer("rank_copies", 0) : 0;
+    if (c.ranks != 0 && c.ranks != world_size)
+        r.fail("key 'rank_copies' is " + std::to_string(c.ranks) + ", not 0 or world_size " + std::to_string(world_size));
+    const auto sets = static_cast<size_t>(c.ranks);
+    if (c.ranks > 0 && header.contains("rank_copies_tensors")) {
+        c.first = static_cast<size_t>(r.integer("rank_copies_first", 0));
+        c.count = static_cast<size_t>(r.integer("rank_copies_tensors", 1));
+        if (c.count > list.size() / (sets + 1) || c.first > list.size() - c.count * (sets + 1))
+            r.fail("lists " + std::to_string(list.size()) + " tensors, too few for " + std::to_string(c.ranks) +
+                   " per-rank copies of tensors " + std::to_string(c.first) + " to " +
+                   std::to_string(c.first + c.count - 1));
+        own = list.size() - c.count * sets;
+    } else {
+        if (list.size() % (sets + 1) != 0)
+            r.fail("lists " + std::to_string(list.size()) + " tensors, not the run's own and " +
+                   std::to_string(c.ranks) + " per-rank copies of them");
+        own = list.size() / (sets + 1);
+        c.count = c.ranks > 0 ? own : 0;
+    }
+    for (size_t rank = 0; rank < sets; ++rank)
+        for (size_t i = 0; i < c.count; ++i) {
+            const size_t at = own + rank * c.count + i;
+            const TensorEntry& copy = list[at];
+            const TensorEntry& of = list[c.first + i];
+            if (copy.name != rank_copy_name(static_cast<int64_t>(rank), of.name) || copy.shape != of.shape)
+                r.fail("tensor entry " + std::to_string(at) + " ('" + copy.name + "') is not rank " +
+                       std::to_string(rank) + "'s copy of '" + of.name + "' " + shape_string(of.shape));
         }
-    return ranks;
+    return c;
 }
 
 // The checkpoint's prefix and JSON header from `in` (at its start), verified against the footer's checksum before any
@@ -468,7 +495,7 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     // 3. The tensor list against the file's size and this run's model and optimizer.
     const std::vector<TensorEntry> list = read_tensor_list(r, file_bytes);
     size_t own = 0;  // the run's own tensors (the model's, the optimizer's); per-rank copies of them follow
-    const int64_t ranks = read_rank_copies_layout(r, header, list, s.world_size, own);
+    const CopiesLayout layout = read_rank_copies_layout(r, header, list, s.world_size, own);
     const auto param_count = static_cast<size_t>(r.integer("parameter_tensors", 0));
     if (param_count > own) r.fail("parameter_tensors exceeds the tensor list");
     const uint64_t expect = file_bytes_for(list, len);
@@ -499,17 +526,18 @@ LoopState load_checkpoint(const std::string& path, const std::vector<nn::Paramet
     std::vector<Tensor> loaded;
     RankCopies got;
     if (copies) {
-        got.ranks = ranks;
-        got.values.resize(ranks > 0 ? own : 0);
+        got.ranks = layout.ranks;
+        got.first = layout.first;
+        got.values.resize(layout.count);
         for (size_t i = 0; i < got.values.size(); ++i)
-            got.values[i].reserve(static_cast<size_t>(list[i].numel * ranks));
+            got.values[i].reserve(static_cast<size_t>(list[layout.first + i].numel * layout.ranks));
     }
     read_verified_tensors(in, path, list, kPrefixBytes + len, [&](size_t i, Tensor&& t) {
         if (i < want.size()) {
             loaded.push_back(std::move(t));
         } else if (copies && i >= own) {
             // Rank by rank in the file, so each rank's values follow the previous rank's.
-            std::vector<float>& v = got.values[(i - own) % own];
+            std::vector<float>& v = got.values[(i - own) % layout.count];
             v.insert(v.end(), t.data(), t.data() + t.numel());
         }
     });

@@ -342,7 +342,7 @@ void SparseRun::load_checkpoint_for_this_run(const std::string& path) {
     // them, or a run that switched to allreduce, continues from the checkpoint's model and rank 0's state).
     last_average_step_ = at.global_step;  // the checkpoint's tensors are one model on every rank
     resumed_copies_ = {};
-    if (keeps_rank_copies() && !copies.empty()) {
+    if (keeps_rank_copies() && copies.cover(0, own_tensors().size())) {
         last_average_step_ = recorded_last_average_step(path, at);
         resumed_copies_ = std::move(copies);
     }

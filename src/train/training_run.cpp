@@ -32,8 +32,8 @@ private:
     telemetry::Span span_;
 };
 
-// Local SGD checkpoints with per-rank copies: the step at which the BatchNorm buffers were last averaged (absent: not
-// at the checkpoint's step, so a resumed run averages them where it must).
+// Checkpoints with per-rank copies: the step at which the BatchNorm buffers were last averaged (absent: not at the
+// checkpoint's step, so a resumed run averages them where it must). Named when only local SGD kept copies.
 constexpr const char* kBuffersAveragedStep = "local_sgd_buffers_averaged_step";
 // Every rank's own sums of the epoch so far, [[loss, samples], ...] (absent in checkpoints before 2026-11-28 12:30
 // UTC, whose epoch_loss_sum holds all of them).
@@ -58,7 +58,10 @@ TrainingRun::TrainingRun(TrainerParts& parts)
       steps_per_epoch_(loader_.steps_per_epoch() / passes_),
       loss_scale_(1.0f / static_cast<float>(plan_.train.batch_size * passes_)),
       local_sgd_(plan_.sync.mode == SyncMode::LocalSgd),
-      rank_copies_(local_sgd_ && parts.world > 1),
+      own_(parts.world == 1                ? OwnTensors::None
+           : local_sgd_                      ? OwnTensors::All
+           : !parts.model->buffers().empty() ? OwnTensors::Buffers
+                                             : OwnTensors::None),
       drain_before_step_(parts.device == Device::CUDA && (plan_.sync.batchnorm || plan_.train.profile_layers)),
       stop_(stop_signal_number(plan_.train.stop_signal), plan_.train.stop_grace_s, parts.rank, parts.after_stop),
       progress_(to_string(plan_.output.progress), parts.is_root(), plan_.train.log_every_steps),
@@ -155,13 +158,13 @@ void TrainingRun::load_checkpoint_for_this_run(const std::string& path) {
                          "has " + std::to_string(steps_per_epoch_) + " (train.batch_size, the training set or "
                          "sync.backward_passes_per_step changed); resume with the settings that wrote it, or start a "
                          "fresh run in another output.dir");
-    // Every rank's own parameters and optimizer state, where this run keeps them per rank too (a checkpoint without
-    // them, or a run that switched to allreduce, continues from the checkpoint's model and rank 0's state).
+    // Every rank's own tensors, where this run keeps the same ones per rank (a checkpoint without them, or a run
+    // that switched between local SGD and allreduce, continues from the checkpoint's model and rank 0's state).
     last_average_step_ = at.global_step;  // the checkpoint's model is one model on every rank
     buffers_averaged_step_ = at.global_step;  // its buffers were averaged when it was written
     resumed_copies_ = {};
-    if (rank_copies_ && !copies.empty()) {
-        last_average_step_ = recorded_last_average_step(path, at);
+    if (own_ != OwnTensors::None && copies.cover(rank_tensors_first(), rank_tensors().size())) {
+        if (own_ == OwnTensors::All) last_average_step_ = recorded_last_average_step(path, at);
         const auto it = at.extra.is_object() ? at.extra.find(kBuffersAveragedStep) : at.extra.end();
         buffers_averaged_step_ = it != at.extra.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
         resumed_copies_ = std::move(copies);
@@ -246,7 +249,8 @@ void TrainingRun::adopt_root_position() {
     sync::broadcast_from_root(p.comm, p.model->checkpoint_tensors(), p.opt->state());
     p.opt->set_steps_taken(root.optimizer_steps);
     if (root.rank_copies != 0) {
-        // Local SGD: each rank continues from its own parameters and optimizer state, as in an uninterrupted run.
+        // Each rank continues from its own tensors (local SGD's parameters and optimizer state, or BatchNorm's
+        // running statistics), as in an uninterrupted run.
         const auto w = p.watch("the resume's sending of every rank's own tensors", 0, pos_.global_step);
         sync::scatter_from_root(p.comm, resumed_copies_.values, rank_tensors());
     }
@@ -521,14 +525,11 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     // aside, and every rank's own tensors; otherwise the BatchNorm buffers' average, made aside too: averaging them
     // in place would make the checkpoint schedule change the run (an uninterrupted run averages them only for its
     // evaluations). At an epoch's end the evaluation that follows makes the same average in place, the same bits.
-    std::vector<nn::Parameter> averaged;
+    std::vector<nn::Parameter> averaged = own_ == OwnTensors::All ? averaged_model() : averaged_buffers();
     RankCopies copies;
-    if (rank_copies_) {
-        averaged = averaged_model();
+    if (own_ != OwnTensors::None) {
         const auto w = p.watch("the checkpoint's gathering of every rank's tensors", 0, at.global_step);
-        copies = {p.world, sync::gather_to_root(p.comm, rank_tensors())};
-    } else {
-        averaged = averaged_buffers();
+        copies = {p.world, sync::gather_to_root(p.comm, rank_tensors()), rank_tensors_first()};
     }
     last_checkpoint_step_ = at.global_step;
     if (!p.is_root()) return;
@@ -546,12 +547,10 @@ void TrainingRun::write_checkpoint(const LoopState& at) {
     record_log_window(full, {window_.steps, window_.loss_sum, window_.samples});
     full.extra[kEpochLossPerRank] = json::array();
     for (const LossSums& e : epoch_sums) full.extra[kEpochLossPerRank].push_back({e.loss, e.samples});
-    if (rank_copies_) {
-        record_last_average_step(full, last_average_step_);
-        full.extra[kBuffersAveragedStep] = buffers_averaged_step_;
-    }
+    if (own_ == OwnTensors::All) record_last_average_step(full, last_average_step_);
+    if (own_ != OwnTensors::None) full.extra[kBuffersAveragedStep] = buffers_averaged_step_;
     std::vector<nn::Parameter*> model = p.model->checkpoint_tensors();  // parameters, then buffers
-    if (rank_copies_)
+    if (own_ == OwnTensors::All)
         for (size_t i = 0; i < model.size(); ++i) model[i] = &averaged[i];
     else
         for (size_t i = 0; i < averaged.size(); ++i) model[model.size() - averaged.size() + i] = &averaged[i];
@@ -597,12 +596,20 @@ std::vector<nn::Parameter> TrainingRun::averaged_buffers() {
     return named_copies(names, p.buffer_averager->averaged_copies(buffers_averaged_step_ == pos_.global_step));
 }
 
-// The tensors each rank keeps as its own in local SGD, in a checkpoint's order: parameters, buffers, optimizer state.
+// The tensors each rank keeps as its own (own_), in a checkpoint's order: local SGD's parameters, buffers and
+// optimizer state, or the buffers alone.
 std::vector<Tensor*> TrainingRun::rank_tensors() {
     std::vector<Tensor*> t;
-    for (nn::Parameter* prm : parts_.model->checkpoint_tensors()) t.push_back(&prm->value);
-    for (auto& [name, state] : parts_.opt->state()) t.push_back(state);
+    if (own_ == OwnTensors::None) return t;
+    for (nn::Parameter* prm : own_ == OwnTensors::All ? parts_.model->checkpoint_tensors() : parts_.model->buffers())
+        t.push_back(&prm->value);
+    if (own_ == OwnTensors::All)
+        for (auto& [name, state] : parts_.opt->state()) t.push_back(state);
     return t;
+}
+
+size_t TrainingRun::rank_tensors_first() const {
+    return own_ == OwnTensors::Buffers ? parts_.model->parameters().size() : 0;  // the buffers follow the parameters
 }
 
 std::vector<telemetry::Scalar> TrainingRun::epoch_scalars() const {

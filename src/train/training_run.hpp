@@ -95,6 +95,7 @@ private:
     std::vector<nn::Parameter> averaged_model();
     std::vector<nn::Parameter> averaged_buffers();
     std::vector<Tensor*> rank_tensors();
+    size_t rank_tensors_first() const;  // rank_tensors()' place among a checkpoint's tensors
     void average_parameters_now();
     void average_buffers_now();
     void evaluate_now();
@@ -118,9 +119,12 @@ private:
     // Each pass's gradient is scaled so the accumulated one is the mean over the step's passes x batch samples.
     const float loss_scale_;
     const bool local_sgd_;
-    // Local SGD with several ranks: the ranks' parameters differ between averages and each keeps its own optimizer
-    // state, so checkpoints hold every rank's own tensors next to the ranks' average (checkpoint.hpp, RankCopies).
-    const bool rank_copies_;
+    // What each rank keeps as its own between averages, so that checkpoints hold every rank's copy of it next to the
+    // ranks' average (checkpoint.hpp, RankCopies) and a resumed run continues exactly: with several ranks, local SGD's
+    // parameters and optimizer state (and buffers), or a synchronous run's BatchNorm buffers (the running statistics
+    // of its own batches, averaged only for evaluations).
+    enum class OwnTensors { None, All, Buffers };
+    const OwnTensors own_;
     // A GPU step whose host reads device data mid-step (synchronised BatchNorm's statistics, per-layer profiling):
     // the previous step's gradient collectives are waited for first, watched for stalls (GradientSync::drain).
     const bool drain_before_step_;

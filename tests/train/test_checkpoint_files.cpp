@@ -174,7 +174,21 @@ TEST_CASE("per-rank copies: stored after the run's own tensors, read back, check
     CHECK(got.ranks == 2);
     CHECK(got.values == copies.values);
     CHECK(train::recorded_last_average_step(path, s) == 0);
+    CHECK(got.cover(0, 2));
     CHECK_NOTHROW(train::load_checkpoint(path, target, nullptr));  // eval: the model alone
+
+    // Copies of a run of the tensors (a synchronous run's BatchNorm buffers): v alone, named and read back as such.
+    const train::RankCopies of_v{2, {{5, 6, 15, 16}}, 1};
+    train::save_checkpoint(dir + "/v.bin", model, nullptr, at, of_v);
+    const CheckpointBytes cv = read_checkpoint_bytes(dir + "/v.bin");
+    names.clear();
+    for (const auto& t : cv.header["tensors"]) names.push_back(t["name"]);
+    CHECK(names == std::vector<std::string>{"w", "v", "rank0/v", "rank1/v"});
+    train::load_checkpoint(dir + "/v.bin", target, nullptr, &got);
+    CHECK(got.first == 1);
+    CHECK(got.values == of_v.values);
+    CHECK(got.cover(1, 1));
+    CHECK_FALSE(got.cover(0, 2));  // not what a local SGD run resumes from
 
     // A checkpoint without copies (as every checkpoint before them) reads as none, and records no average step.
     train::save_checkpoint(dir + "/plain.bin", model, nullptr, position(3));
@@ -199,8 +213,20 @@ TEST_CASE("per-rank copies: stored after the run's own tensors, read back, check
     for (const auto& [what, edit] : std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
              {"is not rank 1's copy of 'v'", [](nlohmann::json& h) { h["tensors"][5]["name"] = "rank1/x"; }},
              {"key 'rank_copies' is 3, not 0 or world_size 2", [](nlohmann::json& h) { h["rank_copies"] = 3; }},
-             {"lists 5 tensors, not the run's own and 2 per-rank copies",
-              [](nlohmann::json& h) { h["tensors"].erase(5); }}}) {
+             {"lists 5 tensors, too few for 2 per-rank copies of tensors 0 to 1",
+              [](nlohmann::json& h) { h["tensors"].erase(5); }},
+             {"lists 5 tensors, not the run's own and 2 per-rank copies",  // as written before the subset keys
+              [](nlohmann::json& h) {
+                  h["tensors"].erase(5);
+                  h.erase("rank_copies_first");
+                  h.erase("rank_copies_tensors");
+              }},
+             {"tensor entry 4 ('rank1/w') is not rank 0's copy of 'v'",
+              [](nlohmann::json& h) {
+                  h["rank_copies_first"] = 1;
+                  h["rank_copies_tensors"] = 1;
+              }},
+             {"too few for 2 per-rank copies of tensors 1 to 2", [](nlohmann::json& h) { h["rank_copies_first"] = 1; }}}) {
         INFO(what);
         const std::string crafted = dir + "/crafted.bin";
         fs::remove(crafted);

@@ -48,15 +48,22 @@ public:
     using InputError::InputError;
 };
 
-// Every rank's own values of the checkpoint's tensors (the parameters, then the optimizer's state, as saved): values[i]
-// holds rank 0's values of tensor i, then rank 1's, and so on (sync::gather_to_root's layout). Empty: none.
+// Every rank's own values of a run of the checkpoint's tensors (in the saved order: the parameters, the buffers, then
+// the optimizer's state), from tensor `first` on: values[i] holds rank 0's values of tensor first + i, then rank 1's,
+// and so on (sync::gather_to_root's layout). Local SGD copies every tensor (first 0); a synchronous run with
+// BatchNorm copies the buffers alone, whose running statistics each rank keeps for itself between evaluations.
+// Empty: none.
 struct RankCopies {
     int64_t ranks = 0;
     std::vector<std::vector<float>> values;
+    size_t first = 0;
     bool empty() const { return ranks == 0; }
+    // Copies of exactly tensors first .. first + count - 1 (what a run that keeps those per rank can resume from).
+    bool cover(size_t from, size_t count) const { return !empty() && first == from && values.size() == count; }
 };
 
-// `copies`, when not empty, must hold every tensor of `params` and the optimizer's state for copies.ranks ranks.
+// `copies`, when not empty, must hold tensors first .. first + values.size() - 1 of `params` and the optimizer's
+// state for copies.ranks ranks.
 // `optimizer_state`, when given, is saved in place of the optimizer's own state (its names; tensors of state()'s
 // shapes, in its order): the sparse path's local SGD saves the ranks' averaged state beside their averaged model.
 void save_checkpoint(const std::string& path, const std::vector<nn::Parameter*>& params, optim::Optimizer* opt,
