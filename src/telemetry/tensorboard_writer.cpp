@@ -97,6 +97,15 @@ std::string encode_event(double wall_time, int64_t step, std::string_view file_v
     return event;
 }
 
+std::string encode_session_start(double wall_time, int64_t step) {
+    std::string event = encode_event(wall_time, step, "", {});
+    std::string session_log;
+    put_key(session_log, 1, kVarint);
+    put_varint(session_log, 1);  // SessionLog.START
+    put_bytes(event, 7, session_log);
+    return event;
+}
+
 }  // namespace tfevents
 
 namespace {
@@ -123,6 +132,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
 void TensorBoardWriter::scalars(int64_t step, const std::vector<Scalar>& values) {
     if (!enabled() || values.empty()) return;
     write_event(tfevents::encode_event(unix_seconds(), step, "", values));
+}
+
+void TensorBoardWriter::restart_at(int64_t step) {
+    if (enabled()) write_event(tfevents::encode_session_start(unix_seconds(), step));
 }
 
 void TensorBoardWriter::write_event(const std::string& event) {

@@ -318,6 +318,8 @@ void SparseRun::load_resume_checkpoint() {
     metrics_ = telemetry::MetricsWriter(metrics, resumed_);
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
+    // The steps after the checkpoint are trained again: hide what a run killed after it wrote of them.
+    if (resumed_) tensorboard_.restart_at(pos_.global_step + 1);
 }
 
 // Loads `path` (rank 0) and checks it fits this run: the world size, the batch size, the shuffle buffer, the seed

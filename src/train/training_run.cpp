@@ -206,6 +206,8 @@ void TrainingRun::open_outputs() {
     metrics_ = telemetry::MetricsWriter(metrics, !resumed_from_.empty());
     // A resumed run adds a file of its own; its steps continue the earlier files' (global steps).
     if (plan_.output.tensorboard) tensorboard_ = telemetry::TensorBoardWriter(plan_.output.tensorboard_dir());
+    // The steps after the checkpoint are trained again: hide what a run killed after it wrote of them.
+    if (!resumed_from_.empty()) tensorboard_.restart_at(pos_.global_step + 1);
 }
 
 // Every rank takes rank 0's decision: its position, every rank's dropout RNG state, its parameters and optimizer

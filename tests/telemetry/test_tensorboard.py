@@ -61,6 +61,10 @@ def event_class():
     event.field.add(name="file_version", number=3, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     event.field.add(name="summary", number=5, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
                     type_name=".rt_test.Summary")
+    session_log = fdp.message_type.add(name="SessionLog")
+    session_log.field.add(name="status", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)  # START = 1
+    event.field.add(name="session_log", number=7, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=".rt_test.SessionLog")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     desc = pool.FindMessageTypeByName("rt_test.Event")
@@ -129,10 +133,23 @@ def decode_events(Event, path):
     return events
 
 
+def restart_step(path, events):
+    """The step of the SessionLog START (a resumed run's mark, right after the header), or None."""
+    starts = [(i, ev) for i, ev in enumerate(events) if ev.HasField("session_log")]
+    if not starts:
+        return None
+    assert len(starts) == 1 and starts[0][0] == 1, f"{path}: session logs at events {[i for i, _ in starts]}"
+    ev = starts[0][1]
+    assert ev.session_log.status == 1 and not ev.HasField("summary"), f"{path}: {ev}"
+    return ev.step
+
+
 def scalars_by_tag(path, events):
     """{tag: [(step, value), ...]} over the events after the header, with unix wall times."""
     tags = {}
     for ev in events[1:]:
+        if ev.HasField("session_log"):
+            continue
         assert not ev.HasField("file_version")
         assert ev.wall_time > 1.6e9, f"{path}: wall_time {ev.wall_time} is not a unix time"
         for v in ev.summary.value:
@@ -159,10 +176,13 @@ def main():
         train_stopped_then_resumed(args.binary, cfg, 20)
         losses = {r["global_step"]: r["loss"] for r in map(json.loads, open(os.path.join(out, "metrics.jsonl")))
                   if r["type"] == "step"}
-        expected = [([4, 8, 12, 16, 20], [16]), ([24, 28, 32], [32])]
+        # The resumed run's file marks its restart at step 21, so TensorBoard hides anything a killed run wrote after
+        # its last checkpoint (step 20); the first run's file has no mark.
+        expected = [([4, 8, 12, 16, 20], [16], None), ([24, 28, 32], [32], 21)]
         last_step = 0
-        for name, (loss_steps, epoch_steps) in zip(event_files(out), expected):
+        for name, (loss_steps, epoch_steps, restart) in zip(event_files(out), expected):
             events = decode_events(Event, name)
+            assert restart_step(name, events) == restart, f"{name}: restart at {restart_step(name, events)}, expected {restart}"
             tags = scalars_by_tag(name, events)
             assert all(b.step >= a.step for a, b in zip(events[1:], events[2:])), f"{name}: steps go back"
             got = [s for s, _ in tags["train/loss"]]

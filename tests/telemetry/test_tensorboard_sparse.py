@@ -15,7 +15,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_tensorboard import (decode_events, event_class, event_files, f32,  # noqa: E402 (exits 77 without protobuf)
-                              scalars_by_tag, train_stopped_then_resumed)
+                              restart_step, scalars_by_tag, train_stopped_then_resumed)
 
 
 def write_svm(path, rows, seed):
@@ -53,11 +53,13 @@ def main():
         losses = {r["global_step"]: r["loss"] for r in records if r["type"] == "step"}
         epochs = {r["global_step"]: r for r in records if r["type"] == "epoch"}
         # The first run stops inside epoch 2 (no epoch scalars there) and logs its last step, 13; the resumed one ends
-        # epochs 2 and 3.
-        expected = [([4, 8, 12, 13], [10]), ([16, 20, 24, 28], [20, 30])]
+        # epochs 2 and 3, its file marked as a restart at step 14.
+        expected = [([4, 8, 12, 13], [10], None), ([16, 20, 24, 28], [20, 30], 14)]
         last_step = 0
-        for name, (loss_steps, epoch_steps) in zip(event_files(out), expected):
-            tags = scalars_by_tag(name, decode_events(Event, name))
+        for name, (loss_steps, epoch_steps, restart) in zip(event_files(out), expected):
+            events = decode_events(Event, name)
+            assert restart_step(name, events) == restart, f"{name}: restart at {restart_step(name, events)}"
+            tags = scalars_by_tag(name, events)
             for tag in ["train/loss", "train/lr", "train/samples_per_s"]:
                 got = [s for s, _ in tags.get(tag, [])]
                 assert got == loss_steps, f"{name}: {tag} at steps {got}, expected {loss_steps}"

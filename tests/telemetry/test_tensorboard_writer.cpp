@@ -44,6 +44,12 @@ TEST_CASE("an Event is wall_time (fixed64), step (varint), file_version and summ
           head + bytes({0x2a, static_cast<int>(summary.size())}) + summary);
 }
 
+TEST_CASE("a restart is an Event with SessionLog (field 7) status START (1)", "[telemetry][tensorboard]") {
+    const std::string head = bytes({0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 21});
+    // session_log: key 0x3a (field 7, length-delimited), length 2, { status: key 0x08 (field 1, varint), 1 }
+    CHECK(tfevents::encode_session_start(0.0, 21) == head + bytes({0x3a, 2, 0x08, 1}));
+}
+
 TEST_CASE("a TFRecord is the length, its masked CRC-32C, the data and its masked CRC-32C", "[telemetry][tensorboard]") {
     const std::string data = "hello";
     const std::string r = tfevents::frame_record(data);

@@ -3,7 +3,9 @@
 // fields a scalar needs, numbered as in TensorFlow's event.proto and summary.proto:
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }      Value { string tag = 1; float simple_value = 2; }
-// The first event of a file carries file_version "brain.Event:2" (what TensorBoard expects of a summary writer).
+// The first event of a file carries file_version "brain.Event:2" (what TensorBoard expects of a summary writer). A
+// resumed run's file then marks the restart: Event { SessionLog session_log = 7; } with SessionLog { status = 1:
+// START }, at the first step it will write, so TensorBoard hides what the earlier files hold from that step on.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,8 @@ std::string frame_record(std::string_view data);
 // An Event: wall_time and step, then file_version when not empty, then a summary of `values` when not empty.
 std::string encode_event(double wall_time, int64_t step, std::string_view file_version,
                          const std::vector<Scalar>& values);
+// An Event: wall_time and step, then a SessionLog with status START.
+std::string encode_session_start(double wall_time, int64_t step);
 }  // namespace tfevents
 
 class TensorBoardWriter {
@@ -42,6 +46,10 @@ public:
     const std::string& path() const { return path_; }
     // One event at `step` holding every value as a scalar, written and flushed at once (a killed job keeps it).
     void scalars(int64_t step, const std::vector<Scalar>& values);
+    // A resumed run, before its first scalars: TensorBoard drops the earlier files' events at `step` and later, which
+    // a run killed after its last checkpoint wrote and the resumed run writes again (the SessionLog START that
+    // TensorFlow's Supervisor and PyTorch's SummaryWriter(purge_step=...) write on a restart).
+    void restart_at(int64_t step);
 
 private:
     void write_event(const std::string& event);
