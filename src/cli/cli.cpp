@@ -44,7 +44,7 @@ Usage:
   ringtrain make-clicklog --format criteo|libsvm --rows N --out FILE[.gz] [--seed S] [--truth FILE.json] (--help)
   ringtrain make-image-folder --out DIR [--classes 2] [--per-class N] [--size HxW] [--format jpg|png|mixed] (--help)
   ringtrain predict --config FILE [--ranks 2,4,..] [--link 10gbit,5us (default) | --measure] [--json FILE] [--straggler 0.05]
-                    [--algorithm ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json]
+                    [--algorithm auto|ring|recursive_doubling|halving_doubling] [--steps K] [--profile PREDICT.json] (--help)
   ringtrain --help | --help-config | --version
 
 Examples:

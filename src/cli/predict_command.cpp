@@ -35,10 +35,26 @@ namespace {
 // shows 25 and 100 Gbit/s). Said in the output, so a table is never read without its assumption.
 constexpr const char* kDefaultLink = "10gbit,5us";
 
+const char* kPredictUsage = R"(Usage: ringtrain predict --config FILE [--set key=value]... [--ranks 2,4,..]
+         [--link RATE[,LATENCY] | --measure] [--json FILE] [--straggler S] [--algorithm A] [--steps K]
+         [--profile PREDICT.json]
+
+Profiles one rank's training step (or reads --profile) and predicts step time, samples/s and efficiency at each
+N in --ranks (default 2,4,...,512) for weak scaling, with the run's own buckets and overlap.
+  --link 10gbit,5us   the link between ranks (the default); rates in gbit/mbit/kbit, latency in us/ms/s
+  --measure           fit the link from allreduces between the ranks of this job (mpirun -np M, M >= 2); every
+                      rank profiles at once and the slowest of N is drawn from their step times
+  --straggler S       the slowest rank S slower than the profiled one (0.05 = 5 %), at every N
+  --algorithm A       auto (the ring backend's choice per message size; the default with sync.backend ring),
+                      ring (the default for mpi and nccl), recursive_doubling or halving_doubling
+  --json FILE         the profile and the rows as one JSON document
+See docs/scaling.md.
+)";
+
 struct PredictArgs {
-    std::string config, ranks, link, json, profile, algorithm = "ring";
+    std::string config, ranks, link, json, profile, algorithm;  // algorithm "": the backend's (algorithm_for)
     std::vector<std::string> overrides;
-    bool measure = false;
+    bool measure = false, help = false;
     double straggler = 0;
     bool straggler_given = false;  // --straggler: one share for every N, instead of a measured spread
     int steps = 10;
@@ -91,6 +107,10 @@ PredictArgs parse_predict(int argc, char** argv) {
             value = flag.substr(eq + 1);
             flag.resize(eq);
         }
+        if (flag == "--help" || flag == "-h") {
+            a.help = true;
+            return a;
+        }
         if (flag == "--measure") {
             if (value) throw InputError("--measure takes no value");
             a.measure = true;
@@ -130,6 +150,10 @@ PredictArgs parse_predict(int argc, char** argv) {
 int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size);
 
 int predict(const PredictArgs& a, int world_rank, int world_size) {
+    if (a.help) {
+        if (world_rank <= 0) std::fputs(kPredictUsage, stdout);
+        return 0;
+    }
     const train::Config config = train::Config::load(a.config, a.overrides);
     try {
         return predict_with(a, config, world_rank, world_size);
@@ -164,7 +188,9 @@ scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, int wor
     sync::require_same_facts(*comm, facts);
     std::vector<double> sizes;
     for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
-    const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9);
+    const scaling::Algorithm algorithm =
+        a.algorithm.empty() ? predict::algorithm_for(plan.sync) : predict::parse_algorithm(a.algorithm);
+    const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9, algorithm);
     if (world_rank == 0)
         for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
     return m.link;
@@ -280,8 +306,9 @@ void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p,
 
 int predict_with(const PredictArgs& a, const train::Config& config, int world_rank, int world_size) {
     const std::vector<int> ranks = predict::parse_ranks(a.ranks);  // a bad --ranks fails before any measuring
-    const scaling::Algorithm algorithm = predict::parse_algorithm(a.algorithm);
     const train::RunPlan& plan = config.plan();
+    const scaling::Algorithm algorithm =
+        a.algorithm.empty() ? predict::algorithm_for(plan.sync) : predict::parse_algorithm(a.algorithm);
     if (world_rank == 0)
         for (const std::string& n : config.notes()) std::fprintf(stderr, "ringtrain: note: %s\n", n.c_str());
     if (plan.data.is_sparse())

@@ -8,7 +8,8 @@
 
 namespace ringtrain::predict {
 
-LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats) {
+LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats,
+                             scaling::Algorithm algorithm) {
     if (repeats < 1 || sizes_bytes.empty()) throw Error("measure_link: needs at least one size and one repeat");
     const int n = comm.size();
     if (n < 2) throw InputError("predict --measure needs two or more ranks: run it under mpirun -np 2");
@@ -31,8 +32,9 @@ LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>
         comm.allreduce(std::span<double>(&fastest, 1), comm::ReduceOp::Max);
         m.samples.push_back({static_cast<double>(buffer.size() * sizeof(float)), fastest});
     }
-    m.link = scaling::fit_ring_link(m.samples, n,
-                                    "measured: allreduce over " + comm.backend() + " at " + std::to_string(n) + " ranks");
+    m.link = scaling::fit_link(m.samples, n, algorithm,
+                               "measured: allreduce over " + comm.backend() + " at " + std::to_string(n) + " ranks, " +
+                                   scaling::to_string(algorithm) + " model");
     return m;
 }
 

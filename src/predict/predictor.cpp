@@ -39,6 +39,12 @@ sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTi
     return sync::BucketLayout::by_size(t.grad_floats, fusion);
 }
 
+scaling::Algorithm algorithm_for(const train::SyncPlan& sync) {
+    // The ring backend picks its algorithm per message size; MPI_Allreduce and NCCL pick theirs by rules of their
+    // own, modelled by the ring's formula (their large messages' algorithm).
+    return sync.backend == train::Backend::Ring ? scaling::Algorithm::Auto : scaling::Algorithm::Ring;
+}
+
 scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm algorithm, double straggler) {
     scaling::Setting s;
     s.algorithm = algorithm;
@@ -56,17 +62,15 @@ std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketL
         Row r;
         r.configured = scaling::predict_step(t, layout, link, configured, n, batch_per_rank);
         r.best = r.configured;
-        // Local SGD's averages travel in float32 (train refuses sync.compression with it): no 16-bit candidate.
-        const std::vector<double> wires = configured.local_sgd_period > 0 ? std::vector<double>{4.0}
-                                                                          : std::vector<double>{4.0, 2.0};
-        for (scaling::Algorithm a : scaling::kAlgorithms)
-            for (double wire : wires) {
-                scaling::Setting s = configured;
-                s.algorithm = a;
-                s.wire_bytes_per_float = wire;
-                const scaling::Prediction p = scaling::predict_step(t, layout, link, s, n, batch_per_rank);
-                if (p.step_s < r.best.step_s) r.best = p;
-            }
+        // What a config can choose: the wire format (sync.compression). The algorithm is the backend's own choice
+        // per message size (Algorithm::Auto for sync.backend ring), which no key selects. Local SGD's averages
+        // travel in float32 (train refuses sync.compression with it): no 16-bit candidate.
+        if (configured.local_sgd_period == 0) {
+            scaling::Setting s = configured;
+            s.wire_bytes_per_float = configured.wire_bytes_per_float < 4 ? 4.0 : 2.0;
+            const scaling::Prediction p = scaling::predict_step(t, layout, link, s, n, batch_per_rank);
+            if (p.step_s < r.best.step_s) r.best = p;
+        }
         rows.push_back(r);
     }
     return rows;
@@ -99,7 +103,7 @@ std::vector<int> parse_ranks(const std::string& text) {
 scaling::Algorithm parse_algorithm(const std::string& text) {
     for (scaling::Algorithm a : scaling::kAlgorithms)
         if (text == to_string(a)) return a;
-    throw InputError("--algorithm: unknown '" + text + "'; use ring, recursive_doubling or halving_doubling");
+    throw InputError("--algorithm: unknown '" + text + "'; use auto, ring, recursive_doubling or halving_doubling");
 }
 
 std::string format_table(const std::vector<Row>& rows, const scaling::Link& link) {

@@ -84,21 +84,4 @@ LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds,
     return f;
 }
 
-Link fit_ring_link(std::span<const LinkSample> samples, int ranks, std::string source) {
-    if (ranks < 2) throw Error("fit_ring_link: a link is fitted from allreduces between two or more ranks");
-    std::vector<double> x, y, w;
-    for (const LinkSample& s : samples) {
-        x.push_back(s.bytes);
-        y.push_back(s.seconds);
-        w.push_back(1.0 / std::max(s.seconds * s.seconds, 1e-18));
-    }
-    const LineFit f = fit_line(x, y, w);
-    const double n = ranks;
-    Link link;
-    link.alpha_s = std::max(0.0, f.intercept / (2.0 * (n - 1)));
-    link.beta_s_per_byte = std::max(0.0, f.slope / (2.0 * (n - 1) / n));
-    link.source = std::move(source);
-    return link;
-}
-
 }  // namespace ringtrain::scaling

@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "ringtrain/comm/ring_communicator.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::scaling {
 
 const char* to_string(Algorithm a) {
     switch (a) {
+        case Algorithm::Auto: return "auto";
         case Algorithm::Ring: return "ring";
         case Algorithm::RecursiveDoubling: return "recursive_doubling";
         case Algorithm::HalvingDoubling: return "halving_doubling";
@@ -17,9 +20,19 @@ const char* to_string(Algorithm a) {
     return "?";
 }
 
-CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& link) {
+Algorithm ring_backend_choice(int ranks, double float32_bytes) {
+    const comm::RingOptions defaults;
+    if (float32_bytes < static_cast<double>(defaults.small_message_bytes)) return Algorithm::RecursiveDoubling;
+    const bool power_of_two = ranks > 0 && (ranks & (ranks - 1)) == 0;
+    if (ranks >= 4 && power_of_two && float32_bytes < static_cast<double>(defaults.halving_max_bytes))
+        return Algorithm::HalvingDoubling;
+    return Algorithm::Ring;
+}
+
+CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& link, double float32_bytes) {
     CollectiveTime t;
     if (ranks < 2 || bytes <= 0) return t;
+    if (a == Algorithm::Auto) a = ring_backend_choice(ranks, float32_bytes > 0 ? float32_bytes : bytes);
     const double n = ranks;
     // Non-powers of two take one more round (the ranks beyond the power fold in first): ceil, not log2.
     const double rounds = std::ceil(std::log2(n));
@@ -36,8 +49,42 @@ CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& 
             t.latency_s = 2 * rounds * link.alpha_s;
             t.bandwidth_s = 2 * (n - 1) / n * bytes * link.beta_s_per_byte;
             break;
+        case Algorithm::Auto: break;  // resolved above
     }
     return t;
+}
+
+Link fit_link(std::span<const LinkSample> samples, int ranks, Algorithm a, std::string source) {
+    if (ranks < 2) throw Error("fit_link: a link is fitted from allreduces between two or more ranks");
+    // t ≈ A·α + B·β, A and B the algorithm's latency and bandwidth factors for the sample's size; normal equations.
+    Link unit_alpha, unit_beta;
+    unit_alpha.alpha_s = 1;
+    unit_beta.beta_s_per_byte = 1;
+    double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
+    std::vector<double> sizes;
+    for (const LinkSample& s : samples) {
+        const double A = allreduce_time(a, ranks, s.bytes, unit_alpha, s.float32_bytes).latency_s;
+        const double B = allreduce_time(a, ranks, s.bytes, unit_beta, s.float32_bytes).bandwidth_s;
+        const double w = 1.0 / std::max(s.seconds * s.seconds, 1e-18);
+        aa += w * A * A, ab += w * A * B, bb += w * B * B, at += w * A * s.seconds, bt += w * B * s.seconds;
+        sizes.push_back(s.bytes);
+    }
+    std::sort(sizes.begin(), sizes.end());
+    if (std::unique(sizes.begin(), sizes.end()) - sizes.begin() < 2)
+        throw Error("fit_link: needs allreduces of two or more sizes");
+    Link link;
+    const double det = aa * bb - ab * ab;
+    link.alpha_s = det > 0 ? (at * bb - bt * ab) / det : -1;
+    link.beta_s_per_byte = det > 0 ? (bt * aa - at * ab) / det : -1;
+    if (link.alpha_s < 0) {  // all of it bandwidth
+        link.alpha_s = 0;
+        link.beta_s_per_byte = bb > 0 ? std::max(0.0, bt / bb) : 0.0;
+    } else if (link.beta_s_per_byte < 0) {  // all of it latency
+        link.beta_s_per_byte = 0;
+        link.alpha_s = aa > 0 ? std::max(0.0, at / aa) : 0.0;
+    }
+    link.source = std::move(source);
+    return link;
 }
 
 std::string Setting::describe() const {
@@ -97,7 +144,7 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
                     ready = std::max(ready, r >= 0 ? backward_begin + slow * r : backward_end);
                 }
             }
-            CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link);
+            CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link, b.count * 4.0);
             if (!bucket_seconds.empty()) {  // measured: the link only says how much of it is latency
                 c.latency_s = std::min(c.latency_s, std::max(0.0, bucket_seconds[k]));
                 c.bandwidth_s = std::max(0.0, bucket_seconds[k]) - c.latency_s;

@@ -15,6 +15,11 @@ using nlohmann::json;
 
 namespace {
 
+// The ring backend's own choice per bucket size; MPI's and NCCL's algorithms modelled by the ring's formula.
+scaling::Algorithm run_algorithm(const RunMeasurements& m) {
+    return m.backend == "ring" ? scaling::Algorithm::Auto : scaling::Algorithm::Ring;
+}
+
 scaling::StepTimings timings_of(const RunMeasurements& m) {
     scaling::StepTimings t;
     const double p = static_cast<double>(std::max<int64_t>(m.passes, 1));
@@ -97,8 +102,10 @@ scaling::Link link_from_run(const RunMeasurements& m) {
     const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
     std::vector<scaling::LinkSample> samples;
     for (size_t b = 0; b < transfer.size() && b < layout.size(); ++b)
-        if (transfer[b] > 0)
-            samples.push_back({static_cast<double>(layout.bucket(b).count) * m.wire_bytes_per_float, transfer[b]});
+        if (transfer[b] > 0) {
+            const double floats = static_cast<double>(layout.bucket(b).count);
+            samples.push_back({floats * m.wire_bytes_per_float, transfer[b], floats * sizeof(float)});
+        }
     std::string source = "this run's gradient allreduces (" + std::to_string(samples.size()) +
                          " bucket(s), less the wait for the slowest rank)";
     if (m.latency_probe_s > 0) {
@@ -109,12 +116,16 @@ scaling::Link link_from_run(const RunMeasurements& m) {
     for (const auto& s : samples) sizes.push_back(s.bytes);
     std::sort(sizes.begin(), sizes.end());
     const bool fittable = std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2;
-    source += ", ring formula at " + std::to_string(m.ranks) + " ranks over " + m.backend;
-    if (fittable) return scaling::fit_ring_link(samples, m.ranks, source);
+    const scaling::Algorithm a = run_algorithm(m);
+    source += std::string(a == scaling::Algorithm::Auto ? ", the ring backend's algorithms" : ", ring formula") +
+              " at " + std::to_string(m.ranks) + " ranks over " + m.backend;
+    if (fittable) return scaling::fit_link(samples, m.ranks, a, source);
     // One size only (one bucket, no probe): no latency can be told apart; all of it counts as bandwidth.
-    scaling::Link link;
-    const double n = m.ranks;
-    link.beta_s_per_byte = samples[0].seconds / (2.0 * (n - 1) / n * std::max(samples[0].bytes, 1.0));
+    scaling::Link link, unit_beta;
+    unit_beta.beta_s_per_byte = 1;
+    const double per_beta = scaling::allreduce_time(a, m.ranks, std::max(samples[0].bytes, 1.0), unit_beta,
+                                                    samples[0].float32_bytes).bandwidth_s;
+    link.beta_s_per_byte = samples[0].seconds / per_beta;
     link.source = source + " (one size: alpha not separable, taken as 0)";
     return link;
 }
@@ -133,7 +144,7 @@ RunPrediction predict_run(const RunMeasurements& m) {
     const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
     const scaling::StepTimings t = timings_of(m);
     scaling::Setting s;
-    s.algorithm = scaling::Algorithm::Ring;  // the link was fitted through the ring formula at this N
+    s.algorithm = run_algorithm(m);  // as the link was fitted at this N
     s.wire_bytes_per_float = m.wire_bytes_per_float;
     s.overlap = m.overlap;
     r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;
@@ -143,9 +154,10 @@ RunPrediction predict_run(const RunMeasurements& m) {
     // α-β line loses on this run's own sizes: what an extrapolation in N would start from).
     const std::vector<double> transfer = bucket_transfer_s(m);
     r.prediction = scaling::predict_step(t, layout, r.link, s, m.ranks, samples, transfer);
-    r.setting = s.describe();  // "ring ..." (Algorithm::Ring above)
-    if (m.backend != "ring" && r.setting.rfind("ring", 0) == 0)
-        r.setting = m.backend + r.setting.substr(4) + " (modelled by the ring formula)";
+    // "ring fp32 overlap": the backend, then the wire and overlap as describe() words them after the algorithm.
+    const std::string described = s.describe();
+    r.setting = m.backend + described.substr(described.find(' '));
+    if (s.algorithm != scaling::Algorithm::Auto) r.setting += " (modelled by the ring formula)";
     r.fitted_link_step_s = scaling::predict_step(t, layout, r.link, s, m.ranks, samples).step_s;
     r.measured_step_s = m.measured_step_s;
     r.one_rank_step_s = t.compute_s();

@@ -60,6 +60,55 @@ TEST_CASE("allreduce_time: ring, recursive doubling and halving-doubling by the 
     CHECK(allreduce_time(Algorithm::Ring, 1, 1e6, l).total() == 0.0);
 }
 
+TEST_CASE("auto: the ring backend's algorithm per message size, by its float32 size", "[predict]") {
+    // RingCommunicator's defaults: recursive doubling below 128 KiB; halving-doubling below 4 MiB at a power of two
+    // from 4 ranks; the ring otherwise.
+    CHECK(ring_backend_choice(8, 131071) == Algorithm::RecursiveDoubling);
+    CHECK(ring_backend_choice(8, 131072) == Algorithm::HalvingDoubling);
+    CHECK(ring_backend_choice(8, 4194303) == Algorithm::HalvingDoubling);
+    CHECK(ring_backend_choice(8, 4194304) == Algorithm::Ring);
+    CHECK(ring_backend_choice(6, 1e6) == Algorithm::Ring);  // not a power of two
+    CHECK(ring_backend_choice(2, 1e6) == Algorithm::Ring);  // below 4 ranks
+    CHECK(ring_backend_choice(512, 31360) == Algorithm::RecursiveDoubling);  // logreg's one 31 KB bucket
+    const Link l = hand_link();
+    // 100 KB at 8 ranks: recursive doubling, 3 rounds of (10 us + 100 us).
+    CHECK(allreduce_time(Algorithm::Auto, 8, 1e5, l).total() == Approx(3 * (10e-6 + 1e-4)));
+    // 100 KB on a 16-bit wire of a 200 KB float32 message: halving-doubling, as the float32 size decides.
+    const CollectiveTime c = allreduce_time(Algorithm::Auto, 8, 1e5, l, 2e5);
+    CHECK(c.latency_s == Approx(2 * 3 * 10e-6));
+    CHECK(c.bandwidth_s == Approx(2.0 * 7 / 8 * 1e5 * 1e-9));
+}
+
+TEST_CASE("fit_link: alpha and beta back from the algorithm's own times", "[predict]") {
+    const Link truth = hand_link();  // 10 us, 1 ns/byte
+    for (const Algorithm a : {Algorithm::Ring, Algorithm::Auto}) {
+        for (const int ranks : {2, 8}) {
+            std::vector<LinkSample> samples;
+            for (double bytes = 4096; bytes <= 16.0 * 1048576; bytes *= 4)  // both sides of every threshold
+                samples.push_back({bytes, allreduce_time(a, ranks, bytes, truth).total(), bytes});
+            const Link f = fit_link(samples, ranks, a, "test");
+            INFO(to_string(a) << " at " << ranks);
+            CHECK(f.alpha_s == Approx(truth.alpha_s).epsilon(1e-6));
+            CHECK(f.beta_s_per_byte == Approx(truth.beta_s_per_byte).epsilon(1e-6));
+            CHECK(f.source == "test");
+        }
+    }
+    // Auto's small sizes take one round at 2 ranks (α + nβ), the large ones the ring (2α + nβ): fitted through the
+    // ring formula alone, the same times give another α.
+    std::vector<LinkSample> mixed;
+    for (double bytes = 4096; bytes <= 16.0 * 1048576; bytes *= 4)
+        mixed.push_back({bytes, allreduce_time(Algorithm::Auto, 2, bytes, truth).total()});
+    CHECK(fit_link(mixed, 2, Algorithm::Ring, "").alpha_s != Approx(truth.alpha_s).epsilon(0.05));
+    // Pure bandwidth: α would come out negative and is kept at 0.
+    const LinkSample bw[] = {{1000, 1e-6}, {2000, 2e-6}};
+    const Link z = fit_link(bw, 2, Algorithm::Ring, "");
+    CHECK(z.alpha_s == 0.0);
+    CHECK(z.beta_s_per_byte == Approx(1e-9));
+    const LinkSample one_size[] = {{1000, 1e-6}, {1000, 2e-6}};
+    CHECK_THROWS_AS(fit_link(one_size, 2, Algorithm::Ring, ""), Error);
+    CHECK_THROWS_AS(fit_link(bw, 1, Algorithm::Ring, ""), Error);
+}
+
 TEST_CASE("predict_step: buckets overlap backward; the step ends after the last bucket and the optimizer", "[predict]") {
     const StepTimings t = hand_timings(250000);  // bucket 0: 1 MB, bucket 1: 1 MB
     const auto layout = two_buckets(t);
@@ -142,10 +191,16 @@ TEST_CASE("predict_rows: the best setting is the fastest algorithm and wire form
     Setting s;
     const auto rows = predict_rows(t, two_buckets(t), hand_link(), s, {4}, 64);
     REQUIRE(rows.size() == 1);
-    // Bandwidth-bound: ring or halving-doubling with a 16-bit wire; both beat the configured fp32 ring.
+    // Bandwidth-bound: a 16-bit wire beats the configured fp32 one. The algorithm stays the configured one (the
+    // backend's choice: no key selects another).
     CHECK(rows[0].best.setting.wire_bytes_per_float == 2.0);
     CHECK(rows[0].best.step_s < rows[0].configured.step_s);
-    CHECK(rows[0].best.setting.algorithm != Algorithm::RecursiveDoubling);
+    CHECK(rows[0].best.setting.algorithm == s.algorithm);
+    // Configured with 16 bits already, the best is what is configured (fp32 is slower).
+    Setting half = s;
+    half.wire_bytes_per_float = 2;
+    const auto halved = predict_rows(t, two_buckets(t), hand_link(), half, {4}, 64);
+    CHECK(halved[0].best.step_s == halved[0].configured.step_s);
 
     // Local SGD: its averages travel in float32 (train refuses sync.compression with it), so the best setting
     // offered keeps the fp32 wire, even where 16 bits would be faster.
@@ -189,6 +244,12 @@ TEST_CASE("parse_link, fit_line, parse_ranks and parse_algorithm", "[predict]") 
     CHECK_THROWS_AS(parse_ranks("2,x"), InputError);
     CHECK_THROWS_AS(parse_ranks("0"), InputError);
     CHECK(parse_algorithm("halving_doubling") == Algorithm::HalvingDoubling);
+    CHECK(parse_algorithm("auto") == Algorithm::Auto);
+    train::SyncPlan sync;
+    sync.backend = train::Backend::Ring;
+    CHECK(algorithm_for(sync) == Algorithm::Auto);
+    sync.backend = train::Backend::Mpi;
+    CHECK(algorithm_for(sync) == Algorithm::Ring);
     CHECK_THROWS_AS(parse_algorithm("tree"), InputError);
 }
 

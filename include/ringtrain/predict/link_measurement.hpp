@@ -5,6 +5,7 @@
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/scaling/link.hpp"
+#include "ringtrain/scaling/scaling_model.hpp"
 
 namespace ringtrain::predict {
 
@@ -13,10 +14,11 @@ struct LinkMeasurement {
     std::vector<scaling::LinkSample> samples;  // per size, the fastest repeat (the slowest rank's)
 };
 
-// Allreduces of `sizes_bytes` (float32) over `comm`, `repeats` times each after one warm-up, and the ring model
-// 2(N−1)α + 2(N−1)/N·n·β fitted to the fastest repeat of each size (scaling::fit_ring_link: predictions at
-// N = comm.size() reproduce the measurement).
-// Collective: every rank calls it with the same arguments. A negative fitted α or β is clamped to 0.
-LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats);
+// Allreduces of `sizes_bytes` (float32) over `comm`, `repeats` times each after one warm-up, and `algorithm`'s model
+// (Auto: each size by the algorithm the ring backend takes for it) fitted to the fastest repeat of each size
+// (scaling::fit_link: predictions at N = comm.size() reproduce the measurement).
+// Collective: every rank calls it with the same arguments. α and β are kept >= 0.
+LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats,
+                             scaling::Algorithm algorithm);
 
 }  // namespace ringtrain::predict

@@ -20,12 +20,16 @@ scaling::StepTimings timings_from(const train::StepProfile& profile, int64_t pas
 // by size (sync.fusion_bytes).
 sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTimings& t);
 
+// The allreduce algorithm the plan's backend runs, as the model knows it: Auto for ring (its own choice per message
+// size), the ring's formula for mpi and nccl.
+scaling::Algorithm algorithm_for(const train::SyncPlan& sync);
+
 // The configured setting: the plan's compression, overlap and local SGD; `algorithm` for the allreduce.
 scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm algorithm, double straggler);
 
 struct Row {
     scaling::Prediction configured;
-    scaling::Prediction best;  // the fastest of every algorithm × {fp32, 16-bit}, the rest as configured
+    scaling::Prediction best;  // the faster of {fp32, 16-bit} on the wire (fp32 alone under local SGD), the rest as configured
 };
 
 std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
@@ -33,7 +37,7 @@ std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketL
 
 // "2,4,8" -> {2, 4, 8}; "" -> 2, 4, ..., 512. Throws InputError for anything but positive integers.
 std::vector<int> parse_ranks(const std::string& text);
-// "ring", "recursive_doubling", "halving_doubling"; InputError otherwise.
+// "auto", "ring", "recursive_doubling", "halving_doubling"; InputError otherwise.
 scaling::Algorithm parse_algorithm(const std::string& text);
 
 std::string format_table(const std::vector<Row>& rows, const scaling::Link& link);

@@ -27,14 +27,10 @@ struct LineFit {
 // `weights` (optional, one per point): weighted least squares, e.g. 1/t² for relative errors.
 LineFit fit_line(std::span<const double> bytes, std::span<const double> seconds, std::span<const double> weights = {});
 
-// One timed allreduce size: `seconds` for `bytes` at the job's rank count.
+// One timed allreduce size: `seconds` for `bytes` on the wire at the job's rank count. `float32_bytes`, when not 0,
+// is the message's float32 size (twice `bytes` under 16-bit compression): what the ring backend picks its algorithm by.
 struct LinkSample {
-    double bytes = 0, seconds = 0;
+    double bytes = 0, seconds = 0, float32_bytes = 0;
 };
-// The ring model 2(N−1)α + 2(N−1)/N·n·β fitted to allreduce times taken at `ranks` ranks (least squares on relative
-// errors: the sizes may span orders of magnitude, and an unweighted fit would let the largest messages' noise decide
-// α), so that predictions at N = `ranks` reproduce the samples. Needs two distinct sizes and ranks >= 2 (Error
-// otherwise); a negative fitted α or β is clamped to 0. `source` goes into Link::source.
-Link fit_ring_link(std::span<const LinkSample> samples, int ranks, std::string source);
 
 }  // namespace ringtrain::scaling

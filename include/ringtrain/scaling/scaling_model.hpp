@@ -23,18 +23,32 @@
 
 namespace ringtrain::scaling {
 
-enum class Algorithm { Ring, RecursiveDoubling, HalvingDoubling };
+// Auto: what sync.backend ring runs between hosts, chosen per message by its float32 size (ring_backend_choice).
+enum class Algorithm { Auto, Ring, RecursiveDoubling, HalvingDoubling };
 const char* to_string(Algorithm a);
-inline constexpr Algorithm kAlgorithms[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
+inline constexpr Algorithm kAlgorithms[] = {Algorithm::Auto, Algorithm::Ring, Algorithm::RecursiveDoubling,
                                              Algorithm::HalvingDoubling};
 
+// The algorithm sync.backend ring runs for one allreduce of `float32_bytes` (the message's float32 size, whatever
+// the wire format) at `ranks` ranks across hosts, as comm::RingCommunicator chooses with its default options:
+// recursive doubling below 128 KiB, halving-doubling below 4 MiB at a power of two from 4 ranks, else the ring.
+// (Inside one host it takes shared memory instead, which the α-β model does not describe.)
+Algorithm ring_backend_choice(int ranks, double float32_bytes);
+
 // Seconds for one allreduce of `bytes` at `ranks` ranks (0 for one rank), split into its latency (α) and
-// bandwidth (β) parts.
+// bandwidth (β) parts. Auto resolves by `float32_bytes` (0: `bytes`).
 struct CollectiveTime {
     double latency_s = 0, bandwidth_s = 0;
     double total() const { return latency_s + bandwidth_s; }
 };
-CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& link);
+CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& link, double float32_bytes = 0);
+
+// The algorithm's model, α·latency + β·bandwidth terms, fitted to allreduce times taken at `ranks` ranks (weighted
+// least squares on relative errors: the sizes may span orders of magnitude, and an unweighted fit would let the
+// largest messages' noise decide α), so that predictions at N = `ranks` reproduce the samples. Auto fits each
+// sample by the algorithm its size takes. Needs two distinct sizes and ranks >= 2 (Error otherwise); α and β are
+// kept >= 0 (the other refitted alone). `source` goes into Link::source.
+Link fit_link(std::span<const LinkSample> samples, int ranks, Algorithm a, std::string source);
 
 // One rank's measured step (seconds per step, medians).
 struct StepTimings {

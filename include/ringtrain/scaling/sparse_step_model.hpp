@@ -46,7 +46,7 @@ struct TimedCollectives {
     std::vector<Collective> collectives;
     double seconds = 0;
 };
-// α and β fitted through the ring formulas of the samples (least squares on relative errors, as fit_ring_link).
+// α and β fitted through the ring formulas of the samples (least squares on relative errors, as fit_link).
 // Needs two samples whose (α, β) coefficients are not proportional and ranks >= 2 (Error otherwise); a negative α
 // or β is clamped to 0 and the other refitted alone.
 Link fit_collectives_link(std::span<const TimedCollectives> samples, int ranks, std::string source);
