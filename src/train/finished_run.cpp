@@ -52,11 +52,15 @@ std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm
         t.max_steps > 0 && at.global_step >= t.max_steps
             ? "step " + std::to_string(at.global_step) + " of train.max_steps " + std::to_string(t.max_steps)
             : "epoch " + std::to_string(at.epoch) + " of " + std::to_string(t.epochs);
+    // A finished run whose summary still says "stopped" (written by a ringtrain that stopped at the last epoch's
+    // end, where the run ends anyway): it is complete, so say so there too.
+    const bool clear_stop = kept.contains("stopped") && !kept["stopped"].is_null();
+    kept["stopped"] = nullptr;
+    if (clear_stop) telemetry::write_json_atomically(path, kept);
     std::fprintf(stderr,
                  "ringtrain: nothing left to train: the checkpoint is the end of the run (%s); %s is the finished "
-                 "run's and stays as it is (train more with a larger train.epochs or train.max_steps)\n",
-                 where.c_str(), path.c_str());
-    kept["stopped"] = nullptr;
+                 "run's and stays as it is%s (train more with a larger train.epochs or train.max_steps)\n",
+                 where.c_str(), path.c_str(), clear_stop ? ", its \"stopped\" cleared" : "");
     return kept;
 }
 

@@ -152,7 +152,7 @@ void StopRequest::agreed() {
 
 void StopRequest::votes_over() {
     HandlerState& g = g_state;
-    g.votes_over.store(true);
+    if (g.votes_over.exchange(true)) return;  // said once: the loop may end its votes early (its last step's vote)
     const int sig = g.signal.load();
     if (sig == 0 || g.agreed.load()) return;
     // A signal came during the last step (or the last vote's step): no boundary is left to stop at, and the run's

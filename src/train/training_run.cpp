@@ -349,6 +349,14 @@ void TrainingRun::agree_on_stop() {
         any = any_rank_requested(p.comm, stop_);
     }
     if (!any) return;
+    // Agreed at the last epoch's last step: nothing is left to stop early, and the epoch's end evaluates anyway (as
+    // every epoch's end does, stopped or not). The run finishes as usual (checkpoint, evaluation, summary; exit 0),
+    // as when the signal came after the last vote. (A stop at max_steps' last step inside an epoch still stops: its
+    // final evaluation is left to the resumed job, not spent from the grace period.)
+    if (pos_.epoch + 1 >= plan_.train.epochs && pos_.step_in_epoch == steps_per_epoch_) {
+        stop_.votes_over();
+        return;
+    }
     // The watchdog stays armed through agreed_signal's collective: a rank that voted and then stopped answering
     // (the vote can complete just before a peer freezes) must not hold this one past train.stop_grace_s.
     stop_signal_ = agreed_signal(p.comm, stop_);  // for the summary

@@ -158,3 +158,32 @@ TEST_CASE("a stop agreed at the run's last step skips the evaluation; the resume
     }
     comm->barrier();
 }
+
+TEST_CASE("a stop agreed at the last epoch's last step finishes the run as usual", "[train][mpi][stop]") {
+    // The epoch's end evaluates anyway, so nothing is left to stop early. It used to end with "stopped" (exit 3) and
+    // the test figures, and its requeued job kept that "stopped" for good.
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const std::vector<std::string> sets{"train.epochs=1"};
+    const int64_t last = 480 / (8 * world);  // tiny_config: 480 samples, batch 8 per rank
+    json whole;
+    {
+        Trainer t(tiny_run(job_dir("last-epoch-whole"), "", sets), *comm);
+        whole = t.train();
+    }
+    const std::string dir = job_dir("last-epoch-stop");
+    {
+        Trainer t(tiny_run(dir, "", sets), *comm);
+        t.set_step_callback([&](int64_t step) {
+            if (step == last - 1 && rank == world - 1) std::raise(SIGUSR1);  // agreed with the last step's vote
+        });
+        const json s = t.train();
+        CHECK(s["stopped"].is_null());
+        if (rank == 0) {
+            CHECK(s["steps"] == last);
+            CHECK(s["test_accuracy"] == whole["test_accuracy"]);
+            CHECK(s["test_loss"] == whole["test_loss"]);
+        }
+    }
+    comm->barrier();
+}
