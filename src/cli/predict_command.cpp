@@ -8,15 +8,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/crc32c.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/json_file.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
@@ -201,7 +204,35 @@ scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, int wor
 struct Profiled {
     train::StepProfile profile;
     nlohmann::json spread;
+    nlohmann::json measured_on;  // measured_on(config) of the run profiled (null: a --profile file from before it)
 };
+
+// What a profile's times belong to: the model (its file, and the CRC-32C of its bytes, so that a copy elsewhere is
+// the same model) and the batch per rank. Another model or batch would predict another run's scaling.
+nlohmann::json measured_on(const train::Config& config) {
+    const std::string path = config.model_path();
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return {{"model_file", path},
+            {"model_crc32c", crc32c(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())))},
+            {"batch_size", config.plan().train.batch_size}};
+}
+
+// A --profile file must be of this config's model and batch: its times are that step's.
+void check_profile_fits(const std::string& file, const Profiled& p, const train::Config& config) {
+    const nlohmann::json now = measured_on(config);
+    const int64_t batch = config.plan().train.batch_size;
+    if (p.profile.batch_size != batch)
+        throw InputError("--profile " + file + " was measured at train.batch_size " +
+                         std::to_string(p.profile.batch_size) + ", the config has " + std::to_string(batch) +
+                         "; profile again with this config (predict without --profile), or set train.batch_size=" +
+                         std::to_string(p.profile.batch_size));
+    if (p.measured_on.is_object() && p.measured_on.value("model_crc32c", nlohmann::json()) != now["model_crc32c"])
+        throw InputError("--profile " + file + " was measured with the model " +
+                         p.measured_on.value("model_file", std::string("?")) + ", the config's " +
+                         now["model_file"].get<std::string>() + " differs; profile again with this config (predict "
+                         "without --profile), or pass the config it was measured with");
+}
 
 // Under --measure every rank profiles the step at the same moment: rank 0's is the profile (its compute shares the
 // host as a run's would), and every rank's step times give the wait for the slowest of N. Collective with `comm`.
@@ -215,10 +246,13 @@ Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Co
         if (world_rank == 0 && !a.json.empty()) check_json_path(a.json);
         if (a.profile.empty()) {
             if (world_rank == 0 || side_by_side) p.profile = train::profile_steps(config, 2, a.steps, 1.0);
+            p.measured_on = measured_on(config);
         } else if (world_rank == 0) {
             const nlohmann::json doc = read_json_file(a.profile, "--profile", "pass a file written by predict --json");
             p.profile = predict::profile_from_json(doc, a.profile);
             if (doc.contains("spread")) p.spread = predict::spread_from_json(doc.at("spread"), a.profile);
+            if (doc.contains("measured_on")) p.measured_on = doc.at("measured_on");
+            check_profile_fits(a.profile, p, config);
         }
     };
     if (comm) {
@@ -298,6 +332,7 @@ void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p,
         {"spread", p.spread},
         {"scaling", "weak"},
         {"profile", predict::profile_json(p.profile, layout)},
+        {"measured_on", p.measured_on},
         {"rows", predict::rows_json(rows)}};
     std::ofstream out(a.json);
     out << doc.dump(2) << "\n";

@@ -62,6 +62,19 @@ with tempfile.TemporaryDirectory() as tmp:
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert want in p.stderr and p.stderr.count("\n") == 1, (bad, p.stderr)
         assert p.stdout == "", (bad, p.stdout)  # refused before the profile: no table was printed
+    # A profile of another batch or model predicts another run: refused, naming both.
+    for other, want in (([], "measured at train.batch_size 200, the config has 64"),
+                        (["--set", "model=" + os.path.join(root, "models/lenet5.json")], "was measured with the model")):
+        p = subprocess.run([binary, "predict", "--config", os.path.join(root, "configs/logreg_fashion.json"), "--set",
+                            "data.format=synthetic", "--set", "train.batch_size=64", "--link", "1gbit", "--profile", js]
+                           + other, capture_output=True, text=True, cwd=tmp)
+        if other:  # the model changed and the batch given back: only the model differs
+            p = subprocess.run([binary, "predict", "--config", os.path.join(root, "configs/logreg_fashion.json"),
+                                "--set", "data.format=synthetic", "--link", "1gbit", "--profile", js] + other,
+                               capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 2 and want in p.stderr and p.stderr.count("\n") == 1, (other, p.returncode, p.stderr)
+    p = subprocess.run(base + ["--help"], capture_output=True, text=True, cwd=tmp)
+    assert p.returncode == 0 and "--algorithm" in p.stdout and "auto" in p.stdout, (p.returncode, p.stdout)
     # --json onto a file that is not a predict output (a config, a summary) is refused and the file kept; a previous
     # predict output is replaced.
     precious = os.path.join(tmp, "precious.json")
