@@ -691,6 +691,26 @@ std::string resume_newest(const std::string& dir, const std::function<void(const
     return loaded;
 }
 
+std::string checkpoint_to_evaluate(const std::string& given) {
+    std::error_code ec;
+    std::string dir;
+    if (fs::is_directory(given, ec))
+        dir = fs::is_directory(fs::path(given) / "checkpoints", ec) ? (fs::path(given) / "checkpoints").string() : given;
+    else if (fs::path(given).filename() == "latest" && fs::is_regular_file(given, ec))
+        dir = fs::path(given).parent_path().string();
+    else if (!fs::exists(given, ec))
+        throw InputError("--checkpoint " + given + ": not found; pass a ckpt-*.bin file, a checkpoints folder or a "
+                         "run's output.dir (its newest checkpoint is evaluated)");
+    else
+        return given;  // a file: load_checkpoint says what is wrong with it, if anything
+    if (dir.empty()) dir = ".";
+    const ResumeCandidates c = resume_candidates(dir);
+    if (c.paths.empty())
+        throw InputError("--checkpoint " + given + ": no checkpoint (ckpt-*.bin) in " + dir +
+                         "; pass a checkpoint file, or the output.dir of a run that wrote one");
+    return c.paths.front();
+}
+
 bool holds_checkpoints(const std::string& dir) {
     std::error_code ec;
     return fs::exists(dir + "/latest", ec) || (fs::is_directory(dir, ec) && !checkpoints_by_step(dir).empty());

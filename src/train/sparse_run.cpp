@@ -860,14 +860,14 @@ json SparseRun::evaluate() {
     }
     const double n = std::max(sums[2], 1.0);
     return {{"test_accuracy", sums[1] / n}, {"test_loss", sums[0] / n}, {"test_logloss", sums[0] / n},
-            {"test_auc", auc}, {"test_samples", sums[2]}};
+            {"test_auc", auc}, {"test_samples", static_cast<int64_t>(std::llround(sums[2]))}};
 }
 
-void SparseRun::load_for_evaluation(const std::string& path) {
+void SparseRun::load_for_evaluation(const std::string& given) {
     // The weights alone, as the dense eval loads them: scoring needs no optimizer state, so a checkpoint of a sweep
     // point that switched optimizer.name (--set) evaluates with the config file as it is.
     sync::run_then_agree(comm_, [&] {
-        if (rank_ == 0) load_checkpoint(path, model_->parameters(), nullptr);
+        if (rank_ == 0) load_checkpoint(checkpoint_to_evaluate(given), model_->parameters(), nullptr);  // a folder: its newest
     });
     broadcast_from_root();
 }

@@ -1,6 +1,7 @@
 #include "ringtrain/train/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -194,7 +195,7 @@ json TrainerParts::evaluate(int64_t step) {
         comm.allreduce(std::span<double>(sums, 3), comm::ReduceOp::Sum);
     }
     const double n = std::max(sums[2], 1.0);
-    return {{"test_loss", sums[0] / n}, {"test_accuracy", sums[1] / n}, {"test_samples", sums[2]}};
+    return {{"test_loss", sums[0] / n}, {"test_accuracy", sums[1] / n}, {"test_samples", static_cast<int64_t>(std::llround(sums[2]))}};
 }
 
 }  // namespace detail
@@ -318,15 +319,17 @@ void Trainer::require_same_checkpoint_values(const std::string& checkpoint) {
                                "; pass every rank the same checkpoint");
 }
 
-json Trainer::evaluate_checkpoint(const std::string& checkpoint) {
+json Trainer::evaluate_checkpoint(const std::string& given) {
     // Every rank reads the checkpoint; one that cannot (missing, damaged, another model's) fails the job through
     // one agreement, so every rank leaves with exit 2 and its line instead of an MPI_Abort.
     LoopState at;
+    std::string checkpoint = given;
     {
         // A read that never returns must not hold the other ranks for ever (sync.setup_timeout_s).
         sync::SetupDeadline deadline(parts_->comm, parts_->plan.sync.setup_timeout_s);
         deadline.enter("reading the checkpoint " + checkpoint);
         sync::run_then_agree(parts_->comm, [&] {
+            checkpoint = checkpoint_to_evaluate(given);  // a folder: its newest
             at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
             check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
             deadline.enter("waiting for the other ranks to read their checkpoint");

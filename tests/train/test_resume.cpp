@@ -135,6 +135,23 @@ TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train
     const auto summary = read_json(dir + "/out/summary.json");
     const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
     CHECK(line["test_accuracy"] == summary["test_accuracy"]);
+    CHECK(line["test_samples"] == 96);  // a count, written as one
+    // The run's output.dir, its checkpoints folder and `latest` evaluate the checkpoint `latest` names.
+    for (const std::string& given : {dir + "/out", dir + "/out/checkpoints", dir + "/out/checkpoints/latest"}) {
+        r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + given);
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        const auto from_folder = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+        CHECK(from_folder["checkpoint"] == dir + "/out/checkpoints/" + latest);
+        CHECK(from_folder["test_accuracy"] == summary["test_accuracy"]);
+    }
+    // A folder without checkpoints, or nothing at all: exit 2 with what --checkpoint takes.
+    for (const std::string& given : {dir, dir + "/nothing-here"}) {
+        r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + given);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Catch::Contains("--checkpoint " + given));
+        CHECK_THAT(r.output, Catch::Contains("output.dir"));
+    }
     // A file that is not a checkpoint is bad input.
     write_file(dir + "/junk.bin", "not a checkpoint at all");
     r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + dir + "/junk.bin");

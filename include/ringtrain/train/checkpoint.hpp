@@ -123,6 +123,11 @@ ResumeCandidates resume_candidates(const std::string& dir);
 // never restarts from step 0 over its own earlier outputs.
 std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load);
 
+// `eval --checkpoint`: a ckpt-*.bin file as it is; a checkpoints folder, a run's output.dir (its checkpoints/) or a
+// `latest` pointer: the checkpoint `latest` names, else the newest by step (resume=auto's order; load_checkpoint
+// then verifies it). InputError naming `given` when there is none.
+std::string checkpoint_to_evaluate(const std::string& given);
+
 // Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
 bool holds_checkpoints(const std::string& dir);
 // Whether output_dir holds a previous run (a fresh run there is refused): checkpoints in checkpoint_dir, a
