@@ -16,6 +16,7 @@ at 1 with the same per-rank batch). Strong scaling: the global batch is fixed (`
 N ranks); efficiency = samples/s at N / (N x samples/s at 1 rank training the whole global batch).
 """
 import argparse
+import collections
 import contextlib
 import glob
 import hashlib
@@ -41,6 +42,13 @@ SPEC_FILE = "sweep-spec.json"  # in the output folder: the sweep that made it (w
 # Keys that do not change what a point measures: a --resume may change them (e.g. a longer timeout_s after a point
 # ran past it).
 RESUME_FREE = ("description", "timeout_s")
+# --dry-run: the commands listed, counted by kind for its closing line (how much the real run would start).
+DRY_RUN = collections.Counter()
+DRY_KINDS = {"hosts": "emulated-host command(s) (scripts/cluster)",
+             "sbatch": "Slurm array(s) (sbatch --wait, one after another, one task at a time)",
+             "point": "point run(s) (ringtrain train, one after another)",
+             "ceiling": "ceiling copies (one-rank ringtrain train, a point's N at once, after that point)",
+             "predict": "predictor run(s) (ringtrain predict, after every point)"}
 
 
 def fail(msg):
@@ -72,6 +80,12 @@ def link_problem(text):
             return f"{what} {part!r}: unknown unit {unit!r}; use {', '.join(LINK_UNITS[what][:-1])} or " \
                    f"{LINK_UNITS[what][-1]}"
     return None
+
+
+def list_command(cmd, kind):
+    """--dry-run: print one command the real run would start, counted by kind (DRY_KINDS)."""
+    print(" ".join(cmd))
+    DRY_RUN[kind] += 1
 
 
 def is_int(v):
@@ -246,7 +260,7 @@ class EmulatedHosts:
 
     def _call(self, cmd, check=True):
         if self.dry_run:
-            print(" ".join(cmd))
+            list_command(cmd, "hosts")
             return
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if check and p.returncode != 0:
@@ -291,18 +305,55 @@ def run_slurm_array(spec, cfg, n, tasks, binary, out, tag):
     return None
 
 
-def first_error(log):
-    """The trainer's own one-line reason in a failed point's log (bad input names the file or key and what to do),
+def trainer_error(lines):
+    """The trainer's own one-line reason among its output lines (bad input names the file or key and what to do),
     without the rank prefix mpirun's ranks add; None when there is none."""
+    for line in lines:
+        if line.startswith("ringtrain: error: "):
+            why = line[len("ringtrain: error: "):].strip()
+            return why.split(": ", 1)[1] if re.match(r"rank \d+: ", why) else why
+    return None
+
+
+def first_error(log):
+    """trainer_error of a failed point's log."""
     try:
         with open(log, errors="replace") as f:
-            for line in f:
-                if line.startswith("ringtrain: error: "):
-                    why = line[len("ringtrain: error: "):].strip()
-                    return why.split(": ", 1)[1] if re.match(r"rank \d+: ", why) else why
+            return trainer_error(f)
     except OSError:
-        pass
-    return None
+        return None
+
+
+def check_overrides(spec, groups, path, binary):
+    """Every distinct (config, overrides) the points pass to the trainer (their ceiling copies and the predictor pass
+    the same), checked before any point runs with one `ringtrain info --config C --set ...` each (well under a
+    second; it reads no data): a bad key or value in a later sync group would otherwise stop the sweep only after
+    every earlier point ran. `info` exits 2 with one line naming the key; the sweep then exits 2 naming the file, the
+    first point with those overrides and that line. Any other failure of `info` (it cannot start here) leaves the
+    check to the points, with a note."""
+    seen = set()
+    for gi, (cfg, sync, b, rate) in enumerate(groups):
+        for n in spec["ranks"]:
+            sets = point_sets(spec, sync, b, n)
+            if (cfg, tuple(sets)) in seen:
+                continue
+            seen.add((cfg, tuple(sets)))
+            cmd = [binary, "info", "--config", cfg] + sum((["--set", x] for x in sets), [])
+            try:
+                p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                print(f"sweep.py: note: the overrides were not checked up front ({e}); the points will",
+                      file=sys.stderr)
+                return
+            if p.returncode == 2:
+                lines = p.stderr.splitlines()
+                why = trainer_error(lines) or (lines[-1].strip() if lines else "exit 2")
+                fail(f"{path}: point g{gi}-n{n}-r0 ({point_text(cfg, sync, b, rate, n, 0)}): the trainer refuses "
+                     f"its overrides: {why}")
+            if p.returncode != 0:
+                print(f"sweep.py: note: the overrides were not checked up front (`ringtrain info` exited "
+                      f"{p.returncode}: {p.stderr.strip()[-200:]}); the points will", file=sys.stderr)
+                return
 
 
 class Failed(Exception):
@@ -446,7 +497,9 @@ def point_row(summary, ranks):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # The docstring's first paragraph (whole sentences: its first line stops mid-sentence), then where the rest is.
+    paragraphs = __doc__.split("\n\n")
+    ap = argparse.ArgumentParser(description=paragraphs[0], epilog=paragraphs[1].split("\n", 1)[1])
     ap.add_argument("sweep")
     ap.add_argument("--out", help="output folder [runs/sweeps/NAME]")
     ap.add_argument("--bin", default=os.environ.get("RINGTRAIN_BIN", os.path.join(ROOT, "build/ringtrain")))
@@ -466,13 +519,19 @@ def main():
             fail(f"{out} holds an earlier sweep's points; remove it, pass another --out, or pass --resume to continue "
                  "that sweep (same sweep file: its finished points are kept, the rest run)")
         check_resume(spec, out)
+    if os.geteuid() == 0:
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # Groups share one efficiency baseline: (config, sync, batch value, link rate).
+    groups = [(c, s, b, r) for c in spec["configs"] for s in spec["sync"] for b in spec["batch"] for r in spec["rates"]]
+    if os.access(a.bin, os.X_OK):
+        check_overrides(spec, groups, a.sweep, a.bin)
+    else:  # (--dry-run only: a real run needs the binary, above)
+        print(f"sweep.py: note: no ringtrain binary at {a.bin}: the overrides are listed unchecked", file=sys.stderr)
     os.makedirs(os.path.join(out, "points"), exist_ok=True)
     if not a.dry_run:
         kept, digest = spec_identity(spec)
         write_atomically(os.path.join(out, SPEC_FILE), {"spec": kept, "sha256": digest,
                                                         "sweep_file": os.path.abspath(a.sweep)})
-    if os.geteuid() == 0:
-        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
     if spec["placement"] == "slurm" and not a.dry_run:
         why = slurm_running()
@@ -480,8 +539,6 @@ def main():
             print(f"sweep.py: placement slurm: skipped: {why}", file=sys.stderr)
             sys.exit(SKIPPED)
 
-    # Groups share one efficiency baseline: (config, sync, batch value, link rate).
-    groups = [(c, s, b, r) for c in spec["configs"] for s in spec["sync"] for b in spec["batch"] for r in spec["rates"]]
     raw = []  # every run, in the sweep's order; with --resume a finished point's row is reused as it was (same
     reused = []  # point name, repeat and load), so the medians come out as in a sweep that never stopped
     failed = None
@@ -508,15 +565,20 @@ def main():
                             raw.append(row)
         except PointFailed as e:  # the runs that finished are written all the same, below; --resume continues
             failed = e
-        if a.dry_run:
-            return
-        points = aggregate(raw, spec)
-        predict_failed = None
-        if "predict" in spec and not failed:  # (netns: still on the emulated hosts, --measure over each rate)
-            try:
-                predict_points(points, spec, a.bin, out, hosts)
-            except Failed as e:  # the measured points are written all the same, below
-                predict_failed = str(e)
+        if a.dry_run:  # raw holds the points' stand-in rows: the predictor's runs follow from them as from real ones
+            if "predict" in spec:
+                predict_points(list({key(r): r for r in raw}.values()), spec, a.bin, out, hosts, dry_run=True)
+        else:
+            points = aggregate(raw, spec)
+            predict_failed = None
+            if "predict" in spec and not failed:  # (netns: still on the emulated hosts, --measure over each rate)
+                try:
+                    predict_points(points, spec, a.bin, out, hosts)
+                except Failed as e:  # the measured points are written all the same, below
+                    predict_failed = str(e)
+    if a.dry_run:  # (here: the emulated hosts' removal is listed too) what the real run would start, by kind
+        print("# --dry-run: " + ", ".join(f"{v} {DRY_KINDS[k]}" for k, v in DRY_RUN.items()))
+        return
     resume_cmd = shlex.join(sys.argv + ([] if a.resume else ["--resume"]))
     doc = {"sweep": spec, "command": " ".join(sys.argv), "points": points, "runs": raw}
     if a.resume:
@@ -562,8 +624,29 @@ def point_text(cfg, sync, b, rate, n, rep):
     return f"{cfg} {sync['name']}{batch_text(b)}{'' if rate is None else ' ' + rate} N={n} rep {rep}"
 
 
+def dry_row(cfg, sync, b, rate, n, rep, spec):
+    """--dry-run's stand-in for a point's row: what grouping it and predicting it read."""
+    return {"config": cfg, "sync": sync["name"], "batch": b, "rate": rate, "ranks": n, "repeat": rep,
+            "batch_per_rank": None if b is None else (b if spec["scaling"] == "weak" else b // n)}
+
+
+def ceiling_copies(spec, args, d, n):
+    """The ceiling's N independent single-rank copies of a point (args: its ringtrain train arguments, d: its
+    folder): (command, the copy's folder) each, started all at once."""
+    copies = []
+    for i in range(n):  # no communication at all
+        di = f"{d}-alone{i}"
+        # Where the ranks are bound one to a core, so is each copy (a copy free to use every core would start
+        # a parse or prefetch thread the bound ranks do not have).
+        pin = ["taskset", "-c", str(i % os.cpu_count())] if binds_to_core(spec) else []
+        copies.append((pin + ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
+                                                                     f"output.dir={di}" for x in args], di))
+    return copies
+
+
 def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep, reused):
-    """One point: its row (reused as it was when an earlier run of it finished: --resume), or PointFailed."""
+    """One point: its row (reused as it was when an earlier run of it finished: --resume), or PointFailed. With
+    --dry-run its commands (the point's, then its ceiling copies') are listed and a stand-in row returned."""
     sets = point_sets(spec, sync, b, n)
     tag = f"g{gi}-n{n}-r{rep}"
     d = os.path.join(out, "points", tag)
@@ -571,8 +654,10 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep, reused):
            ["--set", f"output.dir={d}", "--set", "output.progress=none"]
     cmd = launcher(spec, n) + args
     if a.dry_run:
-        print(" ".join(cmd))
-        return None
+        list_command(cmd, "point")
+        for ci, _ in ceiling_copies(spec, args, d, n) if spec["ceiling"] and n > 1 else ():
+            list_command(ci, "ceiling")
+        return dry_row(cfg, sync, b, rate, n, rep, spec)
     where = point_text(cfg, sync, b, rate, n, rep)
     row = finished_row(d) if a.resume else None
     if row is not None:
@@ -596,13 +681,7 @@ def run_point(spec, a, out, gi, cfg, sync, b, rate, n, rep, reused):
           (f", own prediction {100 * row['inrun_error']:+.0f} %" if "inrun_error" in row else ""), flush=True)
     if spec["ceiling"] and n > 1:  # (weak scaling, not under Slurm: load_spec refuses the others)
         procs = []
-        for i in range(n):  # N independent single-rank copies at once: no communication at all
-            di = f"{d}-alone{i}"
-            # Where the ranks are bound one to a core, so is each copy (a copy free to use every core would start
-            # a parse or prefetch thread the bound ranks do not have).
-            pin = ["taskset", "-c", str(i % os.cpu_count())] if binds_to_core(spec) else []
-            ci = pin + ["mpirun"] + LOCAL_FLAGS + ["-np", "1"] + [x if not x.startswith("output.dir=") else
-                                                            f"output.dir={di}" for x in args]
+        for ci, di in ceiling_copies(spec, args, d, n):  # N independent single-rank copies at once
             procs.append((subprocess.Popen(ci, stdout=subprocess.DEVNULL, stderr=open(di + ".log", "w"),
                                            cwd=ROOT), di))
         codes = [p.wait() for p, _ in procs]  # all of them, so that none is left running
@@ -633,10 +712,12 @@ def slurm_arrays(spec, groups, cfg, rep, a, out, raw, reused):
                 continue
             d = os.path.join(out, "points", f"g{gi}-n{n}-r{rep}")
             points.append((sync, b, rate, d, point_sets(spec, sync, b, n) + [f"output.dir={d}", "output.progress=none"]))
-        if a.dry_run:
-            for i, (_, _, _, _, sets) in enumerate(points):
-                print(f"sbatch --array={i} -n {n} -J {tag} scripts/slurm/cpu.sbatch {cfg} " +
-                      " ".join(sum((["--set", x] for x in sets), [])))
+        if a.dry_run:  # one array; a line per task (its point)
+            DRY_RUN["sbatch"] += 1
+            for i, (sync, b, rate, _, sets) in enumerate(points):
+                list_command(["sbatch", f"--array={i}", "-n", str(n), "-J", tag, "scripts/slurm/cpu.sbatch", cfg] +
+                             sum((["--set", x] for x in sets), []), "point")
+                raw.append(dry_row(cfg, sync, b, rate, n, rep, spec))
             continue
         done = {pt[3]: finished_row(pt[3]) if a.resume else None for pt in points}
         todo = [pt for pt in points if done[pt[3]] is None]
@@ -737,12 +818,12 @@ def add_predictions(points, spec, binary, out, hosts):
         fail(str(e))
 
 
-def predict_points(points, spec, binary, out, hosts):
+def predict_points(points, spec, binary, out, hosts, dry_run=False):
     """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
     (over the emulated hosts at that rate with placement netns). With --measure, once per point's rank count N too,
     launched on N ranks (at least 2): they profile side by side, so the prediction carries N ranks' contention and
     the wait for the slowest of them. Failed when the predictor fails or its output is unreadable; the points
-    predicted before that keep their predictions."""
+    predicted before that keep their predictions. dry_run: list the commands (points: dry_row's), run nothing."""
     link = spec["predict"].get("link", "measure")
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
     cache = {}
@@ -752,7 +833,8 @@ def predict_points(points, spec, binary, out, hosts):
         ck = (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None, measured_on)
         if ck not in cache:
             js = os.path.join(out, f"predict-{len(cache)}.json")
-            sets = list(spec["set"]) + list(sync["set"]) + [f"train.batch_size={p['batch_per_rank']}"]
+            bpr = p["batch_per_rank"]  # (None: --dry-run without batch: the config's, read only once a point ran)
+            sets = list(spec["set"]) + list(sync["set"]) + ([] if bpr is None else [f"train.batch_size={bpr}"])
             args = [binary, "predict", "--config", p["config"], "--ranks", ",".join(map(str, ranks)),
                     "--json", js] + sum((["--set", s] for s in sets), [])
             if link == "measure":
@@ -761,6 +843,10 @@ def predict_points(points, spec, binary, out, hosts):
                 cmd = launcher(spec, measured_on) + args + ["--measure"]
             else:
                 cmd = args + ["--link", link]
+            if dry_run:
+                list_command(cmd, "predict")
+                cache[ck] = {}
+                continue
             run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")
             try:
                 with open(js) as f:
@@ -822,6 +908,7 @@ def plot(points, out):
     series = list(dict.fromkeys(label(p) for p in points))
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    shown = [1.0]  # every efficiency and ceiling drawn (one above 1, e.g. a ceiling of 1.2, must not be cut off)
     for s in series:
         ps = sorted((p for p in points if label(p) == s), key=lambda p: p["ranks"])
         line, = ax1.plot([p["ranks"] for p in ps], [p["samples_per_s"] for p in ps], "o-", label=s)
@@ -830,8 +917,11 @@ def plot(points, out):
         cs = [p for p in ps if "ceiling" in p]
         if cs:
             ax2.plot([p["ranks"] for p in cs], [p["ceiling"] for p in cs], "x--", color=line.get_color())
+        shown += [p["efficiency"] for p in ps] + [p["ceiling"] for p in cs]
     ax1.set(xlabel="ranks", ylabel="samples/s", title="throughput")
-    ax2.set(xlabel="ranks", ylabel="efficiency", title="efficiency (x--: ceiling)", ylim=(0, 1.1))
+    ax2.set(xlabel="ranks", ylabel="efficiency", title="efficiency (x--: ceiling)", ylim=(0, 1.1 * max(shown)))
+    for ax in (ax1, ax2):  # ranks are whole: a tick at each measured count, none between them
+        ax.set_xticks(sorted({p["ranks"] for p in points}))
     legend(ax1)
     fig.tight_layout()
     pngs.append(save(fig, out, "throughput_efficiency.png"))

@@ -2,7 +2,8 @@
 """ctest: bench/sweep.py on bench/sweeps/tiny.json (2 points, weak scaling) writes rows with the measured and
 predicted fields and the slowest-rank wait, the report and the four PNGs; on bench/sweeps/tiny_strong.json (2 points,
 strong scaling) the global batch stays fixed while the per-rank batch halves; the time split per point on hand-made
-points (the slowest-rank wait comes out of sync_wait, never negative); --resume on the finished tiny sweep reuses
+points (the slowest-rank wait comes out of sync_wait, never negative); the efficiency plot of hand-made points shows
+every value (a ceiling of 1.2 too) and ticks the ranks axis at the measured counts only; --resume on the finished tiny sweep reuses
 every point (ceiling copies too) and runs nothing again. Exit 77 (skipped, with the reason) without
 matplotlib."""
 import importlib.util
@@ -39,6 +40,27 @@ assert split["waiting for gradients"] == 0.002 and split["waiting for the slowes
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
 assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 0, "why": "local SGD"}, "predicted": {"why": "x"}}) is None
+
+# The efficiency plot (hand-made points): its y range holds every value drawn, a ceiling of 1.2 as well (it was cut at
+# 1.1), with a little room above; the ranks axes tick at the measured rank counts only (no 1.5, no 3).
+figs = {}
+plot_save = sweep.save
+sweep.save = lambda fig, out, name: figs.setdefault(name, fig) and name  # kept open, to be read back
+try:
+    made = [{"config": "configs/x.json", "sync": "default", "batch": 64, "rate": None, "ranks": n, "efficiency": e,
+             "samples_per_s": 100.0 * n * e, "phase_s": phases, "wait_for_slowest_s": None, "batch_per_rank": 64,
+             "global_batch": 64 * n, "bytes_sent_per_step_per_rank": 1e6 * (n > 1), "test_accuracy": 0.8}
+            for n, e in ((1, 1.0), (2, 0.9), (4, 0.8))]
+    made[1]["ceiling"], made[2]["ceiling"] = 1.2, 0.95
+    with tempfile.TemporaryDirectory() as out:
+        sweep.plot(made, out)
+finally:
+    sweep.save = plot_save
+throughput, efficiency = figs["throughput_efficiency.png"].axes
+assert efficiency.get_ylim()[0] == 0 and 1.2 < efficiency.get_ylim()[1] <= 1.4, efficiency.get_ylim()
+assert [list(ax.get_xticks()) for ax in (throughput, efficiency)] == [[1, 2, 4]] * 2, throughput.get_xticks()
+import matplotlib.pyplot as plt  # noqa: E402
+plt.close("all")
 
 
 def run_sweep(name, out, *extra):

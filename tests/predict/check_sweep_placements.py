@@ -2,11 +2,15 @@
 """ctest: bench/sweep.py's placements. `check_sweep_placements.py ROOT BIN inputs`: bad placement keys (and a ceiling
 where it cannot run), every other key of the wrong type or range, a repeated sync name, config, rank count, batch or
 rate (the points are grouped by them) and a predict.link `ringtrain predict --link` would refuse exit 2 with one line
-naming the file and the key before anything runs; a point failing on bad input exits 2 with the trainer's reason in
-that line; a point failing half-way keeps the runs that finished (rows.json "incomplete", report.md) and names the
+naming the file and the key before anything runs, as does an override the trainer refuses (a typo in the last sync
+group: `ringtrain info` checks each point's overrides first, naming the point and the trainer's reason; nothing
+runs); a point failing on bad input exits 2 with the trainer's reason in that line; a point failing half-way keeps the runs that finished (rows.json "incomplete", report.md) and names the
 point, its log and --resume, which (same sweep only; a plain rerun is refused) reruns just the failed point and those
 after it; a predictor failing after the points ran keeps them (rows.json, report.md) and says it was the predictor;
-every shipped sweep passes --dry-run, and placement slurm's --dry-run lists one sbatch array of scripts/slurm/cpu.sbatch per (group, ranks).
+every shipped sweep passes --dry-run, which lists every command the real run starts (tiny.json: its 2 points, the
+ceiling's 2 copies, the predictor) with a closing count per kind, and placement slurm's --dry-run lists one sbatch
+array of scripts/slurm/cpu.sbatch per (group, ranks); --help shows the whole description; cpu.sbatch and gpu.sbatch
+name the folder a missing config was looked for in once where the job's directory is the checkout.
 `... netns`: a 2-point sweep on emulated hosts at a tc rate, with each point's own prediction in the rows and the
 report; exit 77 (skipped, with the reason) without root or network namespaces. `... slurm`: a private single-node
 Slurm (own directory and ports, scripts/cluster/start-slurm.sh) runs a 2-point sweep as sbatch arrays, then goes;
@@ -79,7 +83,14 @@ if part == "inputs":
                       (dict(base, repeats=True), "repeats must be a positive integer"),
                       (dict(base, timeout_s="60"), "timeout_s must be a positive number"),
                       (dict(base, configs="configs/logreg_fashion.json"), "configs must be a non-empty list"),
-                      (dict(base, name="../x"), "name must be a non-empty string without '/'")):
+                      (dict(base, name="../x"), "name must be a non-empty string without '/'"),
+                      # overrides the trainer refuses (`ringtrain info`), in a later sync group or with a batch
+                      (dict(base, sync=[{"name": "ring", "set": ["sync.backend=ring"]},
+                                        {"name": "mpi", "set": ["sync.bakend=mpi"]}]),
+                       "point g1-n1-r0 (configs/logreg_fashion.json mpi (the config's batch) N=1 rep 0): the trainer "
+                       "refuses its overrides: --set sync.bakend"),
+                      (dict(base, batch=[64], set=base["set"] + ["train.batch_size=32"]),
+                       "the trainer refuses its overrides: --set train.batch_size")):
         p = run_sweep(bad, "--dry-run")
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1 and says in lines[0], (bad, p.returncode, p.stderr)
@@ -87,6 +98,38 @@ if part == "inputs":
     for good in ({"link": "1.5GBit,2ms"}, {"link": "100mbit"}, {"link": "measure"}, {}):  # predict's own forms
         p = run_sweep(dict(base, predict=good), "--dry-run")
         assert p.returncode == 0, (good, p.stderr)
+    # A refused override stops the sweep before its first point, not after every earlier one: nothing runs.
+    with tempfile.TemporaryDirectory() as out:
+        p = run_sweep(dict(base, ranks=[1, 2, 3], sync=[{"name": "ring", "set": ["sync.backend=ring"]},
+                                                        {"name": "mpi", "set": ["sync.bakend=mpi"]}]),
+                      "--out", out + "/sw")
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and "--set sync.bakend: unknown key" in lines[0], p.stderr
+        assert not os.path.exists(os.path.join(out, "sw", "points")), os.listdir(os.path.join(out, "sw"))
+    # --dry-run lists what the real run starts: tiny.json's 2 points, N=2's 2 ceiling copies (one rank each) and the
+    # predictor, and a closing line with the count of each kind.
+    with tempfile.TemporaryDirectory() as out:
+        p = subprocess.run(["/usr/bin/python3", sweep, os.path.join(root, "bench/sweeps/tiny.json"), "--bin", binary,
+                            "--dry-run", "--out", out], capture_output=True, text=True, cwd=root)
+    lines = p.stdout.strip().splitlines()
+    assert p.returncode == 0 and len(lines) == 6, (p.returncode, p.stdout, p.stderr)
+    assert [" -np 2 " in l for l in lines[:4]] == [False, True, False, False], lines
+    assert [l.split("output.dir=")[1].split()[0][len(out):] for l in lines[:4]] == \
+        ["/points/g0-n1-r0", "/points/g0-n2-r0", "/points/g0-n2-r0-alone0", "/points/g0-n2-r0-alone1"], lines
+    assert " predict --config configs/logreg_fashion.json --ranks 1,2 " in lines[4] and "--link 10gbit,5us" in lines[4]
+    assert lines[5].startswith("# --dry-run: 2 point run(s)") and "2 ceiling copies" in lines[5] and \
+        "1 predictor run(s)" in lines[5], lines[5]
+    # --help: the whole description (the docstring's first paragraph), not its first line cut mid-sentence.
+    p = subprocess.run(["/usr/bin/python3", sweep, "--help"], capture_output=True, text=True)
+    first = "".join(open(sweep).read().split('"""')[1].split("\n\n")[0].split())  # (argparse rewraps it)
+    assert p.returncode == 0 and first.endswith("runningtherest.") and first in "".join(p.stdout.split()), p.stdout
+    # The Slurm scripts' missing config: the folder it was looked in named once when the job runs in the checkout.
+    for script in ("cpu.sbatch", "gpu.sbatch"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        p = subprocess.run(["bash", os.path.join(root, "scripts/slurm", script), "configs/nope.json"], cwd=root,
+                           env=dict(env, RINGTRAIN_BIN=os.path.abspath(binary)), capture_output=True, text=True)
+        assert p.returncode == 2 and p.stderr.strip() == \
+            f"{script}: ERROR: config 'configs/nope.json' not found (in {os.path.realpath(root)})", p.stderr
     # Without batch the progress line says so (not "batch None").
     import importlib.util
     mod = importlib.util.spec_from_file_location("sweep", sweep)
@@ -139,11 +182,13 @@ if part == "inputs":
     # failed point and those after it (its half-written folder cleared first), reusing the rest as they were.
     with tempfile.TemporaryDirectory() as out:
         fake, calls, broken = os.path.join(out, "ringtrain"), os.path.join(out, "calls.log"), os.path.join(out, "broken")
-        with open(fake, "w") as f:  # batch 64 fails while `broken` exists, leaving a half-written point folder
+        # batch 64's train fails while `broken` exists, leaving a half-written point folder (train only: the sweep's
+        # up-front `ringtrain info` check passes the same overrides, and must pass)
+        with open(fake, "w") as f:
             f.write('#!/bin/sh\nfor x; do case "$x" in output.dir=*) d="${x#output.dir=}";; esac; done\n'
                     f'[ "$1" = train ] && echo "$(basename "$d")" >> {calls}\n'
-                    f'case "$*" in *train.batch_size=64*) if [ -e {broken} ]; then mkdir -p "$d"; echo {{}} > '
-                    '"$d/summary.json"; echo "ringtrain: error: wrapper broke" >&2; exit 3; fi;; esac\n'
+                    f'[ "$1" = train ] && case "$*" in *train.batch_size=64*) if [ -e {broken} ]; then mkdir -p "$d"; '
+                    f'echo {{}} > "$d/summary.json"; echo "ringtrain: error: wrapper broke" >&2; exit 3; fi;; esac\n'
                     f'exec {binary} "$@"\n')
         os.chmod(fake, 0o755)
         open(broken, "w").close()
