@@ -19,6 +19,13 @@ std::optional<std::string> stalled_learning_note(const LearningFacts& f) {
                           static_cast<long long>(f.steps), f.test_accuracy, chance, f.train_loss, uniform_loss,
                           f.lr_peak);
     std::string note(text, static_cast<size_t>(std::max(n, 0)));
+    // Far below any rate that trains (Adam's usual 1e-3, SGD's 0.01-0.1): the model barely moved. Above it, a
+    // stalled model is most often one whose units a too large rate killed (the scaled rate of many ranks).
+    if (f.lr_peak < kTooSmallLearningRate) {
+        note += "; a rate this small barely moves the model: try a larger optimizer.lr (Adam's usual 1e-3, SGD's "
+                "0.01 to 0.1)";
+        return note;
+    }
     if (f.world_size > 1 && f.lr_scaling != "none" && f.lr_peak != f.lr) {
         std::snprintf(text, sizeof text, " (optimizer.lr %g scaled for %d ranks, lr_scaling %s)", f.lr, f.world_size,
                       f.lr_scaling.c_str());

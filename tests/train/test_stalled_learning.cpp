@@ -43,6 +43,13 @@ TEST_CASE("a model at chance gets a note naming the scaled learning rate and wha
     one.world_size = 1;
     one.lr_peak = one.lr = 0.008;
     CHECK_THAT(*stalled_learning_note(one), Contains("the learning rate was 0.008; try a smaller optimizer.lr"));
+
+    // A rate far too small to move the model is named as such, not as too large (it said "try a smaller" at 1e-9).
+    LearningFacts tiny = one;
+    tiny.lr_peak = tiny.lr = 1e-9;
+    CHECK_THAT(*stalled_learning_note(tiny), Contains("the learning rate was 1e-09; a rate this small barely moves "
+                                                      "the model: try a larger optimizer.lr") &&
+                                                 !Contains("smaller"));
 }
 
 TEST_CASE("no note for a model that learnt, or without the figures to tell", "[train][unit]") {

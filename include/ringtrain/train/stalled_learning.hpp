@@ -26,6 +26,8 @@ struct LearningFacts {
 
 // Fewer steps than this and a model at chance may simply not have started: no note.
 inline constexpr int64_t kStalledLearningMinSteps = 30;
+// A peak learning rate below this is named as too small rather than too large.
+inline constexpr double kTooSmallLearningRate = 1e-5;
 
 // The note when the model is at chance after kStalledLearningMinSteps steps or more: test accuracy at most
 // 1.5 / classes and the training loss at least 0.95 of the uniform guess's (ln classes); nullopt otherwise, or with
