@@ -707,6 +707,7 @@ std::string checkpoint_to_evaluate(const std::string& given) {
     const ResumeCandidates c = resume_candidates(dir);
     if (c.paths.empty())
         throw InputError("--checkpoint " + given + ": no checkpoint (ckpt-*.bin) in " + dir +
+                         (c.latest_problem.empty() ? std::string() : " (" + c.latest_problem + ")") +
                          "; pass a checkpoint file, or the output.dir of a run that wrote one");
     return c.paths.front();
 }

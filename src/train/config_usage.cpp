@@ -171,8 +171,8 @@ UsageRules train_rules() {
 UsageRules optimizer_rules() {
     return {
         {{"optimizer.momentum", "optimizer.nesterov"}, kByFormatAndOptimizer, dense_optimizer_is({OptimizerName::Sgd}),
-         "it is dense SGD's momentum (the sparse optimizers update only the rows a step touched: use adagrad or "
-         "ftrl there); remove it"},
+         "it is SGD's momentum, for optimizer.name sgd on a dense model (adam, adadelta and the sparse path's "
+         "adagrad and ftrl have none); remove it, or use sgd"},
         {{"optimizer.weight_decay", "optimizer.warmup_epochs"}, kByFormat, format_is(kDenseFormats),
          "the sparse path has no weight decay (ftrl has optimizer.l2) and sets the rate once per epoch; remove it"},
         {{"optimizer.beta1", "optimizer.beta2"}, kByFormatAndOptimizer, dense_optimizer_is({OptimizerName::Adam}),

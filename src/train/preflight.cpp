@@ -60,6 +60,30 @@ std::string cannot_write_in(const fs::path& folder) {
 
 }  // namespace
 
+void check_data_paths(const DataPlan& data) {
+    std::error_code ec;
+    const auto from_here = [&](const std::string& path) {
+        return fs::path(path).is_absolute() ? std::string()
+                                            : " (relative to the working directory " + fs::current_path(ec).string() + ")";
+    };
+    if (data.format == DataFormat::Idx || data.format == DataFormat::Cifar10) {
+        if (!fs::is_directory(data.dir, ec))
+            throw InputError("data.dir: " + data.dir + (fs::exists(data.dir, ec) ? " is not a folder" : " not found") +
+                             from_here(data.dir) + "; name the folder that holds the data set's files");
+        return;
+    }
+    if (!data.is_sparse()) return;
+    for (const auto& [key, path] : {std::pair<const char*, const std::string&>{"data.train_file", data.train_file},
+                                    std::pair<const char*, const std::string&>{"data.test_file", data.test_file}}) {
+        if (fs::is_directory(path, ec))
+            throw InputError(std::string(key) + ": " + path + " is a folder; name a libsvm or criteo file");
+        std::ifstream probe(path);
+        if (!probe)
+            throw InputError(std::string(key) + ": " + path + ": cannot open (" + std::strerror(errno) + ")" +
+                             from_here(path) + "; name a readable libsvm or criteo file (plain or .gz)");
+    }
+}
+
 void check_output_dir(const std::string& dir) {
     const fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
     std::error_code ec;

@@ -16,6 +16,11 @@ void preflight(const TrainerParts& parts);
 
 // The pieces, for tests and for callers that need only one.
 
+// The data the config names is there, before any of it is read: data.dir (IDX, CIFAR-10), data.train_file and
+// data.test_file (click logs). An InputError led by the key, so the CLI names the config file that gave it; relative
+// paths are from the working directory, which the message names. (Image folders are checked by their scan.)
+void check_data_paths(const DataPlan& data);
+
 // Rank 0 writes into output.dir: it must be a folder, or creatable, and writable. Probed by making and removing a
 // temporary folder, so nothing is left behind.
 void check_output_dir(const std::string& dir);

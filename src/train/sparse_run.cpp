@@ -148,6 +148,7 @@ SparseRun::SparseRun(const Config& config, comm::Communicator& comm)
     deadline.enter("reading its share of the training file");
     int64_t max_index = -1;
     sync::run_then_agree(comm_, [&] {
+        check_data_paths(plan_.data);  // led by the key: the CLI names the config file that gave it
         max_index = scan_share_for_feature_count();
         deadline.enter("waiting for the other ranks to read their shares of the training file");
     });

@@ -65,6 +65,7 @@ void TrainerParts::build_locally() {
                          " times each rank's work on the host, which only queues a GPU's; set it to off, or run on "
                          "the CPU (device: cpu)");
     check_image_input(plan, config.model_path());
+    check_data_paths(plan.data);
     data = make_datasets(plan, rank, world, /*check_training_files=*/use == TrainerUse::Train);
     train_loader = loader_options(plan, data::LoaderMode::Train, rank, world, device);
     eval_loader = loader_options(plan, data::LoaderMode::Eval, rank, world, device);
