@@ -55,7 +55,13 @@ std::vector<std::string> images_below(const fs::path& dir, const std::string& ke
             if (!seen.insert(real).second) it.disable_recursion_pending();
             continue;
         }
-        if (it->is_regular_file(ec) && image_type_of(p.filename().string())) files.push_back(p.string());
+        if (!image_type_of(p.filename().string())) continue;
+        // A link whose target is gone is neither a file nor a folder: skipped, the class would lose an image
+        // without a word.
+        if (it->is_symlink(ec) && !fs::exists(p, ec))
+            throw InputError(key + ": '" + p.string() + "' is a broken link (to '" + fs::read_symlink(p, ec).string() +
+                             "'); restore its target or remove it");
+        if (it->is_regular_file(ec)) files.push_back(p.string());
     }
     std::sort(files.begin(), files.end());
     return files;
@@ -77,7 +83,13 @@ ImageFolderListing scan_image_folder(const std::string& root, const std::string&
     if (ec) throw InputError(key + ": cannot read the folder '" + root + "': " + ec.message());
     for (; it != end; it.increment(ec)) {
         if (ec) throw InputError(key + ": cannot read the folder '" + root + "': " + ec.message());
-        if (!hidden(it->path()) && it->is_directory(ec)) class_dirs.push_back(it->path());
+        if (hidden(it->path())) continue;
+        // A class folder reached through a link whose target is gone would drop the class and shift the labels of
+        // every class after it.
+        if (it->is_symlink(ec) && !fs::exists(it->path(), ec))
+            throw InputError(key + ": '" + it->path().string() + "' is a broken link (to '" +
+                             fs::read_symlink(it->path(), ec).string() + "'); restore its target or remove it");
+        if (it->is_directory(ec)) class_dirs.push_back(it->path());
     }
     if (class_dirs.empty())
         throw InputError(key + ": the folder '" + root + "' has no class sub-folders (and so no image); put each "
