@@ -78,6 +78,8 @@ const std::map<std::string, std::set<std::string>>& command_flags() {
         {"train", {"--config", "--set", "--timeline"}},
         {"eval", {"--config", "--checkpoint", "--set"}},
         {"info", {"--config", "--set"}},
+        {"--help-config", {}},  // it lists every key; a --config given to it was ignored without a word
+        {"--version", {}},
     };
     return flags;
 }
@@ -102,6 +104,7 @@ void refuse_training_only_sets(const std::vector<std::string>& overrides) {
 std::string flag_hint(const std::string& command, const std::string& flag) {
     if (command == "train" && flag == "--checkpoint")
         return "to continue from a checkpoint, use --set checkpoint.resume=PATH (or auto)";
+    if (command == "--help-config") return "it lists every key; `ringtrain info --config FILE` shows a config's values";
     return "try `ringtrain --help`";
 }
 
@@ -181,12 +184,16 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
                                                             : train_then_exit(train::Trainer(cfg, comm));
     if (summary.contains("stopped") && !summary["stopped"].is_null()) {
         // Stopped early by a signal, with a checkpoint: the one line says what happened and how to go on.
+        // SIGTERM under a launcher is most often its own teardown (Ctrl-C to mpirun, a cancelled job), after which
+        // the launcher reports its own code: the checkpoint is what counts.
+        const std::string stopped = summary["stopped"].get<std::string>();
+        const bool by_term = stopped.rfind("signal SIGTERM", 0) == 0 && comm.size() > 1;
         if (comm.rank() == 0)
             std::fprintf(stderr,
                          "ringtrain: stopped by %s; checkpoint in %s; continue with --set checkpoint.resume=auto "
-                         "(exit %d)\n",
-                         summary["stopped"].get<std::string>().c_str(), cfg.plan().output.checkpoint_dir().c_str(),
-                         train::kStoppedExitCode);
+                         "(exit %d%s)\n",
+                         stopped.c_str(), cfg.plan().output.checkpoint_dir().c_str(), train::kStoppedExitCode,
+                         by_term ? "; a launcher that sent SIGTERM, as mpirun does on Ctrl-C, reports its own code" : "");
         return train::kStoppedExitCode;
     }
     if (comm.rank() == 0) {

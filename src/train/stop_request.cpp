@@ -189,8 +189,8 @@ void StopRequest::watch(double grace_s, int rank) {
                       ": stopping at the next step boundary with a checkpoint (exit %d)", kStoppedExitCode);
     std::fprintf(stderr, "ringtrain: rank %d: %s received%s%s; a second signal ends at once\n", rank,
                  signal_name(sig).c_str(),
-                 sig == SIGTERM ? " (from the scheduler, or from the launcher ending the job because another rank "
-                                  "failed: that rank's message says why)"
+                 sig == SIGTERM ? " (from the scheduler, from mpirun after a Ctrl-C, or from the launcher ending the "
+                                  "job because another rank failed: that rank's message says why)"
                                 : "",
                  what_follows);
     std::fflush(stderr);

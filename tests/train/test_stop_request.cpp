@@ -187,8 +187,8 @@ TEST_CASE("a SIGTERM's line says it may be the launcher ending the job after ano
     });
     CHECK(r.exit_code == 0);
     CHECK(r.stderr_text ==
-          "ringtrain: rank 2: SIGTERM received (from the scheduler, or from the launcher ending the job because "
-          "another rank failed: that rank's message says why): stopping at the next step boundary with a checkpoint "
+          "ringtrain: rank 2: SIGTERM received (from the scheduler, from mpirun after a Ctrl-C, or from the launcher "
+          "ending the job because another rank failed: that rank's message says why): stopping at the next step boundary with a checkpoint "
           "(exit 3); a second signal ends at once\n");
 }
 
