@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -260,6 +261,11 @@ int command_info(const std::optional<train::Config>& config, comm::Communicator&
             std::printf("\n");
         }
         for (const auto& n : env.notes) std::printf("note: %s\n", n.c_str());
+        // Where the config's relative paths lead: the model is searched for (docs/run-output.md, "Paths"), data
+        // and output paths are taken from the working directory.
+        if (config)
+            std::printf("model file: %s\nrelative data and output paths from: %s\n", config->model_path().c_str(),
+                        std::filesystem::current_path().string().c_str());
     }
     if (config) print_notes(*config, comm);
     if (config && comm.rank() == 0) std::cout << config->document().dump(2) << std::endl;

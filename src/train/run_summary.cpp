@@ -239,6 +239,7 @@ json TrainingRun::gather_summary() {
         {"device", to_string(p.device)},
         {"device_name", p.device_name},
         {"model", p.model->name()},
+        {"model_file", p.config.model_path()},  // the file the name resolved to (docs/run-output.md, "Paths")
         {"parameters", p.model->parameter_count()},
         {"optimizer", p.opt->name()},
         {"lr", plan_.optimizer.lr},

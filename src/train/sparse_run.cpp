@@ -1004,6 +1004,7 @@ json SparseRun::gather_summary() {
         {"backend", comm_.backend()},
         {"device", "cpu"},
         {"model", model_file_.model_name},
+        {"model_file", model_path_},
         {"num_features", model_->num_features()},
         {"out_features", model_->out_features()},
         {"optimizer", opt_->name()},

@@ -136,6 +136,7 @@ TEST_CASE("checkpoints are kept to checkpoint.keep and eval reads them", "[train
     const auto line = nlohmann::json::parse(r.output.substr(r.output.find('{')));
     CHECK(line["test_accuracy"] == summary["test_accuracy"]);
     CHECK(line["test_samples"] == 96);  // a count, written as one
+    CHECK(summary["model_file"] == dir + "/tiny.json");  // the file the config's model resolved to
     // The run's output.dir, its checkpoints folder and `latest` evaluate the checkpoint `latest` names.
     for (const std::string& given : {dir + "/out", dir + "/out/checkpoints", dir + "/out/checkpoints/latest"}) {
         r = run_command(binary() + " eval --config " + dir + "/c.json --checkpoint " + given);
