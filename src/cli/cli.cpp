@@ -51,7 +51,7 @@ Usage:
 Examples:
   ringtrain train --config configs/lenet5_fashion.json
   mpirun -np 4 ringtrain train --config configs/mnist_cnn_fashion.json --set train.epochs=2
-  srun ringtrain train --config configs/logreg_fashion.json --set sync.backend=mpi
+  srun --mpi=pmix ringtrain train --config configs/logreg_fashion.json --set sync.backend=mpi
   ringtrain train --config configs/lenet5_fashion.json --set checkpoint.resume=auto
   mpirun -np 2 ringtrain train --config configs/mnist_cnn_fashion.json --set sync.compression=fp16 --timeline trace.json
   ringtrain eval --config configs/lenet5_fashion.json --checkpoint runs/lenet5_fashion/checkpoints/ckpt-000001874.bin
@@ -198,8 +198,11 @@ int command_train(const std::optional<train::Config>& config, comm::Communicator
         return train::kStoppedExitCode;
     }
     if (comm.rank() == 0) {
+        const nlohmann::json& accuracy = summary["test_accuracy"];
+        char acc[32];
+        std::snprintf(acc, sizeof acc, "%.4f", accuracy.is_number() ? accuracy.get<double>() : 0.0);
         std::fprintf(stderr, "done: %lld steps, test accuracy %s, %.1f samples/s, summary in %s/summary.json\n",
-                     static_cast<long long>(summary["steps"].get<int64_t>()), summary["test_accuracy"].dump().c_str(),
+                     static_cast<long long>(summary["steps"].get<int64_t>()), accuracy.is_number() ? acc : "none",
                      summary["samples_per_s"].get<double>(), cfg.plan().output.dir.c_str());
         const std::string split = train::describe_time_split(summary);
         if (!split.empty()) std::fprintf(stderr, "%s\n", split.c_str());

@@ -58,7 +58,7 @@ KeyRows data_keys() {
           .doc = "criteo: (column, value) pairs hash into 2^hash_bits features"}},
         {"data.criteo_integers", {.kind = Kind::String, .fallback = "log2",
           .choices = spellings<CriteoIntegerTransform>(),
-          .doc = "criteo: integer columns bucketed as floor(log(x)^2) (log2) or hashed as they are (hash)"}},
+          .doc = "criteo: integer columns bucketed as floor(ln(x)^2) (log2: the Criteo winners' transform, natural log squared, not log base 2) or hashed as they are (hash)"}},
         {"data.shuffle_buffer", {.kind = Kind::Int, .fallback = 0, .min = 0, .max = int64_t{1} << 26,
           .doc = "libsvm/criteo: rows shuffled in memory (0 = file order)"}},
         {"data.cache", {.kind = Kind::Bool, .fallback = false,

@@ -769,11 +769,11 @@ void SparseRun::end_epoch() {
     rec.update(last_eval_);
     metrics_.write(rec);
     if (tensorboard_.enabled()) tensorboard_.scalars(pos_.global_step, epoch_scalars());
-    char text[256];
+    char text[256], auc[64] = "undefined (one class in the test set)";
+    if (last_eval_["test_auc"].is_number()) std::snprintf(auc, sizeof auc, "%.4f", last_eval_["test_auc"].get<double>());
     std::snprintf(text, sizeof text, "epoch %lld/%lld: train loss %.4f, test log loss %.4f, test AUC %s, test accuracy %.4f",
                   static_cast<long long>(pos_.epoch + 1), static_cast<long long>(plan_.train.epochs), train_loss_,
-                  last_eval_["test_logloss"].get<double>(), last_eval_["test_auc"].dump().c_str(),
-                  last_eval_["test_accuracy"].get<double>());
+                  last_eval_["test_logloss"].get<double>(), auc, last_eval_["test_accuracy"].get<double>());
     progress_.line(text);
     ++pos_.epoch;
     pos_.step_in_epoch = 0;
