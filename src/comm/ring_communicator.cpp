@@ -125,11 +125,18 @@ void* RingCommunicator::ensure(Buffer& b, size_t bytes) {
 }
 
 RingCommunicator::Path RingCommunicator::choose_path(size_t count) const {
+    return use_shared_memory(count) ? Path::SharedMemory : mpi_path(count, size_, options_);
+}
+
+RingCommunicator::Path RingCommunicator::mpi_path(size_t count, int world, const RingOptions& options) {
     // By the float32 size for both wire formats, so a 16-bit call moves exactly half the bytes of the Float32 call.
-    const bool small = count * sizeof(float) < options_.small_message_bytes && count <= static_cast<size_t>(INT_MAX);
-    if (use_shared_memory(count)) return Path::SharedMemory;
-    if (small) return Path::RecursiveDoubling;
-    if (use_halving(count)) return Path::HalvingDoubling;
+    const size_t bytes = count * sizeof(float);
+    const bool fits_int = count <= static_cast<size_t>(INT_MAX);
+    if (bytes < options.small_message_bytes && fits_int) return Path::RecursiveDoubling;
+    const bool power_of_two = world > 0 && (world & (world - 1)) == 0;
+    if (world >= 4 && power_of_two && bytes >= options.small_message_bytes && bytes < options.halving_max_bytes &&
+        fits_int)
+        return Path::HalvingDoubling;
     return Path::Ring;
 }
 
@@ -355,11 +362,6 @@ void RingCommunicator::exchange(const W* send, int dest, W* recv, int source, si
     count_bytes(send ? count * sizeof(W) : 0, recv ? count * sizeof(W) : 0);
 }
 
-bool RingCommunicator::use_halving(size_t count) const {
-    const bool power_of_two = (size_ & (size_ - 1)) == 0;
-    return size_ >= 4 && power_of_two && count * sizeof(float) >= options_.small_message_bytes &&
-           count * sizeof(float) < options_.halving_max_bytes && count <= static_cast<size_t>(INT_MAX);
-}
 
 template <class W>
 void RingCommunicator::halving_doubling(float* data, size_t count, ReduceOp op, WireFormat fmt) {

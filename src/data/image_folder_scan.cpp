@@ -14,6 +14,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `p`, when a link, must lead somewhere: a target that is gone (or unreadable: a loop of links, no permission) is
+// exit 2 naming the link, never a file or folder dropped without a word.
+void check_link_target(const fs::path& p, const std::string& key) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec)) || fs::exists(p, ec)) return;
+    const std::string why = ec ? ec.message() : "its target is gone";
+    std::error_code read;
+    throw InputError(key + ": '" + p.string() + "' is a link to '" + fs::read_symlink(p, read).string() +
+                     "' that leads nowhere (" + why + "); restore its target or remove it");
+}
+
 bool hidden(const fs::path& p) {
     const std::string name = p.filename().string();
     return !name.empty() && name[0] == '.';
@@ -55,13 +66,10 @@ std::vector<std::string> images_below(const fs::path& dir, const std::string& ke
             if (!seen.insert(real).second) it.disable_recursion_pending();
             continue;
         }
-        if (!image_type_of(p.filename().string())) continue;
-        // A link whose target is gone is neither a file nor a folder: skipped, the class would lose an image
-        // without a word.
-        if (it->is_symlink(ec) && !fs::exists(p, ec))
-            throw InputError(key + ": '" + p.string() + "' is a broken link (to '" + fs::read_symlink(p, ec).string() +
-                             "'); restore its target or remove it");
-        if (it->is_regular_file(ec)) files.push_back(p.string());
+        // A link whose target cannot be reached is neither a file nor a folder: skipped, the class would lose an
+        // image, or a folder of them, without a word.
+        check_link_target(p, key);
+        if (it->is_regular_file(ec) && image_type_of(p.filename().string())) files.push_back(p.string());
     }
     std::sort(files.begin(), files.end());
     return files;
@@ -84,11 +92,9 @@ ImageFolderListing scan_image_folder(const std::string& root, const std::string&
     for (; it != end; it.increment(ec)) {
         if (ec) throw InputError(key + ": cannot read the folder '" + root + "': " + ec.message());
         if (hidden(it->path())) continue;
-        // A class folder reached through a link whose target is gone would drop the class and shift the labels of
-        // every class after it.
-        if (it->is_symlink(ec) && !fs::exists(it->path(), ec))
-            throw InputError(key + ": '" + it->path().string() + "' is a broken link (to '" +
-                             fs::read_symlink(it->path(), ec).string() + "'); restore its target or remove it");
+        // A class folder reached through a link whose target cannot be reached would drop the class and shift the
+        // labels of every class after it.
+        check_link_target(it->path(), key);
         if (it->is_directory(ec)) class_dirs.push_back(it->path());
     }
     if (class_dirs.empty())

@@ -21,11 +21,14 @@ const char* to_string(Algorithm a) {
 }
 
 Algorithm ring_backend_choice(int ranks, double float32_bytes) {
-    const comm::RingOptions defaults;
-    if (float32_bytes < static_cast<double>(defaults.small_message_bytes)) return Algorithm::RecursiveDoubling;
-    const bool power_of_two = ranks > 0 && (ranks & (ranks - 1)) == 0;
-    if (ranks >= 4 && power_of_two && float32_bytes < static_cast<double>(defaults.halving_max_bytes))
-        return Algorithm::HalvingDoubling;
+    using Path = comm::RingCommunicator::Path;
+    const auto floats = static_cast<size_t>(std::max(0.0, float32_bytes) / sizeof(float));
+    switch (comm::RingCommunicator::mpi_path(floats, ranks, comm::RingOptions{})) {  // the backend's own rule
+        case Path::RecursiveDoubling: return Algorithm::RecursiveDoubling;
+        case Path::HalvingDoubling: return Algorithm::HalvingDoubling;
+        case Path::Ring:
+        case Path::SharedMemory: break;
+    }
     return Algorithm::Ring;
 }
 
@@ -34,8 +37,10 @@ CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& 
     if (ranks < 2 || bytes <= 0) return t;
     if (a == Algorithm::Auto) a = ring_backend_choice(ranks, float32_bytes > 0 ? float32_bytes : bytes);
     const double n = ranks;
-    // Non-powers of two take one more round (the ranks beyond the power fold in first): ceil, not log2.
-    const double rounds = std::ceil(std::log2(n));
+    // log2 N exchanges of the whole vector; a world that is not a power of two P first folds its extra ranks into
+    // partners and sends them the result at the end (RingCommunicator::recursive_doubling): log2 P + 2.
+    const bool power_of_two = (ranks & (ranks - 1)) == 0;
+    const double rounds = power_of_two ? std::log2(n) : std::floor(std::log2(n)) + 2;
     switch (a) {
         case Algorithm::Ring:  // reduce-scatter + allgather: 2(N-1) messages of n/N bytes each
             t.latency_s = 2 * (n - 1) * link.alpha_s;

@@ -691,7 +691,7 @@ std::string resume_newest(const std::string& dir, const std::function<void(const
     return loaded;
 }
 
-std::string checkpoint_to_evaluate(const std::string& given) {
+std::string load_checkpoint_to_evaluate(const std::string& given, const std::function<void(const std::string&)>& load) {
     std::error_code ec;
     std::string dir;
     if (fs::is_directory(given, ec))
@@ -701,15 +701,34 @@ std::string checkpoint_to_evaluate(const std::string& given) {
     else if (!fs::exists(given, ec))
         throw InputError("--checkpoint " + given + ": not found; pass a ckpt-*.bin file, a checkpoints folder or a "
                          "run's output.dir (its newest checkpoint is evaluated)");
-    else
-        return given;  // a file: load_checkpoint says what is wrong with it, if anything
+    if (dir.empty() && !fs::is_directory(given, ec) && fs::path(given).filename() != "latest") {
+        load(given);  // a file: load_checkpoint says what is wrong with it, if anything
+        return given;
+    }
     if (dir.empty()) dir = ".";
     const ResumeCandidates c = resume_candidates(dir);
     if (c.paths.empty())
         throw InputError("--checkpoint " + given + ": no checkpoint (ckpt-*.bin) in " + dir +
                          (c.latest_problem.empty() ? std::string() : " (" + c.latest_problem + ")") +
                          "; pass a checkpoint file, or the output.dir of a run that wrote one");
-    return c.paths.front();
+    std::vector<std::string> passed_over;
+    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
+    for (const std::string& path : c.paths) {
+        try {
+            load(path);
+        } catch (const CheckpointUnreadable& e) {
+            passed_over.emplace_back(e.what());
+            continue;
+        }
+        if (!passed_over.empty()) {
+            std::string note = "ringtrain: warning: evaluating " + path + ", the newest checkpoint that verifies: ";
+            for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
+            std::fprintf(stderr, "%s\n", note.c_str());
+        }
+        return path;
+    }
+    throw InputError("--checkpoint " + given + ": no checkpoint in " + dir + " verifies (" + passed_over.back() +
+                     "); pass a good checkpoint file");
 }
 
 bool holds_checkpoints(const std::string& dir) {

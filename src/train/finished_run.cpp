@@ -26,9 +26,13 @@ std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm
         std::ifstream in(path);
         if (in) {
             kept = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+            // A summary of a stopped run holds the last evaluation's figures, an earlier model's where the stop
+            // came inside an epoch after an evaluation: the final model is evaluated then too.
+            const bool stopped = kept.is_object() && kept.contains("stopped") && !kept["stopped"].is_null();
             if (kept.is_object())
-                have = kept.contains("test_accuracy") && kept["test_accuracy"].is_number() ? kComplete
-                                                                                            : kWithoutTestFigures;
+                have = kept.contains("test_accuracy") && kept["test_accuracy"].is_number() && !stopped
+                           ? kComplete
+                           : kWithoutTestFigures;
         }
     }
     comm.broadcast_object(have, 0);
@@ -42,8 +46,8 @@ std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm
         telemetry::write_json_atomically(path, kept);
         const double accuracy = figures.value("test_accuracy", std::nan(""));
         std::fprintf(stderr,
-                     "ringtrain: nothing left to train, but %s had no test figures (its job was stopped at the run's "
-                     "last step): evaluated the final model now, test accuracy %.4f; summary.json updated\n",
+                     "ringtrain: nothing left to train, but %s had no test figures of the final model (its job was "
+                     "stopped at the run's last step): evaluated it now, test accuracy %.4f; summary.json updated\n",
                      path.c_str(), accuracy);
         return kept;
     }
@@ -52,15 +56,11 @@ std::optional<nlohmann::json> keep_finished_run_summary(comm::Communicator& comm
         t.max_steps > 0 && at.global_step >= t.max_steps
             ? "step " + std::to_string(at.global_step) + " of train.max_steps " + std::to_string(t.max_steps)
             : "epoch " + std::to_string(at.epoch) + " of " + std::to_string(t.epochs);
-    // A finished run whose summary still says "stopped" (written by a ringtrain that stopped at the last epoch's
-    // end, where the run ends anyway): it is complete, so say so there too.
-    const bool clear_stop = kept.contains("stopped") && !kept["stopped"].is_null();
-    kept["stopped"] = nullptr;
-    if (clear_stop) telemetry::write_json_atomically(path, kept);
     std::fprintf(stderr,
                  "ringtrain: nothing left to train: the checkpoint is the end of the run (%s); %s is the finished "
-                 "run's and stays as it is%s (train more with a larger train.epochs or train.max_steps)\n",
-                 where.c_str(), path.c_str(), clear_stop ? ", its \"stopped\" cleared" : "");
+                 "run's and stays as it is (train more with a larger train.epochs or train.max_steps)\n",
+                 where.c_str(), path.c_str());
+    kept["stopped"] = nullptr;
     return kept;
 }
 

@@ -78,9 +78,11 @@ void check_data_paths(const DataPlan& data) {
         if (fs::is_directory(path, ec))
             throw InputError(std::string(key) + ": " + path + " is a folder; name a libsvm or criteo file");
         std::ifstream probe(path);
-        if (!probe)
-            throw InputError(std::string(key) + ": " + path + ": cannot open (" + std::strerror(errno) + ")" +
-                             from_here(path) + "; name a readable libsvm or criteo file (plain or .gz)");
+        if (!probe) {
+            const std::string why = std::strerror(errno);  // before anything else can set errno
+            throw InputError(std::string(key) + ": " + path + ": cannot open (" + why + ")" + from_here(path) +
+                             "; name a readable libsvm or criteo file (plain or .gz)");
+        }
     }
 }
 

@@ -517,7 +517,15 @@ bool SparseRun::next_batch() {
     if (plan_.sync.mode == SyncMode::LocalSgd) stretch_start_ = opening_end_;
     // The batch just read is not trained on when the loop stops: resuming replays the epoch's order up to the
     // checkpoint's step, so it is read again then.
-    if (ranks_stopping > 0 && may_stop_now()) agree_on_stop();
+    if (ranks_stopping > 0 && may_stop_now()) {
+        // Agreed where the last epoch's data ran out: the run ends here anyway, its end evaluating as every epoch's
+        // does, so it finishes as usual (exit 0) rather than stopping (the dense path's rule, TrainingRun).
+        const bool run_ends = ranks_with_batch < world_ && pos_.step_in_epoch > 0 && pos_.epoch + 1 >= plan_.train.epochs;
+        if (run_ends)
+            stop_->votes_over(/*agreed_at_last_step=*/true);
+        else
+            agree_on_stop();
+    }
     if (ranks_with_batch == world_) return !stopped_by_signal();
     // Some rank's share ran out: the epoch ends on every rank (a batch read by the others is not trained on).
     if (pos_.step_in_epoch == 0)
@@ -864,13 +872,18 @@ json SparseRun::evaluate() {
             {"test_auc", auc}, {"test_samples", static_cast<int64_t>(std::llround(sums[2]))}};
 }
 
-void SparseRun::load_for_evaluation(const std::string& given) {
+std::string SparseRun::load_for_evaluation(const std::string& given) {
     // The weights alone, as the dense eval loads them: scoring needs no optimizer state, so a checkpoint of a sweep
     // point that switched optimizer.name (--set) evaluates with the config file as it is.
+    std::string loaded;
     sync::run_then_agree(comm_, [&] {
-        if (rank_ == 0) load_checkpoint(checkpoint_to_evaluate(given), model_->parameters(), nullptr);  // a folder: its newest
+        if (rank_ == 0)
+            loaded = load_checkpoint_to_evaluate(given, [&](const std::string& path) {  // a folder: its newest
+                load_checkpoint(path, model_->parameters(), nullptr);
+            });
     });
     broadcast_from_root();
+    return loaded;
 }
 
 

@@ -91,7 +91,7 @@ public:
         return evaluate();
     }
     // Loads `path` on rank 0 and gives its tensors to every rank. Collective.
-    void load_for_evaluation(const std::string& path);
+    std::string load_for_evaluation(const std::string& given);  // returns the file loaded (rank 0; "" elsewhere)
     std::vector<float> parameters_flat();
 
 private:

@@ -74,8 +74,10 @@ nlohmann::json SparseTrainer::train() {
 void SparseTrainer::set_step_callback(std::function<void(int64_t)> callback) { step_callback_ = std::move(callback); }
 
 nlohmann::json SparseTrainer::evaluate_checkpoint(const std::string& checkpoint) {
-    run_->load_for_evaluation(checkpoint);
-    return run_->evaluate();
+    const std::string loaded = run_->load_for_evaluation(checkpoint);  // rank 0's: it prints the line
+    nlohmann::json r = run_->evaluate();
+    r["checkpoint"] = loaded;
+    return r;
 }
 
 std::vector<float> SparseTrainer::parameters_flat() const { return run_->parameters_flat(); }

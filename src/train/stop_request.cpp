@@ -150,17 +150,20 @@ void StopRequest::agreed() {
     sem_post(&g_state.done);
 }
 
-void StopRequest::votes_over() {
+void StopRequest::votes_over(bool agreed_at_last_step) {
     HandlerState& g = g_state;
     if (g.votes_over.exchange(true)) return;  // said once: the loop may end its votes early (its last step's vote)
     const int sig = g.signal.load();
     if (sig == 0 || g.agreed.load()) return;
-    // A signal came during the last step (or the last vote's step): no boundary is left to stop at, and the run's
-    // end is closer than any stop would be.
+    // A signal came during the last step (or the last vote's step), or the ranks agreed on it at the step where the
+    // run ends anyway: no boundary is left to stop at, and the run's end is closer than any stop would be.
     std::fprintf(stderr,
-                 "ringtrain: rank %d: the run reached its last step before the ranks agreed to stop on %s: it finishes "
-                 "as usual (evaluation, checkpoint, summary); a second signal ends at once\n",
-                 rank_, signal_name(sig).c_str());
+                 "ringtrain: rank %d: %s %s: it finishes as usual (evaluation, checkpoint, summary); a second signal "
+                 "ends at once\n",
+                 rank_,
+                 agreed_at_last_step ? "the ranks agreed to stop on" : "the run reached its last step before the "
+                                                                       "ranks agreed to stop on",
+                 agreed_at_last_step ? (signal_name(sig) + " at the run's last step").c_str() : signal_name(sig).c_str());
     std::fflush(stderr);
     sem_post(&g.done);  // the watchdog stands down: no agreement is coming
 }

@@ -330,8 +330,9 @@ json Trainer::evaluate_checkpoint(const std::string& given) {
         sync::SetupDeadline deadline(parts_->comm, parts_->plan.sync.setup_timeout_s);
         deadline.enter("reading the checkpoint " + checkpoint);
         sync::run_then_agree(parts_->comm, [&] {
-            checkpoint = checkpoint_to_evaluate(given);  // a folder: its newest
-            at = load_checkpoint(checkpoint, parts_->model->checkpoint_tensors(), nullptr);
+            checkpoint = load_checkpoint_to_evaluate(given, [&](const std::string& path) {  // a folder: its newest
+                at = load_checkpoint(path, parts_->model->checkpoint_tensors(), nullptr);
+            });
             check_checkpoint_classes(checkpoint, at.extra, parts_->data.train->class_names());
             deadline.enter("waiting for the other ranks to read their checkpoint");
         });

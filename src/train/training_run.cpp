@@ -349,12 +349,15 @@ void TrainingRun::agree_on_stop() {
         any = any_rank_requested(p.comm, stop_);
     }
     if (!any) return;
-    // Agreed at the last epoch's last step: nothing is left to stop early, and the epoch's end evaluates anyway (as
-    // every epoch's end does, stopped or not). The run finishes as usual (checkpoint, evaluation, summary; exit 0),
-    // as when the signal came after the last vote. (A stop at max_steps' last step inside an epoch still stops: its
-    // final evaluation is left to the resumed job, not spent from the grace period.)
-    if (pos_.epoch + 1 >= plan_.train.epochs && pos_.step_in_epoch == steps_per_epoch_) {
-        stop_.votes_over();
+    // Agreed at the run's last step where that is an epoch's end (the last epoch's, or max_steps' at an epoch end):
+    // nothing is left to stop early, and the epoch's end evaluates anyway (as every epoch's end does, stopped or
+    // not). The run finishes as usual (checkpoint, evaluation, summary; exit 0), as when the signal came after the
+    // last vote. (A stop at max_steps' last step inside an epoch still stops: its final evaluation is left to the
+    // resumed job, not spent from the grace period.) Every rank decides alike: the position and the plan only.
+    const bool run_ends = pos_.epoch + 1 >= plan_.train.epochs ||
+                          (plan_.train.max_steps > 0 && pos_.global_step >= plan_.train.max_steps);
+    if (run_ends && pos_.step_in_epoch == steps_per_epoch_) {
+        stop_.votes_over(/*agreed_at_last_step=*/true);
         return;
     }
     // The watchdog stays armed through agreed_signal's collective: a rank that voted and then stopped answering

@@ -179,21 +179,28 @@ TEST_CASE("links to folders: a loop back to the class folder is refused naming t
     CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"), Contains("'" + root + "/b/self' links to"));
 }
 
-TEST_CASE("broken links are refused naming the link: an image's (the class loses it) and a class folder's (labels "
-          "shift)", "[image][folder]") {
+TEST_CASE("links that lead nowhere are refused naming the link: an image's, a sub-folder's (the class loses "
+          "them) and a class folder's (labels shift)", "[image][folder]") {
     const std::string root = fresh_dir("broken-links");
     write_bytes(root + "/a/x.png", encode_png(picture(4, 4, 3, 1)));
     write_bytes(root + "/b/y.png", encode_png(picture(4, 4, 3, 2)));
+    const auto refused = [&](const std::string& link, const std::string& target) {
+        CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"),
+                          Contains("data.train_dir: '" + root + link + "' is a link to '" + target +
+                                   "' that leads nowhere (its target is gone); restore its target or remove it"));
+        fs::remove(root + link);
+    };
     fs::create_symlink(root + "/gone.jpg", root + "/a/zz.jpg");
+    refused("/a/zz.jpg", root + "/gone.jpg");
+    fs::create_directory_symlink(root + "/gone", root + "/a/more");  // a folder of images, named like none
+    refused("/a/more", root + "/gone");
+    fs::create_directory_symlink(root + "/gone", root + "/a0");  // sorts before "a": every label would shift
+    refused("/a0", root + "/gone");
+    fs::create_symlink("loop", root + "/b/loop");  // a link to itself: unreadable, not gone
     CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"),
-                      Contains("data.train_dir: '" + root + "/a/zz.jpg' is a broken link (to '" + root + "/gone.jpg')"));
-    fs::remove(root + "/a/zz.jpg");
-    fs::create_symlink(root + "/notes.txt", root + "/a/notes.txt");  // not an image name: ignored like any other file
-    fs::create_directory_symlink(root + "/gone", root + "/a0");      // sorts before "a": every label would shift
-    CHECK_THROWS_WITH(scan_image_folder(root, "data.train_dir"),
-                      Contains("data.train_dir: '" + root + "/a0' is a broken link") &&
-                          Contains("restore its target or remove it"));
-    fs::remove(root + "/a0");
+                      Contains("'" + root + "/b/loop' is a link to 'loop' that leads nowhere (") &&
+                          !Contains("target is gone"));
+    fs::remove(root + "/b/loop");
     CHECK(scan_image_folder(root, "data.train_dir").classes == std::vector<std::string>{"a", "b"});
 }
 

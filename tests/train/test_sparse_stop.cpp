@@ -141,6 +141,31 @@ TEST_CASE("sparse: SIGTERM at an epoch's last step stops after that epoch, also 
     comm->barrier();
 }
 
+TEST_CASE("sparse: a stop agreed where the last epoch's data runs out finishes the run as usual",
+          "[train][sparse][mpi][stop]") {
+    // The run ends there anyway (its last epoch's evaluation, checkpoint, summary): it used to exit 3 with "stopped".
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const int64_t per_epoch = 160 / (8 * world);
+    json whole;
+    {
+        SparseTrainer t(sparse(job_dir("last-epoch-whole"), "", {"train.epochs=1"}), *comm);
+        whole = t.train();
+    }
+    SparseTrainer t(sparse(job_dir("last-epoch-stop"), "", {"train.epochs=1"}), *comm);
+    t.set_step_callback([&](int64_t step) {
+        if (step == per_epoch && rank == world - 1) std::raise(SIGUSR1);  // the next vote finds the data out
+    });
+    const json s = t.train();
+    CHECK(s["stopped"].is_null());
+    CHECK(s["epochs_completed"] == 1);
+    if (rank == 0) {
+        CHECK(s["test_auc"] == whole["test_auc"]);
+        CHECK(s["test_logloss"] == whole["test_logloss"]);
+    }
+    comm->barrier();
+}
+
 // Not a stop, but the same in-process driving: a training file that changes under a run ends it at the next epoch's
 // start, on every rank, naming the file, instead of training on other or fewer rows without a word.
 TEST_CASE("sparse: a training file changed during the run ends it at the next epoch, exit-2 style",

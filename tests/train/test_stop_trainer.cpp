@@ -187,3 +187,40 @@ TEST_CASE("a stop agreed at the last epoch's last step finishes the run as usual
     }
     comm->barrier();
 }
+
+TEST_CASE("a stop at max_steps inside an epoch after an epoch's evaluation: the resumed job evaluates the final model",
+          "[train][mpi][stop]") {
+    // The stopped run's summary holds the first epoch's figures, an earlier model's; its requeued job found nothing
+    // left to train and kept them as the run's.
+    const int world = world_size(), rank = world_rank();
+    auto comm = ringtrain::comm::make_communicator("ring");
+    const int64_t last = 480 / (8 * world) + 7;  // 7 steps into the second epoch
+    const std::vector<std::string> sets{"train.max_steps=" + std::to_string(last)};
+    json whole;
+    {
+        Trainer t(tiny_run(job_dir("after-eval-whole"), "", sets), *comm);
+        whole = t.train();
+    }
+    const std::string dir = job_dir("after-eval-stop");
+    {
+        Trainer t(tiny_run(dir, "", sets), *comm);
+        t.set_step_callback([&](int64_t step) {
+            if (step == last - 1 && rank == world - 1) std::raise(SIGUSR1);
+        });
+        const json s = t.train();
+        REQUIRE(s["stopped"] == "signal SIGUSR1 at step " + std::to_string(last));
+        CHECK(s["test_accuracy"].is_number());  // the first epoch's
+    }
+    std::vector<std::string> resume = sets;
+    resume.push_back("checkpoint.resume=auto");
+    Trainer t(tiny_run(dir, "", resume), *comm);
+    const json s = t.train();
+    CHECK(s["stopped"].is_null());
+    if (rank == 0) {
+        CHECK(s["test_loss"] == whole["test_loss"]);  // the final model's, evaluated by the requeued job
+        const json on_disk = read_json(dir + "/out/summary.json");
+        CHECK(on_disk["test_loss"] == whole["test_loss"]);
+        CHECK(on_disk["stopped"].is_null());
+    }
+    comm->barrier();
+}

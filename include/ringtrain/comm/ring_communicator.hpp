@@ -102,11 +102,14 @@ public:
     // The shared-memory path's late peers (SharedMemoryAllreduce::late_ranks); "" on the MPI paths.
     std::string waiting_for() const override;
 
-private:
     // The algorithm for a message of `count` floats, by its float32 size whatever the wire format.
     enum class Path { SharedMemory, RecursiveDoubling, HalvingDoubling, Ring };
+    // The MPI path a world of `world` ranks takes for `count` floats with `options` (no shared memory): the one rule,
+    // which the scaling model reads too (scaling::ring_backend_choice).
+    static Path mpi_path(size_t count, int world, const RingOptions& options);
+
+private:
     Path choose_path(size_t count) const;
-    bool use_halving(size_t count) const;
     bool use_shared_memory(size_t count) const;
     // Runs the chosen path. W = float (wire = the data itself; an average arrives as a sum, scaled by the caller) or
     // uint16_t (wire = a 16-bit copy in `wire_`, format `fmt`; the path scales an average before its last rounding).

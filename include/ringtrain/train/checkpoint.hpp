@@ -10,9 +10,12 @@
 //
 // Local SGD with several ranks adds every rank's own copy of every tensor after the run's own ones (header key
 // "rank_copies" = the number of ranks, tensors named "rank<R>/<name>", rank 0's first): the ranks' parameters drift
-// apart between averages and each keeps its own optimizer state. Files without them (written before they existed,
-// or by other runs) read as before. An older ringtrain evaluates a file with them (it reads the model and skips the
-// rest) but refuses to resume it (exit 2: the tensor list does not fit its optimizer).
+// apart between averages and each keeps its own optimizer state. A synchronous run with BatchNorm at several ranks
+// adds every rank's copy of the buffers alone (its own running statistics; "rank_copies_first" and
+// "rank_copies_tensors" say which tensors are copied, absent: all). Files without copies (written before they
+// existed, or by other runs) read as before. A ringtrain older than 2026-11-29 evaluates a local SGD file (it reads
+// the model and skips the rest) but refuses to resume it, and calls a file with buffer copies damaged (its tensor
+// list does not divide into copies of all): resume=auto there passes over it to an older checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -123,10 +126,11 @@ ResumeCandidates resume_candidates(const std::string& dir);
 // never restarts from step 0 over its own earlier outputs.
 std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load);
 
-// `eval --checkpoint`: a ckpt-*.bin file as it is; a checkpoints folder, a run's output.dir (its checkpoints/) or a
-// `latest` pointer: the checkpoint `latest` names, else the newest by step (resume=auto's order; load_checkpoint
-// then verifies it). InputError naming `given` when there is none.
-std::string checkpoint_to_evaluate(const std::string& given);
+// `eval --checkpoint`: loads (with `load`) a ckpt-*.bin file as it is; for a checkpoints folder, a run's output.dir
+// (its checkpoints/) or a `latest` pointer, the checkpoint `latest` names, else the newest that verifies (resume=auto's
+// order; one warning line names what was passed over). Returns the path loaded. InputError naming `given` when there
+// is no checkpoint, or none verifies.
+std::string load_checkpoint_to_evaluate(const std::string& given, const std::function<void(const std::string&)>& load);
 
 // Whether `dir` holds checkpoints or a `latest` pointer (a previous run wrote there).
 bool holds_checkpoints(const std::string& dir);

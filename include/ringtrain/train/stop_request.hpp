@@ -63,8 +63,9 @@ public:
     void agreed();
     // The loop is over and will not vote again (every rank at the same point). A signal that came and was not agreed
     // on is said to be overtaken by the run's end, and the watchdog stands down; one that comes later is said so
-    // too, with no grace deadline (the run finishes by itself).
-    void votes_over();
+    // too, with no grace deadline (the run finishes by itself). `agreed_at_last_step`: the ranks did agree, at the
+    // step where the run ends anyway, and the line says that instead. Once: later calls do nothing.
+    void votes_over(bool agreed_at_last_step = false);
 
 private:
     AfterStop after_;
