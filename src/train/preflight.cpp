@@ -67,9 +67,13 @@ void check_data_paths(const DataPlan& data) {
                                             : " (relative to the working directory " + fs::current_path(ec).string() + ")";
     };
     if (data.format == DataFormat::Idx || data.format == DataFormat::Cifar10) {
+        const std::string what = data.format == DataFormat::Idx
+                                     ? "name the folder that holds the data set's IDX files"
+                                     : "put the CIFAR-10 binary version there (data_batch_1..5.bin, test_batch.bin; "
+                                       "download it from https://www.cs.toronto.edu/~kriz/cifar.html)";
         if (!fs::is_directory(data.dir, ec))
             throw InputError("data.dir: " + data.dir + (fs::exists(data.dir, ec) ? " is not a folder" : " not found") +
-                             from_here(data.dir) + "; name the folder that holds the data set's files");
+                             from_here(data.dir) + "; " + what);
         return;
     }
     if (!data.is_sparse()) return;

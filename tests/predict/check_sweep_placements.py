@@ -153,7 +153,7 @@ if part == "inputs":
                       "--out", out)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
-    assert "a point failed (exit 2): " in lines[0] and "CIFAR-10 file not found" in lines[0], lines[0]
+    assert "a point failed (exit 2): " in lines[0] and "data.dir: " in lines[0] and "cifar.html" in lines[0], lines[0]
     assert "rank 0:" not in lines[0] and "see " in lines[0], lines[0]
     # The predictor failing after every point ran: the points are kept (rows.json, report.md), exit 2 with one line
     # that blames the predictor, not a point. (A stand-in binary whose `predict` fails; `train` is the real one.)
