@@ -67,12 +67,12 @@ int main() {
                 dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, copy_gbs);
     std::printf("%-20s %-13s %9s %9s %7s %12s %14s\n", "layer", "pass", "ours", "oneDNN", "ratio", "ours GB/s",
                 "oneDNN blocked");
-    double blocked = 0;  // the same pass on oneDNN with nChw16c tensors (set before each row)
-    const auto row = [&](const char* layer, const char* pass, double ours, double onednn, double min_bytes) {
+    const auto row = [&](const char* layer, const char* pass, double ours, double onednn, double blocked,
+                         double min_bytes) {
         std::printf("%-20s %-13s %9.2f %9.2f %7.2f %12.1f %14.2f\n", layer, pass, ours, onednn, ours / onednn,
                     min_bytes / (ours * 1e6), blocked);
     };
-    // One pass of oneDNN's BatchNorm or max pooling on tensors in `tag` (data content does not change the time).
+    // oneDNN's BatchNorm and max-pooling passes on tensors in `tag` (constant data: the values do not change the time).
     struct Timed {
         double bn_fwd, bn_bwd, pool_fwd, pool_bwd;
     };
@@ -125,6 +125,7 @@ int main() {
         return t;
     };
     for (const Shape4& s : shapes) {
+        const Timed plain = onednn_passes(s, memory::format_tag::nchw);
         const Timed b16 = onednn_passes(s, memory::format_tag::nChw16c);
         const double bytes = 4.0 * static_cast<double>(s.N * s.C * s.H * s.W);
         Tensor x({s.N, s.C, s.H, s.W}), y(x.shape()), dy(x.shape()), dx(x.shape());
@@ -142,68 +143,20 @@ int main() {
         const double bn_bwd_ours =
             best_ms([&] { ops::batchnorm_backward(x, dy, gamma, mean, inv_std, dx, dg, db, true); });
 
-        const memory::desc md({s.N, s.C, s.H, s.W}, memory::data_type::f32, memory::format_tag::nchw);
-        const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-        const dnnl::batch_normalization_forward::primitive_desc fpd(
-            dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, bp.eps, flags), eng);
-        const dnnl::batch_normalization_backward::primitive_desc bpd(
-            dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, bp.eps, flags), eng, fpd);
-        memory mx(md, eng, x.data()), my(md, eng, y.data()), mdy(md, eng, dy.data()), mdx(md, eng, dx.data());
-        memory mmean(fpd.mean_desc(), eng), mvar(fpd.variance_desc(), eng);
-        const memory::desc cd({s.C}, memory::data_type::f32, memory::format_tag::a);
-        memory mscale(cd, eng, gamma.data()), mshift(cd, eng, beta.data()), mdscale(cd, eng, dg.data()),
-            mdshift(cd, eng, db.data());
-        dnnl::batch_normalization_forward bn_fwd(fpd);
-        dnnl::batch_normalization_backward bn_bwd(bpd);
-        const double bn_fwd_dnnl = best_ms([&] {
-            bn_fwd.execute(st, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DST, my}, {DNNL_ARG_MEAN, mmean}, {DNNL_ARG_VARIANCE, mvar},
-                                {DNNL_ARG_SCALE, mscale}, {DNNL_ARG_SHIFT, mshift}});
-            st.wait();
-        });
-        const double bn_bwd_dnnl = best_ms([&] {
-            bn_bwd.execute(st, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_MEAN, mmean}, {DNNL_ARG_VARIANCE, mvar},
-                                {DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_SCALE, mscale}, {DNNL_ARG_SHIFT, mshift},
-                                {DNNL_ARG_DST, my}, {DNNL_ARG_DIFF_SRC, mdx},
-                                {DNNL_ARG_DIFF_SCALE, mdscale}, {DNNL_ARG_DIFF_SHIFT, mdshift}});
-            st.wait();
-        });
         // At least: forward reads x for the statistics, reads it again and writes y; backward reads x and dy for
         // the sums, reads them again and writes dx.
-        blocked = b16.bn_fwd;
-        row(s.name, "bn forward", bn_fwd_ours, bn_fwd_dnnl, 3 * bytes);
-        blocked = b16.bn_bwd;
-        row(s.name, "bn backward", bn_bwd_ours, bn_bwd_dnnl, 5 * bytes);
+        row(s.name, "bn forward", bn_fwd_ours, plain.bn_fwd, b16.bn_fwd, 3 * bytes);
+        row(s.name, "bn backward", bn_bwd_ours, plain.bn_bwd, b16.bn_bwd, 5 * bytes);
 
         const ops::Pool2dParams pp;
         Tensor py(ops::pool2d_output_shape(x.shape(), pp)), pdy(py.shape());
         pdy.fill(0.25f);
         const double pool_fwd_ours = best_ms([&] { ops::maxpool2d_forward(x, py, pp); });
         const double pool_bwd_ours = best_ms([&] { ops::maxpool2d_backward(x, py, pdy, dx, pp); });
-        const memory::desc pmd({s.N, s.C, s.H / 2, s.W / 2}, memory::data_type::f32, memory::format_tag::nchw);
-        const dnnl::pooling_forward::primitive_desc pfpd(
-            dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max, md, pmd,
-                                        {2, 2}, {2, 2}, {0, 0}, {0, 0}),
-            eng);
-        const dnnl::pooling_backward::primitive_desc pbpd(
-            dnnl::pooling_backward::desc(dnnl::algorithm::pooling_max, md, pmd, {2, 2}, {2, 2}, {0, 0}, {0, 0}), eng,
-            pfpd);
-        memory mpy(pmd, eng, py.data()), mpdy(pmd, eng, pdy.data()), mws(pfpd.workspace_desc(), eng);
-        dnnl::pooling_forward pool_fwd(pfpd);
-        dnnl::pooling_backward pool_bwd(pbpd);
-        const double pool_fwd_dnnl = best_ms([&] {
-            pool_fwd.execute(st, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DST, mpy}, {DNNL_ARG_WORKSPACE, mws}});
-            st.wait();
-        });
-        const double pool_bwd_dnnl = best_ms([&] {
-            pool_bwd.execute(st, {{DNNL_ARG_DIFF_DST, mpdy}, {DNNL_ARG_DIFF_SRC, mdx}, {DNNL_ARG_WORKSPACE, mws}});
-            st.wait();
-        });
         // At least: forward reads x and writes a quarter; backward writes dx (and reads a quarter, dy; ours also
         // reads x and y to find each window's maximum, oneDNN its workspace).
-        blocked = b16.pool_fwd;
-        row(s.name, "pool forward", pool_fwd_ours, pool_fwd_dnnl, 1.25 * bytes);
-        blocked = b16.pool_bwd;
-        row(s.name, "pool backward", pool_bwd_ours, pool_bwd_dnnl, 1.25 * bytes);
+        row(s.name, "pool forward", pool_fwd_ours, plain.pool_fwd, b16.pool_fwd, 1.25 * bytes);
+        row(s.name, "pool backward", pool_bwd_ours, plain.pool_bwd, b16.pool_bwd, 1.25 * bytes);
     }
     std::printf("ratio > 1: oneDNN faster (both NCHW); GB/s: the least bytes the pass must move over our time; oneDNN "
                 "blocked: the same pass with nChw16c tensors (what keeping blocked layouts between layers would run, "
