@@ -34,6 +34,23 @@ std::string job_dir(const std::string& name) {
 }
 
 
+// The tiny run with `sets` in a folder of its own, never stopped: its summary.
+json uninterrupted(ringtrain::comm::Communicator& comm, const std::string& name, const std::vector<std::string>& sets) {
+    Trainer t(tiny_run(job_dir(name), "", sets), comm);
+    return t.train();
+}
+
+// The tiny run with `sets` in `dir`, SIGUSR1 raised on the last rank after step `step` (agreed with the next step's
+// vote): its summary.
+json signalled_after(ringtrain::comm::Communicator& comm, const std::string& dir, const std::vector<std::string>& sets,
+                     int64_t step) {
+    Trainer t(tiny_run(dir, "", sets), comm);
+    t.set_step_callback([&](int64_t at) {
+        if (at == step && world_rank() == world_size() - 1) std::raise(SIGUSR1);
+    });
+    return t.train();
+}
+
 struct Variant {
     const char* name;
     const char* extra;
@@ -124,22 +141,14 @@ TEST_CASE("a stop agreed at the run's last step skips the evaluation; the resume
           "[train][mpi][stop]") {
     // Such a job ends at train.max_steps with no test figures; its requeued job finds nothing left to train and
     // used to keep that summary (test_accuracy null, "stopped") for good.
-    const int world = world_size(), rank = world_rank();
+    const int rank = world_rank();
     auto comm = ringtrain::comm::make_communicator("ring");
     const std::vector<std::string> sets{"train.max_steps=8", "train.log_every_steps=5"};
-    json whole;
-    {
-        Trainer t(tiny_run(job_dir("last-step-whole"), "", sets), *comm);
-        whole = t.train();
-        REQUIRE(whole["test_accuracy"].is_number());
-    }
+    const json whole = uninterrupted(*comm, "last-step-whole", sets);
+    REQUIRE(whole["test_accuracy"].is_number());
     const std::string dir = job_dir("last-step-stop");
     {
-        Trainer t(tiny_run(dir, "", sets), *comm);
-        t.set_step_callback([&](int64_t step) {
-            if (step == 7 && rank == world - 1) std::raise(SIGUSR1);
-        });
-        const json s = t.train();
+        const json s = signalled_after(*comm, dir, sets, 7);
         REQUIRE(s["stopped"] == "signal SIGUSR1 at step 8");
         CHECK(s["test_accuracy"].is_null());  // no evaluation in the grace time
     }
@@ -166,24 +175,13 @@ TEST_CASE("a stop agreed at the last epoch's last step finishes the run as usual
     auto comm = ringtrain::comm::make_communicator("ring");
     const std::vector<std::string> sets{"train.epochs=1"};
     const int64_t last = 480 / (8 * world);  // tiny_config: 480 samples, batch 8 per rank
-    json whole;
-    {
-        Trainer t(tiny_run(job_dir("last-epoch-whole"), "", sets), *comm);
-        whole = t.train();
-    }
-    const std::string dir = job_dir("last-epoch-stop");
-    {
-        Trainer t(tiny_run(dir, "", sets), *comm);
-        t.set_step_callback([&](int64_t step) {
-            if (step == last - 1 && rank == world - 1) std::raise(SIGUSR1);  // agreed with the last step's vote
-        });
-        const json s = t.train();
-        CHECK(s["stopped"].is_null());
-        if (rank == 0) {
-            CHECK(s["steps"] == last);
-            CHECK(s["test_accuracy"] == whole["test_accuracy"]);
-            CHECK(s["test_loss"] == whole["test_loss"]);
-        }
+    const json whole = uninterrupted(*comm, "last-epoch-whole", sets);
+    const json s = signalled_after(*comm, job_dir("last-epoch-stop"), sets, last - 1);  // agreed at the last step
+    CHECK(s["stopped"].is_null());
+    if (rank == 0) {
+        CHECK(s["steps"] == last);
+        CHECK(s["test_accuracy"] == whole["test_accuracy"]);
+        CHECK(s["test_loss"] == whole["test_loss"]);
     }
     comm->barrier();
 }
@@ -196,18 +194,10 @@ TEST_CASE("a stop at max_steps inside an epoch after an epoch's evaluation: the 
     auto comm = ringtrain::comm::make_communicator("ring");
     const int64_t last = 480 / (8 * world) + 7;  // 7 steps into the second epoch
     const std::vector<std::string> sets{"train.max_steps=" + std::to_string(last)};
-    json whole;
-    {
-        Trainer t(tiny_run(job_dir("after-eval-whole"), "", sets), *comm);
-        whole = t.train();
-    }
+    const json whole = uninterrupted(*comm, "after-eval-whole", sets);
     const std::string dir = job_dir("after-eval-stop");
     {
-        Trainer t(tiny_run(dir, "", sets), *comm);
-        t.set_step_callback([&](int64_t step) {
-            if (step == last - 1 && rank == world - 1) std::raise(SIGUSR1);
-        });
-        const json s = t.train();
+        const json s = signalled_after(*comm, dir, sets, last - 1);
         REQUIRE(s["stopped"] == "signal SIGUSR1 at step " + std::to_string(last));
         CHECK(s["test_accuracy"].is_number());  // the first epoch's
     }
