@@ -51,6 +51,13 @@ json signalled_after(ringtrain::comm::Communicator& comm, const std::string& dir
     return t.train();
 }
 
+// The run in `dir` continued with checkpoint.resume=auto: its summary.
+json resumed(ringtrain::comm::Communicator& comm, const std::string& dir, std::vector<std::string> sets) {
+    sets.push_back("checkpoint.resume=auto");
+    Trainer t(tiny_run(dir, "", sets), comm);
+    return t.train();
+}
+
 struct Variant {
     const char* name;
     const char* extra;
@@ -152,10 +159,7 @@ TEST_CASE("a stop agreed at the run's last step skips the evaluation; the resume
         REQUIRE(s["stopped"] == "signal SIGUSR1 at step 8");
         CHECK(s["test_accuracy"].is_null());  // no evaluation in the grace time
     }
-    std::vector<std::string> resume = sets;
-    resume.push_back("checkpoint.resume=auto");
-    Trainer t(tiny_run(dir, "", resume), *comm);
-    const json s = t.train();
+    const json s = resumed(*comm, dir, sets);
     CHECK(s["stopped"].is_null());
     if (rank == 0) {
         CHECK(s["test_accuracy"] == whole["test_accuracy"]);  // the same model, evaluated
@@ -201,10 +205,7 @@ TEST_CASE("a stop at max_steps inside an epoch after an epoch's evaluation: the 
         REQUIRE(s["stopped"] == "signal SIGUSR1 at step " + std::to_string(last));
         CHECK(s["test_accuracy"].is_number());  // the first epoch's
     }
-    std::vector<std::string> resume = sets;
-    resume.push_back("checkpoint.resume=auto");
-    Trainer t(tiny_run(dir, "", resume), *comm);
-    const json s = t.train();
+    const json s = resumed(*comm, dir, sets);
     CHECK(s["stopped"].is_null());
     if (rank == 0) {
         CHECK(s["test_loss"] == whole["test_loss"]);  // the final model's, evaluated by the requeued job
