@@ -171,8 +171,8 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
 // --measure: the communicator over the config's backend, the ranks' agreement on the config (each profiles its own
 // side by side: another config on one rank would make the spread and the link another run's; exit 2 on every rank,
 // as train), and the link measured over it. Otherwise the given (or default) link, on one process.
-scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, int world_rank, int world_size,
-                       std::unique_ptr<comm::Communicator>& comm) {
+scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Algorithm algorithm, int world_rank,
+                       int world_size, std::unique_ptr<comm::Communicator>& comm) {
     if (!a.measure) {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
@@ -191,8 +191,6 @@ scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, int wor
     sync::require_same_facts(*comm, facts);
     std::vector<double> sizes;
     for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
-    const scaling::Algorithm algorithm =
-        a.algorithm.empty() ? predict::algorithm_for(plan.sync) : predict::parse_algorithm(a.algorithm);
     const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9, algorithm);
     if (world_rank == 0)
         for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
@@ -351,7 +349,7 @@ int predict_with(const PredictArgs& a, const train::Config& config, int world_ra
                          ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
                          "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
     std::unique_ptr<comm::Communicator> comm;
-    const scaling::Link link = link_for(a, plan, world_rank, world_size, comm);
+    const scaling::Link link = link_for(a, plan, algorithm, world_rank, world_size, comm);
     const Profiled p = profile_for(a, config, comm.get(), world_rank, world_size);
     if (world_rank != 0) return 0;  // the table is rank 0's alone
     const scaling::StepTimings timings = predict::timings_from(p.profile, plan.sync.backward_passes_per_step);

@@ -40,9 +40,7 @@ sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTi
 }
 
 scaling::Algorithm algorithm_for(const train::SyncPlan& sync) {
-    // The ring backend picks its algorithm per message size; MPI_Allreduce and NCCL pick theirs by rules of their
-    // own, modelled by the ring's formula (their large messages' algorithm).
-    return sync.backend == train::Backend::Ring ? scaling::Algorithm::Auto : scaling::Algorithm::Ring;
+    return scaling::algorithm_of_backend(train::to_string(sync.backend));
 }
 
 scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm algorithm, double straggler) {

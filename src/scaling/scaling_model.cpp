@@ -20,6 +20,8 @@ const char* to_string(Algorithm a) {
     return "?";
 }
 
+Algorithm algorithm_of_backend(const std::string& backend) { return backend == "ring" ? Algorithm::Auto : Algorithm::Ring; }
+
 Algorithm ring_backend_choice(int ranks, double float32_bytes) {
     using Path = comm::RingCommunicator::Path;
     const auto floats = static_cast<size_t>(std::max(0.0, float32_bytes) / sizeof(float));
@@ -61,15 +63,16 @@ CollectiveTime allreduce_time(Algorithm a, int ranks, double bytes, const Link& 
 
 Link fit_link(std::span<const LinkSample> samples, int ranks, Algorithm a, std::string source) {
     if (ranks < 2) throw Error("fit_link: a link is fitted from allreduces between two or more ranks");
-    // t ≈ A·α + B·β, A and B the algorithm's latency and bandwidth factors for the sample's size; normal equations.
-    Link unit_alpha, unit_beta;
-    unit_alpha.alpha_s = 1;
-    unit_beta.beta_s_per_byte = 1;
+    // t ≈ A·α + B·β, A and B the algorithm's latency and bandwidth factors for the sample's size (its time over a
+    // link of α = 1 s, β = 1 s/byte, split as allreduce_time splits it); normal equations.
+    Link unit;
+    unit.alpha_s = 1;
+    unit.beta_s_per_byte = 1;
     double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;
     std::vector<double> sizes;
     for (const LinkSample& s : samples) {
-        const double A = allreduce_time(a, ranks, s.bytes, unit_alpha, s.float32_bytes).latency_s;
-        const double B = allreduce_time(a, ranks, s.bytes, unit_beta, s.float32_bytes).bandwidth_s;
+        const CollectiveTime factors = allreduce_time(a, ranks, s.bytes, unit, s.float32_bytes);
+        const double A = factors.latency_s, B = factors.bandwidth_s;
         const double w = 1.0 / std::max(s.seconds * s.seconds, 1e-18);
         aa += w * A * A, ab += w * A * B, bb += w * B * B, at += w * A * s.seconds, bt += w * B * s.seconds;
         sizes.push_back(s.bytes);

@@ -666,69 +666,76 @@ ResumeCandidates resume_candidates(const std::string& dir) {
     return c;
 }
 
-std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load) {
-    const ResumeCandidates c = resume_candidates(dir);
+namespace {
+
+// resume_candidates(dir) tried best first with `load` until one loads: its path ("" when none does, or there is no
+// candidate), and what was passed over and why (`latest`'s problem first). The one rule of resume=auto and of eval
+// given a folder, which differ only in their words.
+struct NewestLoaded {
+    std::string path;
     std::vector<std::string> passed_over;
-    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
-    std::string loaded;
+    bool any_candidate = false;
+};
+NewestLoaded load_newest(const std::string& dir, const std::function<void(const std::string&)>& load) {
+    const ResumeCandidates c = resume_candidates(dir);
+    NewestLoaded r;
+    r.any_candidate = !c.paths.empty();
+    if (!c.latest_problem.empty()) r.passed_over.push_back(c.latest_problem);
     for (const std::string& path : c.paths) {
         try {
             load(path);
-            loaded = path;
-            break;
+            r.path = path;
+            return r;
         } catch (const CheckpointUnreadable& e) {
-            passed_over.emplace_back(e.what());
+            r.passed_over.emplace_back(e.what());
         }
     }
-    if (loaded.empty() && !passed_over.empty())
-        throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + passed_over.back() +
+    return r;
+}
+
+// "ringtrain: warning: <doing> <path>, the newest checkpoint that verifies: <what was passed over>", when anything was.
+void warn_passed_over(const char* doing, const NewestLoaded& r) {
+    if (r.passed_over.empty()) return;
+    std::string note = std::string("ringtrain: warning: ") + doing + " " + r.path + ", the newest checkpoint that verifies: ";
+    for (size_t i = 0; i < r.passed_over.size(); ++i) note += (i ? "; " : "") + r.passed_over[i];
+    std::fprintf(stderr, "%s\n", note.c_str());
+}
+
+}  // namespace
+
+std::string resume_newest(const std::string& dir, const std::function<void(const std::string&)>& load) {
+    const NewestLoaded r = load_newest(dir, load);
+    if (r.path.empty() && !r.passed_over.empty())
+        throw InputError(dir + ": checkpoint.resume=auto found checkpoints but can use none (" + r.passed_over.back() +
                          "); restore a good checkpoint there, or start a fresh run in another output.dir");
-    if (!passed_over.empty()) {
-        std::string note = "ringtrain: warning: resuming from " + loaded + ", the newest checkpoint that verifies: ";
-        for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
-        std::fprintf(stderr, "%s\n", note.c_str());
-    }
-    return loaded;
+    warn_passed_over("resuming from", r);
+    return r.path;
 }
 
 std::string load_checkpoint_to_evaluate(const std::string& given, const std::function<void(const std::string&)>& load) {
     std::error_code ec;
-    std::string dir;
-    if (fs::is_directory(given, ec))
-        dir = fs::is_directory(fs::path(given) / "checkpoints", ec) ? (fs::path(given) / "checkpoints").string() : given;
-    else if (fs::path(given).filename() == "latest" && fs::is_regular_file(given, ec))
-        dir = fs::path(given).parent_path().string();
-    else if (!fs::exists(given, ec))
+    const fs::path g(given);
+    std::string dir;  // the folder to take the newest checkpoint of; "" for a file
+    if (fs::is_directory(g, ec))
+        dir = fs::is_directory(g / "checkpoints", ec) ? (g / "checkpoints").string() : given;
+    else if (g.filename() == "latest" && fs::is_regular_file(g, ec))
+        dir = g.has_parent_path() ? g.parent_path().string() : ".";
+    else if (!fs::exists(g, ec))
         throw InputError("--checkpoint " + given + ": not found; pass a ckpt-*.bin file, a checkpoints folder or a "
                          "run's output.dir (its newest checkpoint is evaluated)");
-    if (dir.empty() && !fs::is_directory(given, ec) && fs::path(given).filename() != "latest") {
+    if (dir.empty()) {
         load(given);  // a file: load_checkpoint says what is wrong with it, if anything
         return given;
     }
-    if (dir.empty()) dir = ".";
-    const ResumeCandidates c = resume_candidates(dir);
-    if (c.paths.empty())
-        throw InputError("--checkpoint " + given + ": no checkpoint (ckpt-*.bin) in " + dir +
-                         (c.latest_problem.empty() ? std::string() : " (" + c.latest_problem + ")") +
-                         "; pass a checkpoint file, or the output.dir of a run that wrote one");
-    std::vector<std::string> passed_over;
-    if (!c.latest_problem.empty()) passed_over.push_back(c.latest_problem);
-    for (const std::string& path : c.paths) {
-        try {
-            load(path);
-        } catch (const CheckpointUnreadable& e) {
-            passed_over.emplace_back(e.what());
-            continue;
-        }
-        if (!passed_over.empty()) {
-            std::string note = "ringtrain: warning: evaluating " + path + ", the newest checkpoint that verifies: ";
-            for (size_t i = 0; i < passed_over.size(); ++i) note += (i ? "; " : "") + passed_over[i];
-            std::fprintf(stderr, "%s\n", note.c_str());
-        }
-        return path;
-    }
-    throw InputError("--checkpoint " + given + ": no checkpoint in " + dir + " verifies (" + passed_over.back() +
-                     "); pass a good checkpoint file");
+    const NewestLoaded r = load_newest(dir, load);
+    if (r.path.empty())
+        throw InputError("--checkpoint " + given + ": " +
+                         (r.any_candidate ? "no checkpoint in " + dir + " verifies"
+                                          : "no checkpoint (ckpt-*.bin) in " + dir) +
+                         (r.passed_over.empty() ? std::string() : " (" + r.passed_over.back() + ")") +
+                         "; pass a good checkpoint file, or the output.dir of a run that wrote one");
+    warn_passed_over("evaluating", r);
+    return r.path;
 }
 
 bool holds_checkpoints(const std::string& dir) {

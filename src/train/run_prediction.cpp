@@ -15,11 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-// The ring backend's own choice per bucket size; MPI's and NCCL's algorithms modelled by the ring's formula.
-scaling::Algorithm run_algorithm(const RunMeasurements& m) {
-    return m.backend == "ring" ? scaling::Algorithm::Auto : scaling::Algorithm::Ring;
-}
-
 scaling::StepTimings timings_of(const RunMeasurements& m) {
     scaling::StepTimings t;
     const double p = static_cast<double>(std::max<int64_t>(m.passes, 1));
@@ -116,7 +111,7 @@ scaling::Link link_from_run(const RunMeasurements& m) {
     for (const auto& s : samples) sizes.push_back(s.bytes);
     std::sort(sizes.begin(), sizes.end());
     const bool fittable = std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2;
-    const scaling::Algorithm a = run_algorithm(m);
+    const scaling::Algorithm a = scaling::algorithm_of_backend(m.backend);
     source += std::string(a == scaling::Algorithm::Auto ? ", the ring backend's algorithms" : ", ring formula") +
               " at " + std::to_string(m.ranks) + " ranks over " + m.backend;
     if (fittable) return scaling::fit_link(samples, m.ranks, a, source);
@@ -144,7 +139,7 @@ RunPrediction predict_run(const RunMeasurements& m) {
     const sync::BucketLayout layout(m.grad_floats, m.tensors_per_bucket);
     const scaling::StepTimings t = timings_of(m);
     scaling::Setting s;
-    s.algorithm = run_algorithm(m);  // as the link was fitted at this N
+    s.algorithm = scaling::algorithm_of_backend(m.backend);  // as the link was fitted at this N
     s.wire_bytes_per_float = m.wire_bytes_per_float;
     s.overlap = m.overlap;
     r.straggler = m.rank0_work_s > 0 ? std::max(0.0, m.slowest_work_s / m.rank0_work_s - 1.0) : 0.0;

@@ -35,6 +35,10 @@ inline constexpr Algorithm kAlgorithms[] = {Algorithm::Auto, Algorithm::Ring, Al
 // (Inside one host it takes shared memory instead, which the α-β model does not describe.)
 Algorithm ring_backend_choice(int ranks, double float32_bytes);
 
+// How the model knows sync.backend `backend`'s allreduce: Auto for "ring" (its own choice per message size), the
+// ring's formula for "mpi" and "nccl" (they choose by rules of their own; the ring is their large messages').
+Algorithm algorithm_of_backend(const std::string& backend);
+
 // Seconds for one allreduce of `bytes` at `ranks` ranks (0 for one rank), split into its latency (α) and
 // bandwidth (β) parts. Auto resolves by `float32_bytes` (0: `bytes`).
 struct CollectiveTime {
