@@ -486,6 +486,9 @@ def point_row(summary, ranks):
     return {
         "samples_per_s": summary["samples_per_s"],
         "step_s": summary["train_s"] / steps,
+        # After the first step (the trainer's steady_step_s; None from a binary before it, or a sparse run): what a
+        # prediction, a warm step's, is compared with. train_s / steps spreads the first step's set-up over a short run.
+        "steady_step_s": summary.get("steady_step_s"),
         "phase_s": {k: v / steps for k, v in summary["phase_s"].items()},
         "bytes_sent_per_step_per_rank": statistics.mean(summary["bytes_sent_per_rank"]) / steps,
         "test_accuracy": summary.get("test_accuracy"),
@@ -778,6 +781,8 @@ def aggregate(raw, spec):
              "repeats": len(rs), "batch_per_rank": rs[0]["batch_per_rank"], "global_batch": rs[0]["global_batch"],
              "samples_per_s": med(lambda r: r["samples_per_s"]), "step_s": med(lambda r: r["step_s"]),
              "load_before": med(lambda r: r["load_before"]),
+             "steady_step_s": (statistics.median(r["steady_step_s"] for r in rs)
+                               if all(r.get("steady_step_s") for r in rs) else None),
              "bytes_sent_per_step_per_rank": med(lambda r: r["bytes_sent_per_step_per_rank"]),
              "phase_s": {k: med(lambda r: r["phase_s"][k]) for k in rs[0]["phase_s"]}}
         acc = [r["test_accuracy"] for r in rs if r["test_accuracy"] is not None]
@@ -855,20 +860,27 @@ def predict_points(points, spec, binary, out, hosts, dry_run=False):
                 raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
         pred = cache[ck].get(p["ranks"])
         if pred:
+            # The predictor's step is a warm one: compared with the runs' steps after their first.
+            measured = p["measured_step_s"] = warm_step_s(p)
             p["predicted_step_s"] = pred["step_s"]
             p["predicted_dominant"] = pred["dominant"]
-            p["prediction_error"] = (pred["step_s"] - p["step_s"]) / p["step_s"]
+            p["prediction_error"] = (pred["step_s"] - measured) / measured
             exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
             one = cache[ck].get(1)
             base = next((q for q in points if key(q) == key(p, 1)), None)
             # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one
             # (same interleaved runs), i.e. only the communication model is being tested.
-            calib = base["step_s"] / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
+            calib = warm_step_s(base) / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
             if p.get("ceiling"):  # and slowed as much as N independent copies were (ranks sharing cores)
                 calib /= p["ceiling"]
             if p["ranks"] > 1:
                 p["predicted_step_calibrated_s"] = (pred["step_s"] - exposed) * calib + exposed
-                p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - p["step_s"]) / p["step_s"]
+                p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - measured) / measured
+
+
+def warm_step_s(p):
+    """The point's step after the first (median over repeats), or its train_s / steps where the runs did not say."""
+    return p.get("steady_step_s") or p["step_s"]
 
 
 TIME_SPLIT = (("compute", ("forward", "backward")), ("input", ("data",)), ("optimizer", ("optimizer",)))
@@ -983,7 +995,7 @@ def write_report(doc, pngs, out):
              "",
              "Weak scaling: per-rank batch fixed; strong: global batch fixed. Efficiency = samples/s at N / "
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
-             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step time. Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
+             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step, measured as the warm step (the mean step after the first, median over repeats; step ms spreads the first step's set-up over the run). Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
              "ceiling where there is one: ranks sharing cores), so only the communication model is tested. Load avg: the "
              "1-minute load average before the point (other tenants; the model assumes none). The time split is rank 0's, ms per step: "
              "compute (forward + backward), input, optimizer, waiting for gradients (sync_wait less the next column) and "
@@ -1007,7 +1019,7 @@ def write_report(doc, pngs, out):
     head = ["config", "sync"] + (["rate"] if has_rate else []) + ["ranks", "batch/rank", "global batch", "samples/s",
                                                                   "step ms", "efficiency"]
     head += ["ceiling"] if has_ceil else []
-    head += ["predicted ms", "error", "predicted dominant"] if has_pred else []
+    head += ["warm step ms", "predicted ms", "error", "predicted dominant"] if has_pred else []
     head += ["calibrated ms", "error"] if has_pred else []
     head += ["compute ms", "input ms", "optimizer ms", "waiting for gradients ms", "waiting for the slowest rank ms",
              "MB sent/step/rank", "test acc"]
@@ -1022,8 +1034,9 @@ def write_report(doc, pngs, out):
         if has_ceil:
             cells.append(f"{p['ceiling']:.3f}" if "ceiling" in p else "-")
         if has_pred:
-            cells += ([f"{1e3 * p['predicted_step_s']:.2f}", f"{100 * p['prediction_error']:+.1f}%",
-                       p["predicted_dominant"]] if "predicted_step_s" in p else ["-", "-", "-"])
+            cells += ([f"{1e3 * p['measured_step_s']:.2f}", f"{1e3 * p['predicted_step_s']:.2f}",
+                       f"{100 * p['prediction_error']:+.1f}%", p["predicted_dominant"]]
+                      if "predicted_step_s" in p else ["-", "-", "-", "-"])
         if has_pred:
             cells += ([f"{1e3 * p['predicted_step_calibrated_s']:.2f}", f"{100 * p['prediction_calibrated_error']:+.1f}%"]
                       if "predicted_step_calibrated_s" in p else ["-", "-"])

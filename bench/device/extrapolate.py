@@ -74,7 +74,7 @@ def main():
     for p in points:
         if p["ranks"] > 1 and "predicted_step_s" in p:
             rows.append({"config": p["config"], "sync": p["sync"], "ranks": p["ranks"], "kind": "predict",
-                         "batch_per_rank": p["batch_per_rank"], "measured_step_s": p["step_s"],
+                         "batch_per_rank": p["batch_per_rank"], "measured_step_s": p.get("measured_step_s", p["step_s"]),
                          "predicted_step_s": p["predicted_step_s"], "error": p["prediction_error"],
                          "predicted_dominant": p["predicted_dominant"],
                          "calibrated_step_s": p.get("predicted_step_calibrated_s"),

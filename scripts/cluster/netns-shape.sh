@@ -3,17 +3,19 @@
 #
 # Usage (as root):  scripts/cluster/netns-shape.sh RATE [--burst SIZE] [--delay TIME]
 #   RATE          tc rate (1gbit, 500mbit, 100mbit) or "none" to remove all shaping
-#   --burst SIZE  tbf bucket [256kb]; must be >= rate/HZ and >= one 64 KB GSO packet
+#   --burst SIZE  tbf bucket [64kb]: what a host may send at once above RATE. A real link has none, so keep it
+#                 small; 64 KB (one GSO packet) still reaches 1gbit, 16 KB falls below it (bench/RESULTS.md,
+#                 "The emulated link's burst"). 256 KB let a 250 KB gradient through at veth speed every step.
 #   --delay TIME  added one-way latency (e.g. 0.1ms) via netem. Many CI/VM kernels have no netem
 #                 (CONFIG_NET_SCH_NETEM unset, modules disabled); then this fails with a clear error.
-# Shapes rtnet0 inside every host namespace with `tbf rate RATE burst 256kb latency 100ms` (egress =
+# Shapes rtnet0 inside every host namespace with `tbf rate RATE burst 64kb latency 100ms` (egress =
 # everything that host sends), so a 2-host allreduce is limited in both directions. Can be changed at
 # any time, also while a job runs. Prints the resulting qdisc per host.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "netns-shape: ERROR: $*" >&2; exit 1; }
 . "$HERE/common.sh"
-RATE=; BURST=256kb; DELAY=
+RATE=; BURST=64kb; DELAY=
 while [ $# -gt 0 ]; do
   case $1 in
     --burst) BURST=${2:?--burst needs a size}; shift 2;;

@@ -189,9 +189,8 @@ scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, scaling
     std::erase_if(facts, [](const sync::Fact& f) { return f.key.rfind("output.", 0) == 0; });  // rank 0's alone
     facts.push_back({"predict --steps", std::to_string(a.steps)});
     sync::require_same_facts(*comm, facts);
-    std::vector<double> sizes;
-    for (double b = 4096; b <= 16.0 * 1048576; b *= 4) sizes.push_back(b);
-    const predict::LinkMeasurement m = predict::measure_link(*comm, sizes, 9, algorithm);
+    predict::LinkMeasurement m = predict::measure_link(*comm, predict::link_sizes(), 9, algorithm);
+    std::sort(m.samples.begin(), m.samples.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     if (world_rank == 0)
         for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
     return m.link;

@@ -8,6 +8,12 @@
 
 namespace ringtrain::predict {
 
+std::vector<double> link_sizes() {
+    std::vector<double> sizes;
+    for (double b = 16.0 * 1048576; b >= 4096; b /= 4) sizes.push_back(b);
+    return sizes;
+}
+
 LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats,
                              scaling::Algorithm algorithm) {
     if (repeats < 1 || sizes_bytes.empty()) throw Error("measure_link: needs at least one size and one repeat");

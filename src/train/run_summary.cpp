@@ -222,6 +222,9 @@ json TrainingRun::gather_summary() {
         {"train_loss", std::isfinite(train_loss_) ? json(train_loss_) : json(nullptr)},
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
+        // The mean step after the first (whose set-up a short run would spread over every step): what predictions,
+        // which are of a step in a warm run, are measured against.
+        {"steady_step_s", step_clock_.steady_step_s() > 0 ? json(step_clock_.steady_step_s()) : json(nullptr)},
         {"eval_s", eval_seconds_},
         {"checkpoint_s", checkpoint_seconds_},
         {"samples_per_s",

@@ -84,6 +84,12 @@ with tempfile.TemporaryDirectory() as out:
     assert 0 < points[2]["efficiency"] < 2
     assert points[2]["bytes_sent_per_step_per_rank"] > 0, "two ranks must send gradients"
     assert points[2]["predicted_step_s"] > 0 and "prediction_error" in points[2], points[2]
+    # The prediction (a warm step's) is compared with the runs' steady step, the first step's set-up left out.
+    for pt in points.values():
+        assert 0 < pt["steady_step_s"], pt
+    p2 = points[2]
+    assert p2["measured_step_s"] == p2["steady_step_s"], p2
+    assert abs(p2["prediction_error"] - (p2["predicted_step_s"] / p2["steady_step_s"] - 1)) < 1e-9, p2
     assert points[2]["ceiling"] > 0 and points[2]["predicted_step_calibrated_s"] > 0, points[2]  # N copies ran
     assert not points[1]["wait_for_slowest_s"], points[1]  # one rank waits for nobody
     assert points[2]["wait_for_slowest_s"] >= 0, points[2]  # two ranks: measured (median over repeats)
@@ -91,7 +97,7 @@ with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, png)
         assert os.path.getsize(path) > 1000, path
     report = open(os.path.join(out, "report.md")).read()
-    assert "| config | sync | ranks |" in report and "predicted ms" in report, report
+    assert "| config | sync | ranks |" in report and "| warm step ms | predicted ms |" in report, report
     assert "| waiting for gradients ms | waiting for the slowest rank ms |" in report, report
     # --resume on a sweep that finished: every point (ceiling copies included) is reused as it was, nothing runs
     # again (the summaries stay untouched), the outputs are written again with the same medians.

@@ -1,0 +1,95 @@
+// predict::measure_link over a link that has a token bucket, as `tc tbf` and virtual NICs shape: the sizes it times
+// (link_sizes, largest first) must see the sustained rate a training run sees, not the bucket's burst.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/predict/link_measurement.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One process standing for rank 0 of two over a shaped link: an allreduce of n bytes sends n (recursive doubling and
+// the ring both do at two ranks), through a bucket of `burst` bytes that refills at `rate` bytes/s; bytes above what
+// the bucket holds go at the rate. The time is spent spinning, so the caller's clock sees it.
+class TokenBucketLink final : public ringtrain::comm::Communicator {
+public:
+    TokenBucketLink(double rate_bytes_per_s, double burst_bytes)
+        : rate_(rate_bytes_per_s), burst_(burst_bytes), tokens_(burst_bytes), last_(Clock::now()) {}
+
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    int local_rank() const override { return 0; }
+    int local_size() const override { return 1; }
+    std::string backend() const override { return "token-bucket"; }
+
+    void allreduce(std::span<float> data, ringtrain::comm::ReduceOp) override { send(data.size_bytes()); }
+    void allreduce(std::span<double>, ringtrain::comm::ReduceOp) override {}  // the slowest rank's time: rank 0's
+    void barrier() override {}
+
+    void broadcast(std::span<float>, int) override { unused(); }
+    void broadcast_bytes(std::span<std::byte>, int) override { unused(); }
+    std::vector<float> allgather(std::span<const float>) override { unused(); }
+    std::vector<uint64_t> allgather(uint64_t) override { unused(); }
+    std::vector<std::byte> allgather_bytes(std::span<const std::byte>) override { unused(); }
+    uint64_t bytes_sent() const override { return 0; }
+    uint64_t bytes_received() const override { return 0; }
+    [[noreturn]] void abort(const std::string& message, int) override { throw std::runtime_error(message); }
+
+private:
+    [[noreturn]] static void unused() { throw std::logic_error("TokenBucketLink: not a collective measure_link uses"); }
+
+    void send(double bytes) {
+        const Clock::time_point now = Clock::now();
+        tokens_ = std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
+        const double from_bucket = std::min(tokens_, bytes);
+        tokens_ -= from_bucket;
+        const double seconds = 2e-6 + (bytes - from_bucket) / rate_;  // 2 µs a message, the rest at the rate
+        const Clock::time_point until = now + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(seconds));
+        while (Clock::now() < until) {
+        }
+        last_ = Clock::now();
+    }
+
+    double rate_, burst_, tokens_;
+    Clock::time_point last_;
+};
+
+double fitted_rate(const std::vector<double>& sizes, double rate, double burst) {
+    TokenBucketLink link(rate, burst);
+    const auto m = ringtrain::predict::measure_link(link, sizes, 9, ringtrain::scaling::Algorithm::Auto);
+    REQUIRE(m.link.beta_s_per_byte > 0);
+    return 1.0 / m.link.beta_s_per_byte;
+}
+
+}  // namespace
+
+TEST_CASE("link_sizes: 16 MiB down to 4 KiB by factors of 4, largest first", "[predict]") {
+    const std::vector<double> s = ringtrain::predict::link_sizes();
+    REQUIRE(s.size() == 7);
+    CHECK(s.front() == 16.0 * 1048576);
+    CHECK(s.back() == 4096);
+    CHECK(std::is_sorted(s.rbegin(), s.rend()));
+}
+
+TEST_CASE("measure_link over a token bucket: link_sizes' order fits the sustained rate", "[predict]") {
+    // 4 GB/s with a 256 KiB bucket: a 100 Mbit/s tbf of the emulated hosts scaled 320x, so that 16 MiB takes 4 ms.
+    const double rate = 4e9, burst = 256.0 * 1024;
+    const double largest_first = fitted_rate(ringtrain::predict::link_sizes(), rate, burst);
+    CHECK(largest_first == Approx(rate).epsilon(0.25));
+    // The same sizes smallest first: the first ones go out of a full bucket, and the fit takes them for the link. This
+    // is what --measure did before; the check shows the test can tell the two apart.
+    std::vector<double> smallest_first = ringtrain::predict::link_sizes();
+    std::reverse(smallest_first.begin(), smallest_first.end());
+    CHECK(fitted_rate(smallest_first, rate, burst) > 2.0 * rate);
+}
