@@ -860,17 +860,17 @@ def predict_points(points, spec, binary, out, hosts, dry_run=False):
                 raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
         pred = cache[ck].get(p["ranks"])
         if pred:
-            # The predictor's step is a warm one: compared with the runs' steps after their first.
-            measured = p["measured_step_s"] = warm_step_s(p)
+            base = next((q for q in points if key(q) == key(p, 1)), None)
+            measured, base_measured, p["measured_as"] = measured_steps(p, base)
+            p["measured_step_s"] = measured
             p["predicted_step_s"] = pred["step_s"]
             p["predicted_dominant"] = pred["dominant"]
             p["prediction_error"] = (pred["step_s"] - measured) / measured
             exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
             one = cache[ck].get(1)
-            base = next((q for q in points if key(q) == key(p, 1)), None)
             # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one
             # (same interleaved runs), i.e. only the communication model is being tested.
-            calib = warm_step_s(base) / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
+            calib = base_measured / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
             if p.get("ceiling"):  # and slowed as much as N independent copies were (ranks sharing cores)
                 calib /= p["ceiling"]
             if p["ranks"] > 1:
@@ -878,9 +878,14 @@ def predict_points(points, spec, binary, out, hosts, dry_run=False):
                 p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - measured) / measured
 
 
-def warm_step_s(p):
-    """The point's step after the first (median over repeats), or its train_s / steps where the runs did not say."""
-    return p.get("steady_step_s") or p["step_s"]
+def measured_steps(p, base):
+    """(the point's measured step, its one-rank base's (None without one), how both were measured). The predictor's
+    step is a warm one, so the warm step (steady_step_s: the runs' mean step after the first, median over repeats)
+    where the point and its base both have it; else train_s / steps for both (GPU and sparse runs, one-step runs,
+    rows of a binary before steady_step_s), never the two ways in one comparison."""
+    if p.get("steady_step_s") and (base is None or base.get("steady_step_s")):
+        return p["steady_step_s"], base and base["steady_step_s"], "warm"
+    return p["step_s"], base and base["step_s"], "train_s/steps"
 
 
 TIME_SPLIT = (("compute", ("forward", "backward")), ("input", ("data",)), ("optimizer", ("optimizer",)))
@@ -995,7 +1000,7 @@ def write_report(doc, pngs, out):
              "",
              "Weak scaling: per-rank batch fixed; strong: global batch fixed. Efficiency = samples/s at N / "
              "(N x samples/s at 1 in the same group). Ceiling = N independent single-rank copies' summed samples/s "
-             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step, measured as the warm step (the mean step after the first, median over repeats; step ms spreads the first step's set-up over the run). Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
+             "/ (N x samples/s at 1). Prediction error = (predicted - measured) / measured step, measured as the warm step (the mean step after the first, median over repeats; step ms spreads the first step's set-up over the run; \"(all steps)\": train_s / steps, for the point and its one-rank base alike, where the runs do not give a warm step: GPU and sparse runs). Calibrated: the prediction with its compute scaled to the sweep's own measured one-rank step (and divided by the "
              "ceiling where there is one: ranks sharing cores), so only the communication model is tested. Load avg: the "
              "1-minute load average before the point (other tenants; the model assumes none). The time split is rank 0's, ms per step: "
              "compute (forward + backward), input, optimizer, waiting for gradients (sync_wait less the next column) and "
@@ -1034,7 +1039,8 @@ def write_report(doc, pngs, out):
         if has_ceil:
             cells.append(f"{p['ceiling']:.3f}" if "ceiling" in p else "-")
         if has_pred:
-            cells += ([f"{1e3 * p['measured_step_s']:.2f}", f"{1e3 * p['predicted_step_s']:.2f}",
+            cells += ([f"{1e3 * p['measured_step_s']:.2f}" + ("" if p["measured_as"] == "warm" else " (all steps)"),
+                       f"{1e3 * p['predicted_step_s']:.2f}",
                        f"{100 * p['prediction_error']:+.1f}%", p["predicted_dominant"]]
                       if "predicted_step_s" in p else ["-", "-", "-", "-"])
         if has_pred:

@@ -231,7 +231,7 @@ stage_extrapolate() {
     if [ "${EXTRAPOLATE_NETNS:-0}" = 1 ] && [ "$(left)" -gt 30 ]; then
       echo "== extrapolate on emulated hosts (netns, 10 Gbit/s, LeNet-5)"
       "$RT_PY" bench/device/derive_sweep.py bench/sweeps/validation_extrapolate.json --out "$out/netns.sweep.json" \
-        --ranks "$(ranks_that_fit)" --rates 10gbit --configs configs/lenet5_fashion.json --repeats 1 \
+        --ranks "$(ranks_that_fit)" --rates 10gbit --configs configs/lenet5_fashion.json --syncs ring --repeats 1 \
         --set device=cpu && sweep "$out/netns.sweep.json" "$out/netns" || { echo "extrapolate netns: failed"; rc=1; }
     else
       echo "emulated hosts: possible here (root, ip netns) but not run: EXTRAPOLATE_NETNS=1 (and EXTRAPOLATE_BUDGET_S=110) adds them (~60 s)"

@@ -5,7 +5,7 @@ this machine has it). The copy goes next to the sweep's results, so the report s
 
 Usage: bench/device/derive_sweep.py SWEEP.json --out FILE [--ranks "1 2 4"] [--repeats K] [--no-ceiling]
                                     [--steps-scale F] [--set key=value ...] [--name NAME] [--configs "A B"]
-                                    [--rates "10gbit ..."] [--mpirun-flags "--bind-to core ..."]
+                                    [--rates "10gbit ..."] [--syncs "ring ..."] [--mpirun-flags "--bind-to core ..."]
 --set replaces the sweep's own override of the same key (or adds it); --steps-scale multiplies train.max_steps
 (at least 2 steps are kept)."""
 import argparse
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--name")
     ap.add_argument("--configs", help="keep only these of the sweep's configs (space separated)")
     ap.add_argument("--rates", help="placement netns: these tc rates instead (space separated)")
+    ap.add_argument("--syncs", help="keep only the sync settings of these names (space separated)")
     ap.add_argument("--mpirun-flags", help="the sweep's mpirun_flags instead (space separated; '' for none)")
     a = ap.parse_args()
     try:
@@ -71,6 +72,14 @@ def main():
             fail(f"--configs: {missing[0]!r} is not one of {a.sweep}'s configs")
         spec["configs"] = keep
         changes.append(f"configs {' '.join(keep)}")
+    if a.syncs:
+        keep = a.syncs.split()
+        names = [s.get("name") for s in spec.get("sync", [])]
+        missing = [n for n in keep if n not in names]
+        if missing:
+            fail(f"--syncs: {missing[0]!r} is not one of {a.sweep}'s sync names ({', '.join(map(str, names))})")
+        spec["sync"] = [s for s in spec["sync"] if s.get("name") in keep]
+        changes.append(f"syncs {' '.join(keep)}")
     if a.rates:
         if spec.get("placement") != "netns":
             fail(f"--rates: {a.sweep} is not placement netns")

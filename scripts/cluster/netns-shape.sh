@@ -5,7 +5,9 @@
 #   RATE          tc rate (1gbit, 500mbit, 100mbit) or "none" to remove all shaping
 #   --burst SIZE  tbf bucket [64kb]: what a host may send at once above RATE. A real link has none, so keep it
 #                 small; 64 KB (one GSO packet) still reaches 1gbit, 16 KB falls below it (bench/RESULTS.md,
-#                 "The emulated link's burst"). 256 KB let a 250 KB gradient through at veth speed every step.
+#                 "--measure over a token bucket"). 256 KB let a 250 KB gradient through at veth speed every step.
+#                 The old rule burst >= rate/HZ is for tick timers; tbf waits on hrtimers. On a 2-vCPU VM the veths
+#                 move ~5 Gbit/s at most, so 10gbit is effectively unshaped there.
 #   --delay TIME  added one-way latency (e.g. 0.1ms) via netem. Many CI/VM kernels have no netem
 #                 (CONFIG_NET_SCH_NETEM unset, modules disabled); then this fails with a clear error.
 # Shapes rtnet0 inside every host namespace with `tbf rate RATE burst 64kb latency 100ms` (egress =

@@ -223,8 +223,10 @@ json TrainingRun::gather_summary() {
         {"wall_s", telemetry::now_seconds() - t_start_},
         {"train_s", train_seconds_},
         // The mean step after the first (whose set-up a short run would spread over every step): what predictions,
-        // which are of a step in a warm run, are measured against.
-        {"steady_step_s", step_clock_.steady_step_s() > 0 ? json(step_clock_.steady_step_s()) : json(nullptr)},
+        // which are of a step in a warm run, are measured against. CPU only: on a GPU the step's clock stops when the
+        // host has queued the work (the device is waited for at log and checkpoint steps), so it would read low.
+        {"steady_step_s", p.device == Device::CPU && step_clock_.steady_step_s() > 0 ? json(step_clock_.steady_step_s())
+                                                                                     : json(nullptr)},
         {"eval_s", eval_seconds_},
         {"checkpoint_s", checkpoint_seconds_},
         {"samples_per_s",

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """ctest: bench/sweep.py on bench/sweeps/tiny.json (2 points, weak scaling) writes rows with the measured and
 predicted fields and the slowest-rank wait, the report and the four PNGs; on bench/sweeps/tiny_strong.json (2 points,
-strong scaling) the global batch stays fixed while the per-rank batch halves; the time split per point on hand-made
+strong scaling) the global batch stays fixed while the per-rank batch halves; predictions compared with the warm
+step, the point and its base measured alike; the time split per point on hand-made
 points (the slowest-rank wait comes out of sync_wait, never negative); the efficiency plot of hand-made points shows
 every value (a ceiling of 1.2 too) and ticks the ranks axis at the measured counts only; --resume on the finished tiny sweep reuses
 every point (ceiling copies too) and runs nothing again. Exit 77 (skipped, with the reason) without
@@ -36,6 +37,13 @@ split = sweep.time_split({"phase_s": phases, "wait_for_slowest_s": 0.003})
 assert split["waiting for gradients"] == 0.0 and split["waiting for the slowest rank"] == 0.002, split
 split = sweep.time_split({"phase_s": phases, "wait_for_slowest_s": None})
 assert split["waiting for gradients"] == 0.002 and split["waiting for the slowest rank"] == 0.0, split
+# The step a prediction is compared with: the warm one where the point and its one-rank base both have it, else
+# train_s / steps for both (a GPU or sparse run, an old row), never one of each.
+warm2, warm1 = {"step_s": 0.012, "steady_step_s": 0.010}, {"step_s": 0.006, "steady_step_s": 0.005}
+assert sweep.measured_steps(warm2, warm1) == (0.010, 0.005, "warm")
+assert sweep.measured_steps(warm2, None) == (0.010, None, "warm")
+assert sweep.measured_steps(warm2, {"step_s": 0.006, "steady_step_s": None}) == (0.012, 0.006, "train_s/steps")
+assert sweep.measured_steps({"step_s": 0.012}, warm1) == (0.012, 0.006, "train_s/steps")
 # Where a summary keeps it: dense stragglers (summed over the measured steps), sparse predicted terms (per step).
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
 assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001
@@ -88,7 +96,7 @@ with tempfile.TemporaryDirectory() as out:
     for pt in points.values():
         assert 0 < pt["steady_step_s"], pt
     p2 = points[2]
-    assert p2["measured_step_s"] == p2["steady_step_s"], p2
+    assert p2["measured_step_s"] == p2["steady_step_s"] and p2["measured_as"] == "warm", p2
     assert abs(p2["prediction_error"] - (p2["predicted_step_s"] / p2["steady_step_s"] - 1)) < 1e-9, p2
     assert points[2]["ceiling"] > 0 and points[2]["predicted_step_calibrated_s"] > 0, points[2]  # N copies ran
     assert not points[1]["wait_for_slowest_s"], points[1]  # one rank waits for nobody

@@ -60,7 +60,7 @@ TEST_CASE("summary.json carries the run's own prediction next to the measured st
     const double measured = p["measured_step_s"].get<double>();
     CHECK(measured > 0);
     CHECK(measured <= 1.05 * s["train_s"].get<double>() / s["steps_this_run"].get<double>());
-    // The same step at the top level, for every run (sweeps compare predictions with it, one-rank runs included).
+    // The same step at the top level, which every CPU run writes (sweeps compare predictions with it).
     CHECK(s["steady_step_s"].get<double>() == measured);
     CHECK(p["step_s"].get<double>() > 0);
     // The run's own compute and collectives, put together by the model: the same order as what the step took. Wide

@@ -16,7 +16,7 @@ struct LinkMeasurement {
 
 // The sizes --measure times: 16 MiB down to 4 KiB by factors of 4, largest first. A shaper's token bucket (tc tbf,
 // a virtual NIC's burst allowance) lets its first few hundred KB through at burst speed, which a training run sending
-// every step has long spent; timed smallest first, the small sizes went at burst speed and the fit saw a 2-3 Gbit/s
+// more a step than the bucket refills during its compute has long spent; timed smallest first, the small sizes went at burst speed and the fit saw a 2-3 Gbit/s
 // link over a 100 Mbit/s one (bench/RESULTS.md, "--measure over a token bucket").
 std::vector<double> link_sizes();
 
