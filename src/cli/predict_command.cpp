@@ -168,17 +168,24 @@ int predict(const PredictArgs& a, int world_rank, int world_size) {
     }
 }
 
+// The link, and under --measure the allreduce times it was fitted to (each bucket then takes the time measured at
+// its size: scaling::MeasuredAllreduce).
+struct LinkUsed {
+    scaling::Link link;
+    std::optional<scaling::MeasuredAllreduce> measured;
+};
+
 // --measure: the communicator over the config's backend, the ranks' agreement on the config (each profiles its own
 // side by side: another config on one rank would make the spread and the link another run's; exit 2 on every rank,
 // as train), and the link measured over it. Otherwise the given (or default) link, on one process.
-scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Algorithm algorithm, int world_rank,
-                       int world_size, std::unique_ptr<comm::Communicator>& comm) {
+LinkUsed link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Algorithm algorithm, int world_rank,
+                  int world_size, std::unique_ptr<comm::Communicator>& comm) {
     if (!a.measure) {
         if (world_size > 1)
             throw InputError("predict --link runs on one process; --measure is the one that needs mpirun -np 2");
         scaling::Link link = scaling::parse_link(a.link.empty() ? kDefaultLink : a.link);
         if (a.link.empty()) link.source = std::string("default ") + kDefaultLink + "; pass --link RATE[,LATENCY] or --measure";
-        return link;
+        return {link, std::nullopt};
     }
     if (world_size < 2)
         throw InputError("predict --measure times allreduces between ranks: run it as mpirun -np 2 ringtrain "
@@ -193,7 +200,8 @@ scaling::Link link_for(const PredictArgs& a, const train::RunPlan& plan, scaling
     std::sort(m.samples.begin(), m.samples.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     if (world_rank == 0)
         for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
-    return m.link;
+    m.link.source += "; each bucket at the time measured at its size, carried to other N by the model";
+    return {m.link, scaling::MeasuredAllreduce(m.samples, comm->size(), algorithm, m.link)};
 }
 
 // The step profile (rank 0's is the profile; a --profile file's on rank 0) and, where there is one, the spread of
@@ -272,7 +280,7 @@ Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Co
 // see it).
 std::vector<predict::Row> rows_for(const PredictArgs& a, const std::vector<int>& ranks, const train::RunPlan& plan,
                                    const Profiled& p, const scaling::StepTimings& timings,
-                                   const sync::BucketLayout& layout, const scaling::Link& link,
+                                   const sync::BucketLayout& layout, const LinkUsed& used,
                                    scaling::Algorithm algorithm) {
     const double base_s = p.profile.input_s + p.profile.forward_s + p.profile.backward_s + p.profile.optimizer_s;
     if (!a.straggler_given && !p.spread.is_null()) {
@@ -292,8 +300,9 @@ std::vector<predict::Row> rows_for(const PredictArgs& a, const std::vector<int>&
         double share = n > 1 ? a.straggler : 0.0;  // one rank waits for nobody (the model applies none at N = 1)
         if (!a.straggler_given && !per_rank.empty() && n > 1) share = predict::straggler_share(per_rank, base_s, n);
         const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
-        for (auto& r : predict::predict_rows(timings, layout, link, setting, {n},
-                                             p.profile.batch_size * plan.sync.backward_passes_per_step))
+        for (auto& r : predict::predict_rows(timings, layout, used.link, setting, {n},
+                                             p.profile.batch_size * plan.sync.backward_passes_per_step,
+                                             used.measured ? &*used.measured : nullptr))
             rows.push_back(std::move(r));
     }
     return rows;
@@ -301,7 +310,7 @@ std::vector<predict::Row> rows_for(const PredictArgs& a, const std::vector<int>&
 
 // The table on stdout and, with --json, the same as a document (rank 0).
 void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p, const scaling::StepTimings& timings,
-            const sync::BucketLayout& layout, const scaling::Link& link, scaling::Algorithm algorithm,
+            const sync::BucketLayout& layout, const LinkUsed& used, scaling::Algorithm algorithm,
             const std::vector<predict::Row>& rows) {
     const std::string straggler_source =
         a.straggler_given ? "given: the slowest rank " + nlohmann::json(a.straggler).dump() + " slower at every N"
@@ -315,14 +324,21 @@ void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p,
                 p.profile.forward_s * 1e3, p.profile.backward_s * 1e3, p.profile.optimizer_s * 1e3,
                 timings.grad_floats.size(), layout.size());
     std::printf("predicted (weak scaling, %s; slowest rank: %s):\n%s", setting.describe().c_str(),
-                straggler_source.c_str(), predict::format_table(rows, link).c_str());
+                straggler_source.c_str(), predict::format_table(rows, used.link).c_str());
     if (a.json.empty()) return;
+    const scaling::Link& link = used.link;
+    nlohmann::json measured = nullptr;  // the allreduce times each bucket's time was taken from (--measure)
+    if (used.measured) {
+        measured = {{"ranks", used.measured->ranks()}, {"samples", nlohmann::json::array()}};
+        for (const scaling::LinkSample& s : used.measured->samples())
+            measured["samples"].push_back({{"bytes", s.bytes}, {"seconds", s.seconds}});
+    }
     const nlohmann::json doc = {
         {"config", a.config},
         {"overrides", a.overrides},
         {"link",
          {{"alpha_s", link.alpha_s}, {"beta_s_per_byte", link.beta_s_per_byte},
-          {"gbit_per_s", link.bytes_per_s() * 8e-9}, {"source", link.source}}},
+          {"gbit_per_s", link.bytes_per_s() * 8e-9}, {"source", link.source}, {"measured", measured}}},
         // One share for every row (given, or 0), or null: each row's own, from the measured spread.
         {"straggler", a.straggler_given || p.spread.is_null() ? nlohmann::json(a.straggler) : nlohmann::json()},
         {"straggler_source", straggler_source},
@@ -348,7 +364,7 @@ int predict_with(const PredictArgs& a, const train::Config& config, int world_ra
                          ": predict profiles the dense path only; a sparse run predicts itself: run it on 2 ranks and "
                          "read summary.json \"predicted\" (docs/scaling.md, \"The sparse path\")");
     std::unique_ptr<comm::Communicator> comm;
-    const scaling::Link link = link_for(a, plan, algorithm, world_rank, world_size, comm);
+    const LinkUsed link = link_for(a, plan, algorithm, world_rank, world_size, comm);
     const Profiled p = profile_for(a, config, comm.get(), world_rank, world_size);
     if (world_rank != 0) return 0;  // the table is rank 0's alone
     const scaling::StepTimings timings = predict::timings_from(p.profile, plan.sync.backward_passes_per_step);

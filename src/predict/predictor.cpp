@@ -53,12 +53,28 @@ scaling::Setting setting_for(const train::SyncPlan& sync, scaling::Algorithm alg
     return s;
 }
 
+std::vector<double> bucket_seconds(const sync::BucketLayout& layout, const scaling::Setting& s, int n,
+                                   const scaling::MeasuredAllreduce& measured) {
+    std::vector<double> out;
+    for (size_t k = 0; k < layout.size(); ++k) {
+        const double floats = static_cast<double>(layout.bucket(k).count);
+        out.push_back(measured.seconds(n, floats * s.wire_bytes_per_float, floats * 4.0));
+    }
+    return out;
+}
+
 std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
-                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank) {
+                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank,
+                              const scaling::MeasuredAllreduce* measured) {
+    const auto predict = [&](const scaling::Setting& s, int n) {
+        if (!measured) return scaling::predict_step(t, layout, link, s, n, batch_per_rank);
+        const std::vector<double> seconds = bucket_seconds(layout, s, n, *measured);
+        return scaling::predict_step(t, layout, link, s, n, batch_per_rank, seconds);
+    };
     std::vector<Row> rows;
     for (int n : ranks) {
         Row r;
-        r.configured = scaling::predict_step(t, layout, link, configured, n, batch_per_rank);
+        r.configured = predict(configured, n);
         r.best = r.configured;
         // What a config can choose: the wire format (sync.compression). The algorithm is the backend's own choice
         // per message size (Algorithm::Auto for sync.backend ring), which no key selects. Local SGD's averages
@@ -66,7 +82,7 @@ std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketL
         if (configured.local_sgd_period == 0) {
             scaling::Setting s = configured;
             s.wire_bytes_per_float = configured.wire_bytes_per_float < 4 ? 4.0 : 2.0;
-            const scaling::Prediction p = scaling::predict_step(t, layout, link, s, n, batch_per_rank);
+            const scaling::Prediction p = predict(s, n);
             if (p.step_s < r.best.step_s) r.best = p;
         }
         rows.push_back(r);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/scaling/measured_allreduce.hpp"
 #include "ringtrain/scaling/scaling_model.hpp"
 #include "ringtrain/train/run_plan.hpp"
 #include "ringtrain/train/step_profile.hpp"
@@ -32,8 +33,16 @@ struct Row {
     scaling::Prediction best;  // the faster of {fp32, 16-bit} on the wire (fp32 alone under local SGD), the rest as configured
 };
 
+// `measured` (predict --measure): each bucket's allreduce takes the time measured at its size, carried to other N by
+// the model (scaling::MeasuredAllreduce); the link then only splits it into latency and bandwidth. Without it, the
+// link's α-β formula.
 std::vector<Row> predict_rows(const scaling::StepTimings& t, const sync::BucketLayout& layout, const scaling::Link& link,
-                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank);
+                              const scaling::Setting& configured, const std::vector<int>& ranks, int64_t batch_per_rank,
+                              const scaling::MeasuredAllreduce* measured = nullptr);
+
+// Each bucket's allreduce seconds at `n` ranks with setting `s`'s wire format, from `measured`.
+std::vector<double> bucket_seconds(const sync::BucketLayout& layout, const scaling::Setting& s, int n,
+                                   const scaling::MeasuredAllreduce& measured);
 
 // "2,4,8" -> {2, 4, 8}; "" -> 2, 4, ..., 512. Throws InputError for anything but positive integers.
 std::vector<int> parse_ranks(const std::string& text);

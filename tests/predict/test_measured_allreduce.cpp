@@ -1,0 +1,87 @@
+// scaling::MeasuredAllreduce and predict_rows with measured times, on hand-made samples: every expected number is
+// worked out in the comments (ring model, α = 10 µs, β = 1 ns/byte: at 2 ranks 2α + n·β, at 8 ranks 14α + 1.75·n·β).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/predict/predictor.hpp"
+#include "ringtrain/scaling/measured_allreduce.hpp"
+
+using namespace ringtrain;
+using namespace ringtrain::scaling;
+
+namespace {
+
+Link hand_link() {
+    Link l;
+    l.alpha_s = 10e-6;
+    l.beta_s_per_byte = 1e-9;
+    return l;
+}
+
+// Measured at 2 ranks: 100 kB in 1 ms, 1 MB in 4 ms, 10 MB in 20 ms (off the line on purpose: the line says 0.12,
+// 1.02 and 10.02 ms).
+MeasuredAllreduce hand_measured() {
+    return MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e5, 1e-3, 1e5}, {1e7, 20e-3, 1e7}}, 2, Algorithm::Ring, hand_link());
+}
+
+}  // namespace
+
+TEST_CASE("MeasuredAllreduce: the measured times at the measured N, log-log between them", "[predict]") {
+    const MeasuredAllreduce m = hand_measured();
+    CHECK(m.seconds(2, 1e6, 1e6) == 4e-3);  // a measured size: the measurement, whatever the line says
+    CHECK(m.seconds(2, 1e5, 1e5) == 1e-3);
+    // Half-way between 1e5 and 1e6 on a log scale (10^5.5 bytes): the geometric mean of 1 and 4 ms.
+    CHECK(m.seconds(2, std::pow(10.0, 5.5), std::pow(10.0, 5.5)) == Approx(2e-3));
+    CHECK(m.seconds(1, 1e6, 1e6) == 0.0);  // one rank sends nothing
+}
+
+TEST_CASE("MeasuredAllreduce: beyond the measured sizes and at other N, scaled as the model scales", "[predict]") {
+    const MeasuredAllreduce m = hand_measured();
+    // 20 MB at 2 ranks: 20 ms × (20 us + 20 ms) / (20 us + 10 ms) = 39.96 ms.
+    CHECK(m.seconds(2, 2e7, 2e7) == Approx(20e-3 * 0.02002 / 0.01002));
+    // 10 kB: 1 ms × (20 us + 10 us) / (20 us + 100 us) = 0.25 ms.
+    CHECK(m.seconds(2, 1e4, 1e4) == Approx(0.25e-3));
+    // 1 MB at 8 ranks: 4 ms × (140 us + 1.75 ms) / (20 us + 1 ms) = 7.41 ms.
+    CHECK(m.seconds(8, 1e6, 1e6) == Approx(4e-3 * 1.89e-3 / 1.02e-3));
+}
+
+TEST_CASE("MeasuredAllreduce: refuses what cannot be a measurement", "[predict]") {
+    CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}}, 2, Algorithm::Ring, hand_link()), Error);  // one size
+    CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e6, 5e-3, 1e6}}, 2, Algorithm::Ring, hand_link()), Error);
+    CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 0.0, 1e6}, {1e5, 1e-3, 1e5}}, 2, Algorithm::Ring, hand_link()), Error);
+    CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e5, 1e-3, 1e5}}, 1, Algorithm::Ring, hand_link()), Error);
+}
+
+TEST_CASE("predict_rows with measured times: each bucket takes its size's measured time", "[predict]") {
+    // p2 = 25,000 floats (100 kB), then p1 + p0 = 250,000 floats (1 MB): buckets of 1 ms and 4 ms measured.
+    StepTimings t;
+    t.input_s = 1e-3;
+    t.forward_s = 4e-3;
+    t.backward_s = 10e-3;
+    t.optimizer_s = 1e-3;
+    t.grad_floats = {125000, 125000, 25000};
+    t.ready_s = {10e-3, 6e-3, 2e-3};
+    const size_t per_bucket[] = {1, 2};
+    const sync::BucketLayout layout(t.grad_floats, per_bucket);
+    Setting s;
+    s.algorithm = Algorithm::Ring;
+    s.overlap = false;
+    const MeasuredAllreduce m = hand_measured();
+    CHECK(predict::bucket_seconds(layout, s, 2, m) == std::vector<double>{1e-3, 4e-3});
+    // No overlap: backward ends at 1 + 4 + 10 = 15 ms, the buckets follow (1 + 4 ms), then the optimizer: 21 ms.
+    const auto rows = predict::predict_rows(t, layout, hand_link(), s, {2, 8}, 64, &m);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].configured.step_s == Approx(21e-3));
+    // The line alone: 15 + (0.12 + 1.02) + 1 = 17.14 ms.
+    CHECK(predict::predict_rows(t, layout, hand_link(), s, {2}, 64)[0].configured.step_s == Approx(17.14e-3));
+    // At 8 ranks each bucket's measured time is scaled by the model: 1 ms × (140 us + 0.175 ms) / 0.12 ms and
+    // 7.41 ms (above): 15 + 2.625 + 7.412 + 1 = 26.04 ms.
+    CHECK(rows[1].configured.step_s == Approx(15e-3 + 1e-3 * 0.315 / 0.12 + 4e-3 * 1.89 / 1.02 + 1e-3));
+    // The 16-bit wire is priced from the measured times too: half the bytes on the wire, the time measured there.
+    CHECK(rows[0].best.setting.wire_bytes_per_float == 2.0);
+    CHECK(rows[0].best.step_s ==
+          Approx(15e-3 + m.seconds(2, 5e4, 1e5) + m.seconds(2, 5e5, 1e6) + 1e-3));
+}
