@@ -200,6 +200,12 @@ LinkUsed link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Alg
     std::sort(m.samples.begin(), m.samples.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     if (world_rank == 0)
         for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
+    // The times are the backend's own algorithm's: with another --algorithm only the line fitted through its
+    // formula says what that algorithm would take.
+    if (algorithm != predict::algorithm_for(plan.sync)) {
+        m.link.source += std::string("; --algorithm ") + scaling::to_string(algorithm) + ": every bucket by its formula";
+        return {m.link, std::nullopt};
+    }
     m.link.source += "; each bucket at the time measured at its size, carried to other N by the model";
     return {m.link, scaling::MeasuredAllreduce(m.samples, comm->size(), algorithm, m.link)};
 }

@@ -29,6 +29,10 @@ scaling::StepTimings timings_from(const train::StepProfile& profile, int64_t pas
 
 sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTimings& t) {
     const size_t fusion = static_cast<size_t>(sync.fusion_bytes);
+    // Local SGD averages parameters in groups of sync.fusion_bytes (sync::ParameterAverager, in forward order: the
+    // same sizes as these whenever the model fits one group, as the shipped ones do in the default 64 MiB), after the
+    // optimizer, with no ready times to bucket by.
+    if (sync.mode == train::SyncMode::LocalSgd) return sync::BucketLayout::by_size(t.grad_floats, fusion);
     if (sync.cycle_time_ms > 0 && sync.overlap && fusion > 0) {
         std::vector<double> ready = t.ready_s;
         for (double& r : ready)

@@ -28,23 +28,24 @@ double MeasuredAllreduce::model_s(int n, double wire_bytes, double float32_bytes
 }
 
 double MeasuredAllreduce::at_measured_ranks(double bytes) const {
-    // Beyond the measured sizes: the nearest one's time, scaled as the model scales it (a fitted link of α = β = 0
-    // has nothing to scale by: that time as it is).
-    const auto beyond = [&](const LinkSample& edge) {
-        const double model_edge = model_s(ranks_, edge.bytes, edge.bytes);
-        const double model_here = model_s(ranks_, bytes, bytes);
-        return model_edge > 0 && model_here > 0 ? edge.seconds * model_here / model_edge : edge.seconds;
-    };
-    if (bytes <= samples_.front().bytes) return beyond(samples_.front());
-    if (bytes >= samples_.back().bytes) return beyond(samples_.back());
+    // Below the smallest measured size: that size's time. It is latency already (4 KiB), and a fit that put all of
+    // it in β would scale it towards 0.
+    if (bytes <= samples_.front().bytes) return samples_.front().seconds;
     const auto hi = std::lower_bound(samples_.begin(), samples_.end(), bytes,
                                      [](const LinkSample& s, double b) { return s.bytes < b; });
-    if (hi->bytes == bytes) return hi->seconds;
+    if (hi != samples_.end() && hi->bytes == bytes) return hi->seconds;
+    // Elsewhere the model at this size times measured / model, interpolated between the neighbours on a log scale
+    // of the size (and held beyond the largest): the model carries the shape, such as the ring backend's switch from
+    // recursive doubling to the ring at 128 KiB between two measured sizes, and the measurements how far off it the
+    // transport runs. A fitted link of α = β = 0 has no shape: the times themselves, on log-log axes.
     const auto lo = hi - 1;
-    // A straight line between the two on log-log axes: times grow as a power of the size between measured sizes
-    // (flat where latency rules, linear where bandwidth does).
+    const double model_here = model_s(ranks_, bytes, bytes), model_lo = model_s(ranks_, lo->bytes, lo->bytes);
+    if (hi == samples_.end()) return model_lo > 0 && model_here > 0 ? lo->seconds / model_lo * model_here : lo->seconds;
+    const double model_hi = model_s(ranks_, hi->bytes, hi->bytes);
     const double f = std::log(bytes / lo->bytes) / std::log(hi->bytes / lo->bytes);
-    return lo->seconds * std::pow(hi->seconds / lo->seconds, f);
+    if (!(model_here > 0 && model_lo > 0 && model_hi > 0)) return lo->seconds * std::pow(hi->seconds / lo->seconds, f);
+    const double ratio_lo = lo->seconds / model_lo, ratio_hi = hi->seconds / model_hi;
+    return model_here * ratio_lo * std::pow(ratio_hi / ratio_lo, f);
 }
 
 double MeasuredAllreduce::seconds(int n, double wire_bytes, double float32_bytes) const {

@@ -29,21 +29,33 @@ MeasuredAllreduce hand_measured() {
 
 }  // namespace
 
-TEST_CASE("MeasuredAllreduce: the measured times at the measured N, log-log between them", "[predict]") {
+TEST_CASE("MeasuredAllreduce: the measured times at the measured N, the model times measured/model between them",
+          "[predict]") {
     const MeasuredAllreduce m = hand_measured();
     CHECK(m.seconds(2, 1e6, 1e6) == 4e-3);  // a measured size: the measurement, whatever the line says
     CHECK(m.seconds(2, 1e5, 1e5) == 1e-3);
-    // Half-way between 1e5 and 1e6 on a log scale (10^5.5 bytes): the geometric mean of 1 and 4 ms.
-    CHECK(m.seconds(2, std::pow(10.0, 5.5), std::pow(10.0, 5.5)) == Approx(2e-3));
+    // Half-way between 1e5 and 1e6 on a log scale (10^5.5 = 316,228 bytes): measured / model is 1 / 0.12 = 8.333 and
+    // 4 / 1.02 = 3.922 at the two; their geometric mean 5.717 times the model there (20 us + 316.2 us): 1.922 ms.
+    CHECK(m.seconds(2, std::pow(10.0, 5.5), std::pow(10.0, 5.5)) ==
+          Approx(std::sqrt(1.0 / 0.12 * 4.0 / 1.02) * (20e-6 + std::pow(10.0, 5.5) * 1e-9)));
     CHECK(m.seconds(1, 1e6, 1e6) == 0.0);  // one rank sends nothing
+}
+
+TEST_CASE("MeasuredAllreduce: the ring backend's switch between two measured sizes follows the model", "[predict]") {
+    // Measured exactly on the model at 64 and 256 KiB (recursive doubling, α + n·β = 75.536 us, and the ring,
+    // 2α + n·β = 282.144 us): on either side of the switch at 128 KiB the time is the model's, not a line between.
+    const double a = 65536, b = 262144;
+    const MeasuredAllreduce m({{a, 10e-6 + a * 1e-9, a}, {b, 20e-6 + b * 1e-9, b}}, 2, Algorithm::Auto, hand_link());
+    CHECK(m.seconds(2, 127 * 1024.0, 127 * 1024.0) == Approx(10e-6 + 127 * 1024e-9));  // 140.048 us
+    CHECK(m.seconds(2, 130 * 1024.0, 130 * 1024.0) == Approx(20e-6 + 130 * 1024e-9));  // 153.12 us
 }
 
 TEST_CASE("MeasuredAllreduce: beyond the measured sizes and at other N, scaled as the model scales", "[predict]") {
     const MeasuredAllreduce m = hand_measured();
     // 20 MB at 2 ranks: 20 ms × (20 us + 20 ms) / (20 us + 10 ms) = 39.96 ms.
     CHECK(m.seconds(2, 2e7, 2e7) == Approx(20e-3 * 0.02002 / 0.01002));
-    // 10 kB: 1 ms × (20 us + 10 us) / (20 us + 100 us) = 0.25 ms.
-    CHECK(m.seconds(2, 1e4, 1e4) == Approx(0.25e-3));
+    // 10 kB, below the smallest measured size: that size's time (latency), 1 ms.
+    CHECK(m.seconds(2, 1e4, 1e4) == 1e-3);
     // 1 MB at 8 ranks: 4 ms × (140 us + 1.75 ms) / (20 us + 1 ms) = 7.41 ms.
     CHECK(m.seconds(8, 1e6, 1e6) == Approx(4e-3 * 1.89e-3 / 1.02e-3));
 }

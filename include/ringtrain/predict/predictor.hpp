@@ -18,7 +18,7 @@ namespace ringtrain::predict {
 scaling::StepTimings timings_from(const train::StepProfile& profile, int64_t passes = 1);
 
 // The layout GradientSync would settle on: by ready time with sync.cycle_time_ms > 0 and overlap (host paths), else
-// by size (sync.fusion_bytes).
+// by size (sync.fusion_bytes); under local SGD the parameter averager's groups, by size.
 sync::BucketLayout layout_for(const train::SyncPlan& sync, const scaling::StepTimings& t);
 
 // The allreduce algorithm the plan's backend runs, as the model knows it: Auto for ring (its own choice per message

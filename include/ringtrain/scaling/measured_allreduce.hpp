@@ -1,7 +1,7 @@
 // Allreduce times measured at one rank count (`ringtrain predict --measure`), as the time of any message at any N.
 // A line through the measured sizes misses wherever the transport is not one α and β: Open MPI switches algorithms
-// by size (at 2 ranks over TCP its 1 and 4 MiB allreduces took 1.4x the ring's time, its 16 MiB 0.6x), and a token
-// bucket lets small messages through faster than large ones (bench/RESULTS.md, "Measured allreduce times per
+// by size (at 2 ranks over TCP at 100 Mbit/s its 1 and 4 MiB allreduces took 1.4x the ring's time, its 64 KiB
+// 0.5x), and a token bucket lets small messages through faster than large ones (bench/RESULTS.md, "Measured allreduce times per
 // bucket"). So each bucket takes the time measured at its size, and the model only carries it to other N.
 #pragma once
 
@@ -20,9 +20,10 @@ public:
     MeasuredAllreduce(std::vector<LinkSample> samples, int ranks, Algorithm algorithm, Link fitted);
 
     // Seconds for an allreduce of `wire_bytes` on the wire (`float32_bytes` before compression) at `n` ranks: at the
-    // measured N and a measured size, that measurement; between measured sizes, interpolated on a log-log scale;
-    // beyond them, the nearest size's time scaled as the model scales it; at another N (or with compression), that
-    // time times the model's ratio of the two (allreduce_time with the fitted link). 0 at one rank.
+    // measured N and a measured size, that measurement; between measured sizes, the model's time there times the
+    // ratio measured / model, interpolated between the two sizes on a log scale (held beyond the largest); below the
+    // smallest, the smallest's time; at another N (or with compression), that time times the model's ratio of the
+    // two (allreduce_time with the fitted link). 0 at one rank.
     double seconds(int n, double wire_bytes, double float32_bytes) const;
 
     int ranks() const { return ranks_; }
