@@ -4,9 +4,10 @@
 Usage: bench/predict_spread.py [--bin build/ringtrain] [--rounds 3] [--out DIR]
 
 Per round and model (interleaved): (a) `predict --link L` on one process (one rank's profile, straggler 0: the
-predictor before 2026-11-28), with L the link (b) measured; (b) `mpirun -np 2 predict --measure` (both ranks profile
-at once; the wait for the slower one drawn from their step times); (c) the real run, `mpirun -np 2 train`, its step
-= train_s / steps_this_run. Prints each prediction's error against (c) and the range over the rounds.
+predictor before 2026-11-28), with L the line (b) fitted; (b) `mpirun -np 2 predict --measure` (both ranks profile
+at once; the wait for the slower one drawn from their step times; since 2026-11-29 each bucket at the allreduce time
+measured at its size, where (a) has the line: they differ in that too); (c) the real run, `mpirun -np 2 train`, its
+warm step (summary.json's steady_step_s; train_s / steps_this_run from a binary before it). Prints each prediction's error against (c) and the range over the rounds.
 """
 import argparse
 import json
@@ -52,7 +53,7 @@ def main():
             run(MPI + [a.bin, "train", "--config", cfg, "--set", f"train.max_steps={steps}", "--set",
                        "checkpoint.every_epochs=0", "--set", "output.progress=none", "--set", f"output.dir={d}"])
             s = json.load(open(os.path.join(d, "summary.json")))
-            measured = s["train_s"] / max(s["steps_this_run"], 1)
+            measured = s.get("steady_step_s") or s["train_s"] / max(s["steps_this_run"], 1)
             po, pn = do["rows"][0]["step_s"], dn["rows"][0]["step_s"]
             eo, en = po / measured - 1, pn / measured - 1
             errors[m]["one_rank"].append(eo)

@@ -35,7 +35,7 @@ with tempfile.TemporaryDirectory() as tmp:
     assert "default 10gbit,5us" in p.stdout, p.stdout
     doc3 = json.load(open(js3))
     assert abs(doc3["link"]["gbit_per_s"] - 10.0) < 1e-9 and abs(doc3["link"]["alpha_s"] - 5e-6) < 1e-12
-    assert doc3["link"]["source"].startswith("default"), doc3["link"]
+    assert doc3["link"]["source"].startswith("default") and doc3["link"]["measured"] is None, doc3["link"]
     # --profile: the saved profile again, no measurement: the same link gives the same rows exactly.
     js2 = os.path.join(tmp, "p2.json")
     p = subprocess.run(base + ["--ranks", "1,2,8", "--link", "1gbit,50us", "--straggler", "0.05", "--profile", js,
@@ -102,6 +102,10 @@ with tempfile.TemporaryDirectory() as tmp:
     assert all(2 <= len(q) <= 1001 and q == sorted(q) and q[0] > 0 for q in dm["spread"]["work_quantiles_s_per_rank"])
     shares = [r["straggler"] for r in dm["rows"]]
     assert shares[0] <= shares[1] <= shares[2] and shares[2] > 0, shares
+    # The buckets were priced from the allreduce times measured at 2 ranks, kept in link.measured (7 sizes, 4 KiB up).
+    mt = dm["link"]["measured"]
+    assert mt["ranks"] == 2 and [s["bytes"] for s in mt["samples"]] == [4096 * 4 ** k for k in range(7)], mt
+    assert all(s["seconds"] > 0 for s in mt["samples"]) and "time measured at its size" in dm["link"]["source"], mt
     # N = 1 waits for nobody; a million ranks (the exact mixture form beyond the measured ranks) ends at once.
     p = subprocess.run(base + ["--ranks", "1,1000000", "--link", "1gbit", "--profile", jm, "--json", js3],
                        capture_output=True, text=True, cwd=tmp, timeout=60)
