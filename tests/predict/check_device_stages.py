@@ -34,7 +34,9 @@ with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as work
     for workload in ("logreg", "sparse"):
         rows = {r["ranks"]: r for r in doc["cpu16"][workload]}
         assert sorted(rows) == [1, 2], (workload, rows.keys())
-        assert rows[2]["samples_per_s"] > 0 and 0 < rows[2]["efficiency"] < 2, rows[2]
+        # The definition, not a bound: toy-size runs beside other tests on two vCPUs can come out at any ratio.
+        want = rows[2]["samples_per_s"] / (2 * rows[1]["samples_per_s"])
+        assert rows[2]["samples_per_s"] > 0 and abs(rows[2]["efficiency"] - want) <= 1e-6 * want, rows
         assert rows[2]["ceiling"] > 0, rows[2]  # the pinned independent copies ran
     summary = open(os.path.join(out, "summary.md")).read()
     assert "## cpu16" in summary and "## extrapolate" in summary, summary

@@ -89,7 +89,9 @@ with tempfile.TemporaryDirectory() as out:
         assert pt["global_batch"] == 64 * n, pt
         assert set(pt["phase_s"]) >= {"data", "forward", "backward", "optimizer", "sync_wait"}, pt["phase_s"]
     assert points[1]["efficiency"] == 1.0
-    assert 0 < points[2]["efficiency"] < 2
+    # The definition, not a bound: these runs last a second, and another test beside them on the two vCPUs has made
+    # N = 1 the slower (efficiency 4.3 seen under ctest -j2).
+    assert abs(points[2]["efficiency"] - points[2]["samples_per_s"] / (2 * points[1]["samples_per_s"])) < 1e-9, points
     assert points[2]["bytes_sent_per_step_per_rank"] > 0, "two ranks must send gradients"
     assert points[2]["predicted_step_s"] > 0 and "prediction_error" in points[2], points[2]
     # The prediction (a warm step's) is compared with the runs' steady step, the first step's set-up left out.
@@ -127,7 +129,8 @@ with tempfile.TemporaryDirectory() as out:
     assert [points[n]["global_batch"] for n in (1, 2)] == [128, 128], points  # fixed global batch
     assert [points[n]["batch_per_rank"] for n in (1, 2)] == [128, 64], points  # split over the ranks
     assert all(pt["scaling"] == "strong" and pt["batch"] == 128 for pt in points.values()), points
-    assert points[1]["efficiency"] == 1.0 and 0 < points[2]["efficiency"] < 2, points
+    assert points[1]["efficiency"] == 1.0, points
+    assert abs(points[2]["efficiency"] - points[2]["samples_per_s"] / (2 * points[1]["samples_per_s"])) < 1e-9, points
     assert all("ceiling" not in pt for pt in points.values()), points
     report = open(os.path.join(out, "report.md")).read()
     assert "strong scaling" in report, report
