@@ -108,6 +108,8 @@ with tempfile.TemporaryDirectory() as out:
         assert os.path.getsize(path) > 1000, path
     report = open(os.path.join(out, "report.md")).read()
     assert "| config | sync | ranks |" in report and "| warm step ms | predicted ms |" in report, report
+    within = int(abs(points[2]["prediction_error"]) <= 0.15)
+    assert f"`ringtrain predict` at the 1 multi-rank point(s): {within} within 15 %" in report, report
     assert "| waiting for gradients ms | waiting for the slowest rank ms |" in report, report
     # --resume on a sweep that finished: every point (ceiling copies included) is reused as it was, nothing runs
     # again (the summaries stay untouched), the outputs are written again with the same medians.
