@@ -199,7 +199,9 @@ LinkUsed link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Alg
     predict::LinkMeasurement m = predict::measure_link(*comm, predict::link_sizes(), 9, algorithm);
     std::sort(m.samples.begin(), m.samples.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     if (world_rank == 0)
-        for (const auto& s : m.samples) std::printf("allreduce %10.0f bytes: %9.3f ms\n", s.bytes, s.seconds * 1e3);
+        for (const auto& s : m.samples)  // beside the fitted line's time: where the transport is not one α and β
+            std::printf("allreduce %10.0f bytes: %9.3f ms (the fitted line: %9.3f ms)\n", s.bytes, s.seconds * 1e3,
+                        scaling::allreduce_time(algorithm, comm->size(), s.bytes, m.link, s.bytes).total() * 1e3);
     // The times are the backend's own algorithm's: with another --algorithm only the line fitted through its
     // formula says what that algorithm would take.
     if (algorithm != predict::algorithm_for(plan.sync)) {
