@@ -97,3 +97,41 @@ TEST_CASE("predict_rows with measured times: each bucket takes its size's measur
     CHECK(rows[0].best.step_s ==
           Approx(15e-3 + m.seconds(2, 5e4, 1e5) + m.seconds(2, 5e5, 1e6) + 1e-3));
 }
+
+TEST_CASE("predict_rows with measured times under local SGD: the averages priced from them, every K-th step",
+          "[predict]") {
+    StepTimings t;
+    t.input_s = 1e-3;
+    t.forward_s = 4e-3;
+    t.backward_s = 10e-3;
+    t.optimizer_s = 1e-3;
+    t.grad_floats = {125000, 125000, 25000};
+    t.ready_s = {10e-3, 6e-3, 2e-3};
+    const size_t per_bucket[] = {1, 2};
+    const sync::BucketLayout layout(t.grad_floats, per_bucket);
+    Setting s;
+    s.algorithm = Algorithm::Ring;
+    s.local_sgd_period = 4;
+    const MeasuredAllreduce m = hand_measured();
+    // 16 ms of work, then the two groups' averages (1 + 4 ms measured) every 4th step: 16 + 5 / 4 = 17.25 ms; the
+    // line alone says 16 + (0.12 + 1.02) / 4 = 16.285 ms.
+    const auto rows = predict::predict_rows(t, layout, hand_link(), s, {2}, 64, &m);
+    CHECK(rows[0].configured.step_s == Approx(17.25e-3));
+    CHECK(predict::predict_rows(t, layout, hand_link(), s, {2}, 64)[0].configured.step_s == Approx(16.285e-3));
+    CHECK(rows[0].best.setting.wire_bytes_per_float == 4.0);  // the averages travel in float32
+}
+
+TEST_CASE("layout_for: local SGD averages in fusion groups, not in gradient buckets by time", "[predict]") {
+    StepTimings t;
+    t.backward_s = 10e-3;
+    t.grad_floats = {125000, 125000, 25000};
+    t.ready_s = {10e-3, 6e-3, 2e-3};  // 4 ms apart: a 1 ms cycle time closes a bucket after each
+    train::SyncPlan plan;
+    plan.fusion_bytes = 64 << 20;
+    plan.cycle_time_ms = 1.0;
+    plan.min_bucket_bytes = 0;
+    plan.overlap = true;
+    CHECK(predict::layout_for(plan, t).size() == 3);
+    plan.mode = train::SyncMode::LocalSgd;
+    CHECK(predict::layout_for(plan, t).size() == 1);  // 1.1 MB in one 64 MiB group, as sync::ParameterAverager
+}
