@@ -7,7 +7,8 @@ Per round and model (interleaved): (a) `predict --link L` on one process (one ra
 predictor before 2026-11-28), with L the line (b) fitted; (b) `mpirun -np 2 predict --measure` (both ranks profile
 at once; the wait for the slower one drawn from their step times; since 2026-11-29 each bucket at the allreduce time
 measured at its size, where (a) has the line: they differ in that too); (c) the real run, `mpirun -np 2 train`, its
-warm step (summary.json's steady_step_s; train_s / steps_this_run from a binary before it). Prints each prediction's error against (c) and the range over the rounds.
+warm step (summary.json's steady_step_s; train_s / steps_this_run from a binary before it). Prints each
+prediction's error against (c) and the range over the rounds.
 """
 import argparse
 import json

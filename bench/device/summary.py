@@ -136,7 +136,8 @@ def extrapolate_section(logs, res):
         if p["ranks"] > 1 and "prediction_error" in p:
             res["extrapolate"].setdefault("netns", []).append(p)
             out.append([os.path.basename(p["config"]).replace(".json", ""), f"predict, netns {p.get('rate')}",
-                        p["ranks"], ms(p["predicted_step_s"]), ms(p.get("measured_step_s", p["step_s"])), pct(p["prediction_error"], True),
+                        p["ranks"], ms(p["predicted_step_s"]), ms(p.get("measured_step_s", p["step_s"])),
+                        pct(p["prediction_error"], True),
                         pct(p.get("prediction_calibrated_error"), True),
                         "yes" if abs(p["prediction_error"]) <= PREDICT_GOAL else "**no**"])
     if out:

@@ -197,7 +197,6 @@ LinkUsed link_for(const PredictArgs& a, const train::RunPlan& plan, scaling::Alg
     facts.push_back({"predict --steps", std::to_string(a.steps)});
     sync::require_same_facts(*comm, facts);
     predict::LinkMeasurement m = predict::measure_link(*comm, predict::link_sizes(), 9, algorithm);
-    std::sort(m.samples.begin(), m.samples.end(), [](const auto& x, const auto& y) { return x.bytes < y.bytes; });
     if (world_rank == 0)
         for (const auto& s : m.samples)  // beside the fitted line's time: where the transport is not one α and β
             std::printf("allreduce %10.0f bytes: %9.3f ms (the fitted line: %9.3f ms)\n", s.bytes, s.seconds * 1e3,

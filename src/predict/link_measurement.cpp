@@ -38,6 +38,8 @@ LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>
         comm.allreduce(std::span<double>(&fastest, 1), comm::ReduceOp::Max);
         m.samples.push_back({static_cast<double>(buffer.size() * sizeof(float)), fastest});
     }
+    std::sort(m.samples.begin(), m.samples.end(),
+              [](const scaling::LinkSample& x, const scaling::LinkSample& y) { return x.bytes < y.bytes; });
     m.link = scaling::fit_link(m.samples, n, algorithm,
                                "measured: allreduce over " + comm.backend() + " at " + std::to_string(n) + " ranks, " +
                                    scaling::to_string(algorithm) + " model");

@@ -21,6 +21,9 @@ MeasuredAllreduce::MeasuredAllreduce(std::vector<LinkSample> samples, int ranks,
             throw Error("MeasuredAllreduce: two measurements of " + std::to_string(samples_[i].bytes) + " bytes");
     }
     if (samples_.size() < 2) throw Error("MeasuredAllreduce: needs two or more measured sizes");
+    // fit_link gives α or β above 0 from times above 0; a link of neither would have no shape to carry.
+    if (!(link_.alpha_s > 0 || link_.beta_s_per_byte > 0))
+        throw Error("MeasuredAllreduce: the fitted link has neither latency nor bandwidth cost");
 }
 
 double MeasuredAllreduce::model_s(int n, double wire_bytes, double float32_bytes) const {
@@ -37,14 +40,13 @@ double MeasuredAllreduce::at_measured_ranks(double bytes) const {
     // Elsewhere the model at this size times measured / model, interpolated between the neighbours on a log scale
     // of the size (and held beyond the largest): the model carries the shape, such as the ring backend's switch from
     // recursive doubling to the ring at 128 KiB between two measured sizes, and the measurements how far off it the
-    // transport runs. A fitted link of α = β = 0 has no shape: the times themselves, on log-log axes.
+    // transport runs.
     const auto lo = hi - 1;
-    const double model_here = model_s(ranks_, bytes, bytes), model_lo = model_s(ranks_, lo->bytes, lo->bytes);
-    if (hi == samples_.end()) return model_lo > 0 && model_here > 0 ? lo->seconds / model_lo * model_here : lo->seconds;
-    const double model_hi = model_s(ranks_, hi->bytes, hi->bytes);
+    const double model_here = model_s(ranks_, bytes, bytes);
+    const double ratio_lo = lo->seconds / model_s(ranks_, lo->bytes, lo->bytes);
+    if (hi == samples_.end()) return model_here * ratio_lo;
+    const double ratio_hi = hi->seconds / model_s(ranks_, hi->bytes, hi->bytes);
     const double f = std::log(bytes / lo->bytes) / std::log(hi->bytes / lo->bytes);
-    if (!(model_here > 0 && model_lo > 0 && model_hi > 0)) return lo->seconds * std::pow(hi->seconds / lo->seconds, f);
-    const double ratio_lo = lo->seconds / model_lo, ratio_hi = hi->seconds / model_hi;
     return model_here * ratio_lo * std::pow(ratio_hi / ratio_lo, f);
 }
 
@@ -52,9 +54,7 @@ double MeasuredAllreduce::seconds(int n, double wire_bytes, double float32_bytes
     if (n <= 1 || !(wire_bytes > 0)) return 0.0;
     const double measured = at_measured_ranks(wire_bytes);
     if (n == ranks_ && wire_bytes == float32_bytes) return measured;
-    const double model_measured = model_s(ranks_, wire_bytes, wire_bytes);
-    const double model_here = model_s(n, wire_bytes, float32_bytes);
-    return model_measured > 0 ? measured * model_here / model_measured : model_here;
+    return measured * model_s(n, wire_bytes, float32_bytes) / model_s(ranks_, wire_bytes, wire_bytes);
 }
 
 }  // namespace ringtrain::scaling

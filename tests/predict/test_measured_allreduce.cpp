@@ -9,18 +9,15 @@
 #include "ringtrain/predict/predictor.hpp"
 #include "ringtrain/scaling/measured_allreduce.hpp"
 
+#include "hand_inputs.hpp"
+
 using namespace ringtrain;
 using namespace ringtrain::scaling;
+using namespace rt_predict_test;
 
 namespace {
 
-Link hand_link() {
-    Link l;
-    l.alpha_s = 10e-6;
-    l.beta_s_per_byte = 1e-9;
-    return l;
-}
-
+// hand_timings(25000) with two_buckets: buckets of 100 kB and 1 MB, measured at 1 ms and 4 ms.
 // Measured at 2 ranks: 100 kB in 1 ms, 1 MB in 4 ms, 10 MB in 20 ms (off the line on purpose: the line says 0.12,
 // 1.02 and 10.02 ms).
 MeasuredAllreduce hand_measured() {
@@ -65,19 +62,12 @@ TEST_CASE("MeasuredAllreduce: refuses what cannot be a measurement", "[predict]"
     CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e6, 5e-3, 1e6}}, 2, Algorithm::Ring, hand_link()), Error);
     CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 0.0, 1e6}, {1e5, 1e-3, 1e5}}, 2, Algorithm::Ring, hand_link()), Error);
     CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e5, 1e-3, 1e5}}, 1, Algorithm::Ring, hand_link()), Error);
+    CHECK_THROWS_AS(MeasuredAllreduce({{1e6, 4e-3, 1e6}, {1e5, 1e-3, 1e5}}, 2, Algorithm::Ring, Link{}), Error);
 }
 
 TEST_CASE("predict_rows with measured times: each bucket takes its size's measured time", "[predict]") {
-    // p2 = 25,000 floats (100 kB), then p1 + p0 = 250,000 floats (1 MB): buckets of 1 ms and 4 ms measured.
-    StepTimings t;
-    t.input_s = 1e-3;
-    t.forward_s = 4e-3;
-    t.backward_s = 10e-3;
-    t.optimizer_s = 1e-3;
-    t.grad_floats = {125000, 125000, 25000};
-    t.ready_s = {10e-3, 6e-3, 2e-3};
-    const size_t per_bucket[] = {1, 2};
-    const sync::BucketLayout layout(t.grad_floats, per_bucket);
+    const StepTimings t = hand_timings(25000);
+    const sync::BucketLayout layout = two_buckets(t);
     Setting s;
     s.algorithm = Algorithm::Ring;
     s.overlap = false;
@@ -100,15 +90,8 @@ TEST_CASE("predict_rows with measured times: each bucket takes its size's measur
 
 TEST_CASE("predict_rows with measured times under local SGD: the averages priced from them, every K-th step",
           "[predict]") {
-    StepTimings t;
-    t.input_s = 1e-3;
-    t.forward_s = 4e-3;
-    t.backward_s = 10e-3;
-    t.optimizer_s = 1e-3;
-    t.grad_floats = {125000, 125000, 25000};
-    t.ready_s = {10e-3, 6e-3, 2e-3};
-    const size_t per_bucket[] = {1, 2};
-    const sync::BucketLayout layout(t.grad_floats, per_bucket);
+    const StepTimings t = hand_timings(25000);
+    const sync::BucketLayout layout = two_buckets(t);
     Setting s;
     s.algorithm = Algorithm::Ring;
     s.local_sgd_period = 4;
@@ -122,10 +105,7 @@ TEST_CASE("predict_rows with measured times under local SGD: the averages priced
 }
 
 TEST_CASE("layout_for: local SGD averages in fusion groups, not in gradient buckets by time", "[predict]") {
-    StepTimings t;
-    t.backward_s = 10e-3;
-    t.grad_floats = {125000, 125000, 25000};
-    t.ready_s = {10e-3, 6e-3, 2e-3};  // 4 ms apart: a 1 ms cycle time closes a bucket after each
+    const StepTimings t = hand_timings(25000);  // gradients ready 4 ms apart: a 1 ms cycle time closes a bucket after each
     train::SyncPlan plan;
     plan.fusion_bytes = 64 << 20;
     plan.cycle_time_ms = 1.0;

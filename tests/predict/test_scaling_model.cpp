@@ -6,39 +6,13 @@
 #include "ringtrain/predict/predictor.hpp"
 #include "ringtrain/scaling/scaling_model.hpp"
 
+#include "hand_inputs.hpp"
+
 using namespace ringtrain;
 using namespace ringtrain::predict;
 using namespace ringtrain::scaling;
 
-namespace {
-
-// Three parameters; backward reports p2 at 2 ms, p1 at 6 ms, p0 at 10 ms after backward began.
-// One rank: input 1 + forward 4 + backward 10 + optimizer 1 = 16 ms.
-StepTimings hand_timings(size_t p2_floats) {
-    StepTimings t;
-    t.input_s = 1e-3;
-    t.forward_s = 4e-3;
-    t.backward_s = 10e-3;
-    t.optimizer_s = 1e-3;
-    t.grad_floats = {125000, 125000, p2_floats};  // p0, p1: 0.5 MB each
-    t.ready_s = {10e-3, 6e-3, 2e-3};
-    return t;
-}
-
-// Bucket 0 = {p2}, bucket 1 = {p1, p0} (backward order).
-sync::BucketLayout two_buckets(const StepTimings& t) {
-    const size_t per_bucket[] = {1, 2};
-    return sync::BucketLayout(t.grad_floats, per_bucket);
-}
-
-Link hand_link() {  // 10 us, 1 GB/s
-    Link l;
-    l.alpha_s = 10e-6;
-    l.beta_s_per_byte = 1e-9;
-    return l;
-}
-
-}  // namespace
+using namespace rt_predict_test;
 
 TEST_CASE("allreduce_time: ring, recursive doubling and halving-doubling by the alpha-beta formulas", "[predict]") {
     const Link l = hand_link();

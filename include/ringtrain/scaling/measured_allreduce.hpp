@@ -1,8 +1,9 @@
 // Allreduce times measured at one rank count (`ringtrain predict --measure`), as the time of any message at any N.
 // A line through the measured sizes misses wherever the transport is not one α and β: Open MPI switches algorithms
 // by size (at 2 ranks over TCP at 100 Mbit/s its 1 and 4 MiB allreduces took 1.4x the ring's time, its 64 KiB
-// 0.5x), and a token bucket lets small messages through faster than large ones (bench/RESULTS.md, "Measured allreduce times per
-// bucket"). So each bucket takes the time measured at its size, and the model only carries it to other N.
+// 0.5x), and a token bucket lets small messages through faster than large ones (bench/RESULTS.md, "Measured
+// allreduce times per bucket"). So each bucket takes the time measured at its size, and the model only carries it
+// to other N.
 #pragma once
 
 #include <span>
@@ -16,7 +17,8 @@ namespace ringtrain::scaling {
 class MeasuredAllreduce {
 public:
     // `samples`: float32 allreduces (bytes, fastest seconds) at `ranks` ranks, two or more distinct sizes, every time
-    // above 0; `fitted`: the link fitted to them through `algorithm` (fit_link). Throws Error otherwise.
+    // above 0; `fitted`: the link fitted to them through `algorithm` (fit_link: α or β above 0). Throws Error
+    // otherwise.
     MeasuredAllreduce(std::vector<LinkSample> samples, int ranks, Algorithm algorithm, Link fitted);
 
     // Seconds for an allreduce of `wire_bytes` on the wire (`float32_bytes` before compression) at `n` ranks: at the
