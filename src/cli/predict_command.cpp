@@ -21,7 +21,9 @@
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/crc32c.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/json_file.hpp"
+#include "ringtrain/predict/contention_measurement.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
 #include "ringtrain/predict/predictor.hpp"
 #include "ringtrain/predict/straggler_estimate.hpp"
@@ -217,6 +219,8 @@ struct Profiled {
     train::StepProfile profile;
     nlohmann::json spread;
     nlohmann::json measured_on;  // measured_on(config) of the run profiled (null: a --profile file from before it)
+    scaling::Contention contention;  // backward and allreduce beside each other (1, 1 unless measured)
+    nlohmann::json contention_json;  // how it was found: {"compute", "communication", "source", ...}
 };
 
 // What a profile's times belong to: the model (its file, and the CRC-32C of its bytes, so that a copy elsewhere is
@@ -246,6 +250,51 @@ void check_profile_fits(const std::string& file, const Profiled& p, const train:
                          "without --profile), or pass the config it was measured with");
 }
 
+// Under --measure, after the side-by-side profile: the step profiled again beside allreduces back to back
+// (predict/contention_measurement.hpp), where a run overlaps them: host reductions beside a CPU backward. The
+// allreduces run from a second thread while the profile builds a one-rank communicator of its own, which needs
+// MPI_THREAD_MULTIPLE. Collective: every rank decides alike (the least able decides).
+void measure_contention(const PredictArgs& a, const train::Config& config, comm::Communicator& comm, Profiled& p) {
+    const train::SyncPlan& sync = config.plan().sync;
+    std::string why_not;
+    if (!sync.overlap)
+        why_not = "sync.overlap is false, so no allreduce runs beside backward";
+    else if (sync.mode == train::SyncMode::LocalSgd)
+        why_not = "local SGD averages after the optimizer, beside no backward";
+    else if (p.profile.device != "cpu")
+        why_not = "the backward runs on a GPU";
+    else if (!comm::mpi_thread_multiple())
+        why_not = "this MPI does not grant MPI_THREAD_MULTIPLE";
+    double able = why_not.empty() ? 1.0 : 0.0;
+    comm.allreduce(std::span<double>(&able, 1), comm::ReduceOp::Min);
+    if (able < 1 && why_not.empty()) why_not = "another rank cannot measure it";
+    const auto not_measured = [&](const std::string& why) {
+        p.contention = {};
+        p.contention_json = {{"compute", 1.0}, {"communication", 1.0}, {"source", "not measured: " + why}};
+    };
+    if (!why_not.empty()) return not_measured(why_not);
+    const double bytes = predict::contention_bytes(p.profile);
+    predict::LoadedProfile loaded;
+    sync::run_then_agree(comm, [&] {
+        loaded = predict::profile_while_allreducing(comm, bytes, 5,
+                                                    [&] { return train::profile_steps(config, 2, a.steps, 1.0); });
+    });
+    if (loaded.allreduces < 1) return not_measured("the profile ended before an allreduce beside it did");
+    p.contention = predict::contention_from(p.profile, loaded);
+    p.contention_json = {
+        {"compute", p.contention.compute},
+        {"communication", p.contention.communication},
+        {"backward_alone_s", p.profile.backward_s},
+        {"backward_beside_s", loaded.profile.backward_s},
+        {"allreduce_bytes", bytes},
+        {"allreduce_alone_s", loaded.alone_s},
+        {"allreduce_beside_s", loaded.during_s},
+        {"allreduces", loaded.allreduces},
+        {"source", "measured: the step profiled beside back-to-back allreduces of " +
+                       std::to_string(static_cast<long long>(bytes)) + " bytes over " + comm.backend() + " at " +
+                       std::to_string(comm.size()) + " ranks"}};
+}
+
 // Under --measure every rank profiles the step at the same moment: rank 0's is the profile (its compute shares the
 // host as a run's would), and every rank's step times give the wait for the slowest of N. Collective with `comm`.
 Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Communicator* comm, int world_rank,
@@ -264,6 +313,10 @@ Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Co
             p.profile = predict::profile_from_json(doc, a.profile);
             if (doc.contains("spread")) p.spread = predict::spread_from_json(doc.at("spread"), a.profile);
             if (doc.contains("measured_on")) p.measured_on = doc.at("measured_on");
+            if (doc.contains("contention")) {
+                p.contention = predict::contention_from_json(doc.at("contention"), a.profile);
+                p.contention_json = doc.at("contention");
+            }
             check_profile_fits(a.profile, p, config);
         }
     };
@@ -279,6 +332,10 @@ Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Co
                     {"work_quantiles_s_per_rank", nlohmann::json::array()},
                     {"source", "measured: " + std::to_string(world_size) + " ranks profiling side by side"}};
         for (const std::string& q : all) p.spread["work_quantiles_s_per_rank"].push_back(nlohmann::json::parse(q));
+        measure_contention(a, config, *comm, p);
+    } else if (p.contention_json.is_null()) {
+        p.contention_json = {{"compute", 1.0}, {"communication", 1.0},
+                             {"source", "not measured: one process; --measure under mpirun -np 2 measures it"}};
     }
     return p;
 }
@@ -306,7 +363,8 @@ std::vector<predict::Row> rows_for(const PredictArgs& a, const std::vector<int>&
     for (int n : ranks) {
         double share = n > 1 ? a.straggler : 0.0;  // one rank waits for nobody (the model applies none at N = 1)
         if (!a.straggler_given && !per_rank.empty() && n > 1) share = predict::straggler_share(per_rank, base_s, n);
-        const scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
+        scaling::Setting setting = predict::setting_for(plan.sync, algorithm, share);
+        setting.contention = p.contention;
         for (auto& r : predict::predict_rows(timings, layout, used.link, setting, {n},
                                              p.profile.batch_size * plan.sync.backward_passes_per_step,
                                              used.measured ? &*used.measured : nullptr))
@@ -330,6 +388,10 @@ void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p,
                 p.profile.device.c_str(), static_cast<long long>(p.profile.batch_size), p.profile.input_s * 1e3,
                 p.profile.forward_s * 1e3, p.profile.backward_s * 1e3, p.profile.optimizer_s * 1e3,
                 timings.grad_floats.size(), layout.size());
+    if (p.contention.any())
+        std::printf("beside each other, backward took %.2fx its time alone and the allreduce %.2fx (%s)\n",
+                    p.contention.compute, p.contention.communication,
+                    p.contention_json.value("source", std::string("?")).c_str());
     std::printf("predicted (weak scaling, %s; slowest rank: %s):\n%s", setting.describe().c_str(),
                 straggler_source.c_str(), predict::format_table(rows, used.link).c_str());
     if (a.json.empty()) return;
@@ -350,6 +412,7 @@ void report(const PredictArgs& a, const train::RunPlan& plan, const Profiled& p,
         {"straggler", a.straggler_given || p.spread.is_null() ? nlohmann::json(a.straggler) : nlohmann::json()},
         {"straggler_source", straggler_source},
         {"spread", p.spread},
+        {"contention", p.contention_json},
         {"scaling", "weak"},
         {"profile", predict::profile_json(p.profile, layout)},
         {"measured_on", p.measured_on},

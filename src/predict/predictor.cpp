@@ -251,4 +251,19 @@ nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string&
     }
 }
 
+scaling::Contention contention_from_json(const nlohmann::json& contention, const std::string& source) {
+    try {
+        scaling::Contention c;
+        for (auto [key, factor] : {std::pair{"compute", &c.compute}, std::pair{"communication", &c.communication}}) {
+            *factor = contention.at(key).get<double>();
+            if (!std::isfinite(*factor) || *factor < 1 || *factor > 100)
+                throw InputError(std::string(".") + key + " is not a factor from 1 to 100");
+        }
+        return c;
+    } catch (const std::exception& e) {
+        throw InputError(source + ": .contention: not the measured contention of `ringtrain predict --measure --json` (" +
+                         without_exception_id(e.what()) + "); write it again, or remove .contention (none assumed)");
+    }
+}
+
 }  // namespace ringtrain::predict

@@ -108,7 +108,8 @@ std::string Setting::describe() const {
 std::string dominant_term(const Terms& t) {
     const std::pair<const char*, double> terms[] = {{"compute", t.compute},       {"input", t.input},
                                                     {"optimizer", t.optimizer},   {"straggler", t.straggler},
-                                                    {"communication", t.communication}, {"latency", t.latency}};
+                                                    {"communication", t.communication}, {"latency", t.latency},
+                                                    {"contention", t.contention}};
     const auto* best = std::max_element(std::begin(terms), std::end(terms),
                                         [](const auto& a, const auto& b) { return a.second < b.second; });
     return best->first;
@@ -137,19 +138,34 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
         const double slow = 1.0 + std::max(0.0, s.straggler);
         p.terms.straggler = (slow - 1.0) * one_rank_step;
         const double backward_begin = slow * (t.input_s + t.forward_s);
-        const double backward_end = backward_begin + slow * t.backward_s;
-        // Local SGD averages after the optimizer; otherwise the first bucket may start as soon as it is ready.
-        double previous_end = s.local_sgd_period > 0 ? backward_end + slow * t.optimizer_s : backward_begin;
+        const double backward_work = slow * t.backward_s;  // backward's seconds with nothing beside it
+        const double backward_end_alone = backward_begin + backward_work;
+        const bool local_sgd = s.local_sgd_period > 0;
+        // Contention applies while a bucket is in flight during backward; local SGD averages after the optimizer.
+        const double slow_compute = local_sgd ? 1.0 : std::max(1.0, s.contention.compute);
+        const double slow_comm = local_sgd ? 1.0 : std::max(1.0, s.contention.communication);
+        // Walked bucket by bucket: `now` is when the last allreduce ended, `done` how much of backward's work was
+        // done by then, and `backward_end` when all of it was (known once reached).
+        double now = local_sgd ? backward_end_alone + slow * t.optimizer_s : backward_begin;
+        double done = local_sgd ? backward_work : 0.0;
+        double backward_end = local_sgd ? backward_end_alone : -1.0;
+        const auto compute_alone_to = [&](double target) {  // backward with no allreduce beside it
+            if (done >= target) return;
+            now += target - done;
+            done = target;
+            if (done >= backward_work) backward_end = now;
+        };
         double latency = 0, total = 0;
-        const double comm_begin = previous_end;
+        const double comm_begin = now;
         for (size_t k = 0; k < layout.size(); ++k) {
             const sync::Bucket& b = layout.bucket(k);
-            double ready = backward_end;
-            if (s.overlap && s.local_sgd_period == 0) {
-                ready = backward_begin;
+            // How much of backward is done when the bucket is ready (all of it without overlap).
+            double ready = backward_work;
+            if (s.overlap && !local_sgd) {
+                ready = 0;
                 for (const sync::BucketSlot& slot : b.slots) {
                     const double r = t.ready_s[slot.param];
-                    ready = std::max(ready, r >= 0 ? backward_begin + slow * r : backward_end);
+                    ready = std::max(ready, r >= 0 ? std::min(slow * r, backward_work) : backward_work);
                 }
             }
             CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link, b.count * 4.0);
@@ -157,18 +173,37 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
                 c.latency_s = std::min(c.latency_s, std::max(0.0, bucket_seconds[k]));
                 c.bandwidth_s = std::max(0.0, bucket_seconds[k]) - c.latency_s;
             }
-            previous_end = std::max(ready, previous_end) + c.total();
-            p.bucket_end_s.push_back(previous_end);
+            compute_alone_to(ready);  // it starts when ready and the one before it has ended
+            double left = c.total();  // its seconds alone
+            if (done < backward_work && left > 0) {  // beside backward: both slower until one of them ends
+                const double comm_span = left * slow_comm, backward_span = (backward_work - done) * slow_compute;
+                if (backward_span <= comm_span) {  // backward ends first; the rest of the allreduce runs alone
+                    now += backward_span;
+                    left -= backward_span / slow_comm;
+                    done = backward_work;
+                    backward_end = now;
+                } else {
+                    now += comm_span;
+                    done += comm_span / slow_compute;
+                    left = 0;
+                }
+            }
+            now += left;
+            p.bucket_end_s.push_back(now);
             latency += c.latency_s;
             total += c.total();
         }
+        compute_alone_to(backward_work);
+        // Without contention backward ends when it would alone, exactly (the walk's sums may differ in the last bit).
+        if (slow_compute == 1 && slow_comm == 1) backward_end = backward_end_alone;
+        p.terms.contention = std::max(0.0, backward_end - backward_end_alone);
         double exposed = 0;
-        if (s.local_sgd_period > 0) {  // a blocking parameter average, paid once per period
-            exposed = (previous_end - comm_begin) / s.local_sgd_period;
+        if (local_sgd) {  // a blocking parameter average, paid once per period
+            exposed = (now - comm_begin) / s.local_sgd_period;
             step = slow * one_rank_step + exposed;
         } else {
-            exposed = std::max(0.0, previous_end - backward_end);
-            step = std::max(previous_end, backward_end) + slow * t.optimizer_s;
+            exposed = std::max(0.0, now - backward_end);
+            step = std::max(now, backward_end) + slow * t.optimizer_s;
         }
         const double latency_share = total > 0 ? latency / total : 0.0;
         p.terms.latency = exposed * latency_share;
@@ -184,7 +219,8 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
 nlohmann::json terms_json(const Terms& terms) {
     return {{"input", terms.input},         {"compute", terms.compute},
             {"optimizer", terms.optimizer}, {"straggler", terms.straggler},
-            {"communication", terms.communication}, {"latency", terms.latency}};
+            {"communication", terms.communication}, {"latency", terms.latency},
+            {"contention", terms.contention}};
 }
 
 }  // namespace ringtrain::scaling

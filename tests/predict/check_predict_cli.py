@@ -126,6 +126,47 @@ with tempfile.TemporaryDirectory() as tmp:
     assert p.returncode == 0, p.stderr
     d3 = json.load(open(js3))
     assert d3["straggler"] == 0.1 and [r["straggler"] for r in d3["rows"]] == [0.1, 0.1]
+    # Contention: one process measures none (factors 1, said why); --measure profiles the step again beside
+    # back-to-back allreduces of the step's gradient bytes and keeps both times of each.
+    assert doc["contention"]["compute"] == 1 and doc["contention"]["communication"] == 1, doc["contention"]
+    assert doc["contention"]["source"].startswith("not measured"), doc["contention"]
+    cm = dm["contention"]
+    grad_bytes = 4 * sum(g["floats"] for g in dm["profile"]["gradients"])
+    assert cm["source"].startswith("measured") and cm["allreduces"] >= 1, cm
+    assert cm["allreduce_bytes"] == min(max(grad_bytes, 4096), 16 << 20), (cm, grad_bytes)
+    assert cm["compute"] == max(1.0, cm["backward_beside_s"] / cm["backward_alone_s"]), cm
+    assert cm["communication"] == max(1.0, cm["allreduce_beside_s"] / cm["allreduce_alone_s"]), cm
+    # A --profile file's contention is priced again (here made 3x and 2x by hand): backward runs late beside the
+    # buckets, a "contention" term the one-process prediction of the same file does not have.
+    d = json.load(open(jm))
+    d["contention"] = {"compute": 3.0, "communication": 2.0, "source": "by hand"}
+    hand = os.path.join(tmp, "hand-contention.json")
+    json.dump(d, open(hand, "w"))
+    d["contention"] = {"compute": 1.0, "communication": 1.0, "source": "by hand"}
+    none = os.path.join(tmp, "no-contention.json")
+    json.dump(d, open(none, "w"))
+    steps = {}
+    for name, f in (("hand", hand), ("none", none)):
+        out = os.path.join(tmp, name + "-rows.json")
+        p = subprocess.run(base + ["--ranks", "2", "--link", "1gbit", "--profile", f, "--json", out],
+                           capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 0, p.stderr
+        r = json.load(open(out))
+        assert r["contention"]["compute"] == {"hand": 3.0, "none": 1.0}[name], r["contention"]
+        steps[name] = r["rows"][0]
+    assert steps["hand"]["terms_s"]["contention"] > 0 and steps["none"]["terms_s"]["contention"] == 0, steps
+    assert steps["hand"]["step_s"] > steps["none"]["step_s"], steps
+    # A damaged contention is exit 2 naming .contention: below 1, not a number, missing.
+    for damage in (0.5, "fast", None):
+        d = json.load(open(jm))
+        if damage is None:
+            del d["contention"]["communication"]
+        else:
+            d["contention"]["compute"] = damage
+        bad = os.path.join(tmp, "bad-contention.json")
+        json.dump(d, open(bad, "w"))
+        p = subprocess.run(base + ["--link", "1gbit", "--profile", bad], capture_output=True, text=True, cwd=tmp)
+        assert p.returncode == 2 and ".contention" in p.stderr and p.stderr.count("\n") == 1, (damage, p.stderr)
     # A damaged spread is exit 2 naming .spread: a negative time, an empty list, unsorted, the wrong rank count.
     for damage in ("negative", "empty", "unsorted", "ranks"):
         d = json.load(open(jm))

@@ -163,6 +163,45 @@ TEST_CASE("predict_step: no overlap, 16-bit wire, straggler, local SGD", "[predi
     CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(16.78e-3));
 }
 
+TEST_CASE("predict_step: contention slows backward and the allreduce while they overlap", "[predict]") {
+    const StepTimings t = hand_timings(250000);  // buckets of 1.56 ms at N = 4
+    const auto layout = two_buckets(t);
+    Setting s;
+    s.contention = {2.0, 1.5};  // backward 2x slower beside an allreduce, the allreduce 1.5x beside backward
+    // Backward begins at 5 ms. Bucket 0 ready at 7 ms (2 ms of backward done); beside backward it takes
+    // 1.56·1.5 = 2.34 ms -> ends 9.34 ms, while backward does 2.34/2 = 1.17 ms of work (3.17 done). The other
+    // 6.83 ms of backward run alone: backward ends 16.17 ms (1.17 ms late), bucket 1 then alone -> 17.73 ms; + 1 ms.
+    Prediction p = predict_step(t, layout, hand_link(), s, 4, 64);
+    CHECK(p.bucket_end_s[0] == Approx(9.34e-3));
+    CHECK(p.bucket_end_s[1] == Approx(17.73e-3));
+    CHECK(p.step_s == Approx(18.73e-3));
+    CHECK(p.terms.contention == Approx(1.17e-3));
+    CHECK(p.terms.communication + p.terms.latency == Approx(1.56e-3));
+    CHECK(p.terms.input + p.terms.compute + p.terms.optimizer + p.terms.straggler + p.terms.communication +
+              p.terms.latency + p.terms.contention == Approx(p.step_s));
+
+    // Backward ends first: bucket 0 = 20 MB (30.06 ms alone) from 7 ms. The 8 ms of backward left take 16 ms
+    // beside it -> backward ends 23 ms (8 ms late), having done 16/1.5 = 10.667 ms of the allreduce; its 19.393 ms
+    // left run alone -> 42.393 ms; bucket 1 -> 43.953 ms; step 44.953 ms.
+    const StepTimings big = hand_timings(5000000);
+    p = predict_step(big, two_buckets(big), hand_link(), s, 4, 64);
+    CHECK(p.bucket_end_s[0] == Approx(42.3933e-3));
+    CHECK(p.bucket_end_s[1] == Approx(43.9533e-3));
+    CHECK(p.step_s == Approx(44.9533e-3));
+    CHECK(p.terms.contention == Approx(8e-3));
+    CHECK(p.terms.communication + p.terms.latency == Approx(20.9533e-3));
+
+    // Nothing beside backward without overlap or under local SGD: the steps of the case above.
+    s.overlap = false;
+    CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(19.12e-3));
+    s.overlap = true;
+    s.local_sgd_period = 4;
+    CHECK(predict_step(t, layout, hand_link(), s, 4, 64).step_s == Approx(16.78e-3));
+    // One rank has no allreduce to contend with.
+    s.local_sgd_period = 0;
+    CHECK(predict_step(t, layout, hand_link(), s, 1, 64).step_s == Approx(16e-3));
+}
+
 TEST_CASE("predict_rows: the best setting is the fastest algorithm and wire format", "[predict]") {
     const StepTimings t = hand_timings(5000000);
     Setting s;

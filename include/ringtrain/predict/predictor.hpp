@@ -59,4 +59,8 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
 // null (a profile of one rank). Throws InputError naming the file.
 nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string& source);
 
+// The "contention" of a `predict --json` file ({"compute", "communication"}: factors >= 1, at most 100), checked.
+// Throws InputError naming the file.
+scaling::Contention contention_from_json(const nlohmann::json& contention, const std::string& source);
+
 }  // namespace ringtrain::predict

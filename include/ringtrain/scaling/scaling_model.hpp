@@ -7,7 +7,8 @@
 // Assumptions (docs/scaling.md): weak scaling (per-rank batch fixed, so each rank's compute does not change with N);
 // every rank as fast as the measured one except the slowest, `straggler` slower, whom every collective waits for;
 // one link per rank with the given α and β, no contention beyond what the algorithm's formula counts; reduction and
-// packing cost inside the measured/fitted β; buckets reduced strictly in order, one at a time (as GradientSync does).
+// packing cost inside the measured/fitted β; buckets reduced strictly in order, one at a time (as GradientSync does);
+// backward and an allreduce in flight slowed by the measured Contention while they overlap (none unless measured).
 #pragma once
 
 #include <cstddef>
@@ -65,6 +66,17 @@ struct StepTimings {
     double compute_s() const { return input_s + forward_s + backward_s + optimizer_s; }
 };
 
+// How much slower backward and an allreduce each run while the other runs beside it on the same host (1: not at all).
+// Both share the host's cores with the network stack: where every core has a rank (mpirun -np <cores>, or ranks of
+// emulated hosts on one machine), an allreduce in flight takes cycles from backward and waits for them in turn.
+// `ringtrain predict --measure` times both under load (predict/contention_measurement.hpp); a host with cores to
+// spare measures about 1. The same at every N: ranks per host do not change with the number of hosts.
+struct Contention {
+    double compute = 1;        // backward's time while an allreduce is in flight ÷ its time alone
+    double communication = 1;  // an allreduce's time while backward runs ÷ its time alone
+    bool any() const { return compute != 1 || communication != 1; }
+};
+
 // What is predicted with: the run's sync settings and the model's parameters.
 struct Setting {
     Algorithm algorithm = Algorithm::Ring;
@@ -72,11 +84,13 @@ struct Setting {
     bool overlap = true;              // buckets start while backward goes on
     double straggler = 0;             // the slowest rank's extra share of compute (0.05 = 5 % slower)
     int local_sgd_period = 0;         // > 0: local SGD, parameters averaged (blocking) every this many steps
+    Contention contention;            // while buckets overlap backward (no effect without overlap or under local SGD)
     std::string describe() const;     // "ring fp32 overlap"
 };
 
 struct Terms {  // seconds per step; they add up to the step time
     double input = 0, compute = 0, optimizer = 0, straggler = 0, communication = 0, latency = 0;
+    double contention = 0;  // backward's extra time while allreduces ran beside it (Setting::contention)
 };
 
 struct Prediction {
@@ -97,10 +111,10 @@ struct Prediction {
 Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, const Link& link, const Setting& s,
                         int ranks, int64_t batch_per_rank, std::span<const double> bucket_seconds = {});
 
-// The largest term's name.
+// The largest term's name (compute, input, optimizer, straggler, communication, latency, contention).
 std::string dominant_term(const Terms& terms);
 
-// {"input", "compute", "optimizer", "straggler", "communication", "latency"} in seconds: the `terms_s` of
+// {"input", "compute", "optimizer", "straggler", "communication", "latency", "contention"} in seconds: the `terms_s` of
 // `ringtrain predict`'s rows and of summary.json's `predicted`.
 nlohmann::json terms_json(const Terms& terms);
 
