@@ -275,11 +275,15 @@ void measure_contention(const PredictArgs& a, const train::Config& config, comm:
     if (!why_not.empty()) return not_measured(why_not);
     const double bytes = predict::contention_bytes(p.profile);
     predict::LoadedProfile loaded;
+    // run_then_agree allows no collective inside; this one's collectives end on every rank before it returns or
+    // throws (the allreduce loop stops on all ranks after the same allreduce, and a failing profile ends it too).
     sync::run_then_agree(comm, [&] {
         loaded = predict::profile_while_allreducing(comm, bytes, 5,
                                                     [&] { return train::profile_steps(config, 2, a.steps, 1.0); });
     });
+    // Every rank computes the factors (rank 0's are used); none may throw alone, so the checks come first.
     if (loaded.allreduces < 1) return not_measured("the profile ended before an allreduce beside it did");
+    if (!(loaded.alone_s > 0) || !(p.profile.backward_s > 0)) return not_measured("a time of 0 (clock resolution)");
     p.contention = predict::contention_from(p.profile, loaded);
     p.contention_json = {
         {"compute", p.contention.compute},
@@ -335,7 +339,9 @@ Profiled profile_for(const PredictArgs& a, const train::Config& config, comm::Co
         measure_contention(a, config, *comm, p);
     } else if (p.contention_json.is_null()) {
         p.contention_json = {{"compute", 1.0}, {"communication", 1.0},
-                             {"source", "not measured: one process; --measure under mpirun -np 2 measures it"}};
+                             {"source", a.profile.empty() ? "not measured: one process; --measure under mpirun -np 2 "
+                                                            "measures it"
+                                                          : "not measured: " + a.profile + " has none"}};
     }
     return p;
 }

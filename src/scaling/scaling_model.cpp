@@ -145,27 +145,30 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
         const double slow_compute = local_sgd ? 1.0 : std::max(1.0, s.contention.compute);
         const double slow_comm = local_sgd ? 1.0 : std::max(1.0, s.contention.communication);
         // Walked bucket by bucket: `now` is when the last allreduce ended, `done` how much of backward's work was
-        // done by then, and `backward_end` when all of it was (known once reached).
+        // done by then, and `backward_end` when all of it was (< 0 until then).
         double now = local_sgd ? backward_end_alone + slow * t.optimizer_s : backward_begin;
         double done = local_sgd ? backward_work : 0.0;
-        double backward_end = local_sgd ? backward_end_alone : -1.0;
+        double backward_end = local_sgd || backward_work <= 0 ? backward_end_alone : -1.0;
         const auto compute_alone_to = [&](double target) {  // backward with no allreduce beside it
-            if (done >= target) return;
-            now += target - done;
-            done = target;
-            if (done >= backward_work) backward_end = now;
+            if (done < target) {
+                now += target - done;
+                done = target;
+            }
+            if (done >= backward_work && backward_end < 0) backward_end = now;
         };
         double latency = 0, total = 0;
         const double comm_begin = now;
         for (size_t k = 0; k < layout.size(); ++k) {
             const sync::Bucket& b = layout.bucket(k);
-            // How much of backward is done when the bucket is ready (all of it without overlap).
+            // When the bucket is ready, as backward's work done by then (all of it without overlap). A gradient
+            // reported after backward's median end (a profile's medians, or the trainer's own measurements under
+            // accumulation) makes the bucket wait that much past backward's end.
             double ready = backward_work;
             if (s.overlap && !local_sgd) {
                 ready = 0;
                 for (const sync::BucketSlot& slot : b.slots) {
                     const double r = t.ready_s[slot.param];
-                    ready = std::max(ready, r >= 0 ? std::min(slow * r, backward_work) : backward_work);
+                    ready = std::max(ready, r >= 0 ? slow * r : backward_work);
                 }
             }
             CollectiveTime c = allreduce_time(s.algorithm, ranks, b.count * s.wire_bytes_per_float, link, b.count * 4.0);
@@ -173,7 +176,9 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
                 c.latency_s = std::min(c.latency_s, std::max(0.0, bucket_seconds[k]));
                 c.bandwidth_s = std::max(0.0, bucket_seconds[k]) - c.latency_s;
             }
-            compute_alone_to(ready);  // it starts when ready and the one before it has ended
+            // It starts when ready and the one before it has ended.
+            compute_alone_to(std::min(ready, backward_work));
+            if (ready > backward_work) now = std::max(now, backward_end + (ready - backward_work));
             double left = c.total();  // its seconds alone
             if (done < backward_work && left > 0) {  // beside backward: both slower until one of them ends
                 const double comm_span = left * slow_comm, backward_span = (backward_work - done) * slow_compute;
@@ -184,8 +189,9 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
                     backward_end = now;
                 } else {
                     now += comm_span;
-                    done += comm_span / slow_compute;
+                    done = std::min(backward_work, done + comm_span / slow_compute);
                     left = 0;
+                    if (done >= backward_work) backward_end = now;
                 }
             }
             now += left;
@@ -193,17 +199,18 @@ Prediction predict_step(const StepTimings& t, const sync::BucketLayout& layout, 
             latency += c.latency_s;
             total += c.total();
         }
-        compute_alone_to(backward_work);
+        const double comm_end = now;
+        compute_alone_to(backward_work);  // what is left of backward after the last bucket
         // Without contention backward ends when it would alone, exactly (the walk's sums may differ in the last bit).
         if (slow_compute == 1 && slow_comm == 1) backward_end = backward_end_alone;
         p.terms.contention = std::max(0.0, backward_end - backward_end_alone);
         double exposed = 0;
         if (local_sgd) {  // a blocking parameter average, paid once per period
-            exposed = (now - comm_begin) / s.local_sgd_period;
+            exposed = (comm_end - comm_begin) / s.local_sgd_period;
             step = slow * one_rank_step + exposed;
         } else {
-            exposed = std::max(0.0, now - backward_end);
-            step = std::max(now, backward_end) + slow * t.optimizer_s;
+            exposed = std::max(0.0, comm_end - backward_end);
+            step = std::max(comm_end, backward_end) + slow * t.optimizer_s;
         }
         const double latency_share = total > 0 ? latency / total : 0.0;
         p.terms.latency = exposed * latency_share;

@@ -44,6 +44,10 @@ assert sweep.measured_steps(warm2, warm1) == (0.010, 0.005, "warm")
 assert sweep.measured_steps(warm2, None) == (0.010, None, "warm")
 assert sweep.measured_steps(warm2, {"step_s": 0.006, "steady_step_s": None}) == (0.012, 0.006, "train_s/steps")
 assert sweep.measured_steps({"step_s": 0.012}, warm1) == (0.012, 0.006, "train_s/steps")
+# Repeated predictions: per N the one with the median step, whole (its terms with it); of two, the faster.
+rows = [{"step_s": 0.012, "dominant": "a"}, {"step_s": 0.010, "dominant": "b"}, {"step_s": 0.030, "dominant": "c"}]
+assert sweep.median_prediction(rows) == {"step_s": 0.012, "dominant": "a"}
+assert sweep.median_prediction(rows[:2])["dominant"] == "b" and sweep.median_prediction(rows[2:])["dominant"] == "c"
 # Where a summary keeps it: dense stragglers (summed over the measured steps), sparse predicted terms (per step).
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
 assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001

@@ -65,6 +65,8 @@ if part == "inputs":
                       (dict(base, predict={"link": 10}), "predict.link 10 is not a link"),
                       (dict(base, predict="measure"), "predict must be {\"link\": \"measure\"}"),
                       (dict(base, predict={"link": "measure", "links": "x"}), "predict must be"),
+                      (dict(base, predict={"link": "measure", "repeats": 0}), "predict.repeats must be a whole number"),
+                      (dict(base, predict={"link": "measure", "repeats": 1.5}), "predict.repeats must be a whole number"),
                       # types and ranges: one line naming the key, no traceback
                       (dict(base, ranks=2), "ranks must be a list of positive integers"),
                       (dict(base, ranks=[True, 2]), "ranks must be a list of positive integers"),
@@ -119,6 +121,24 @@ if part == "inputs":
     assert " predict --config configs/logreg_fashion.json --ranks 1,2 " in lines[4] and "--link 10gbit,5us" in lines[4]
     assert lines[5].startswith("# --dry-run: 2 point run(s)") and "2 ceiling copies" in lines[5] and \
         "1 predictor run(s)" in lines[5], lines[5]
+    # predict.repeats 3: the predictor three times, in rounds (each its own JSON), the points once.
+    with tempfile.TemporaryDirectory() as out:
+        p = run_sweep(dict(base, ranks=[1, 2], predict={"link": "10gbit,5us", "repeats": 3}), "--dry-run", "--out", out)
+    lines = p.stdout.strip().splitlines()
+    predicts = [l for l in lines if " predict --config " in l]
+    assert p.returncode == 0 and len(predicts) == 3, (p.returncode, p.stdout, p.stderr)
+    assert [l.split("--json ")[1].split()[0][len(out):] for l in predicts] == \
+        ["/predict-0-r0.json", "/predict-0-r1.json", "/predict-0-r2.json"], predicts
+    assert "2 point run(s)" in lines[-1] and "3 predictor run(s)" in lines[-1], lines[-1]
+    # derive_sweep.py --repeats K (a lent machine's time budget) caps the predictor's repeats as well as the points'.
+    with tempfile.TemporaryDirectory() as out:
+        derived = os.path.join(out, "d.json")
+        p = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench/device/derive_sweep.py"),
+                            os.path.join(root, "bench/sweeps/validation_extrapolate.json"), "--out", derived,
+                            "--repeats", "1"], capture_output=True, text=True, cwd=root)
+        assert p.returncode == 0, p.stderr
+        d = json.load(open(derived))
+        assert d["repeats"] == 1 and d["predict"] == {"link": "measure", "repeats": 1}, d
     # --help: the whole description (the docstring's first paragraph), not its first line cut mid-sentence.
     p = subprocess.run(["/usr/bin/python3", sweep, "--help"], capture_output=True, text=True)
     first = "".join(open(sweep).read().split('"""')[1].split("\n\n")[0].split())  # (argparse rewraps it)

@@ -82,13 +82,13 @@ TEST_CASE("profile_while_allreducing: allreduces beside the profile, alone first
     });
     CHECK(comm.floats == 1024);
     CHECK(loaded.profile.backward_s == 0.03);
-    // Alone: 2 ms (6 allreduces, the first left out). Beside: 20 ms, about 15 in 300 ms.
+    // Alone: 2 ms (6 allreduces, the first left out). Beside: 20 ms, about 15 in 300 ms. Sleeps only end late, so
+    // the bounds above are loose (a loaded machine's medians); the ones below are the sleeps themselves.
     CHECK(loaded.alone_s >= 2e-3);
-    CHECK(loaded.alone_s < 10e-3);
     CHECK(loaded.during_s >= 20e-3);
-    CHECK(loaded.during_s < 40e-3);
-    CHECK(loaded.allreduces >= 5);
-    CHECK(loaded.allreduces <= 16);
+    CHECK(loaded.during_s > 2 * loaded.alone_s);
+    CHECK(loaded.allreduces >= 2);
+    CHECK(loaded.allreduces <= 17);  // 300 ms of 20 ms sleeps, plus one begun before the profile marked itself busy
     // This rank raised its flag, then went on until the other's came too: its 3 more, and the one that carried it.
     CHECK(comm.calls_after_mine_done == 4);
     CHECK(comm.calls == 6 + loaded.allreduces + 4);
@@ -96,7 +96,6 @@ TEST_CASE("profile_while_allreducing: allreduces beside the profile, alone first
     const ringtrain::scaling::Contention c = ringtrain::predict::contention_from(step_with_backward(0.01), loaded);
     CHECK(c.compute == Approx(3.0));
     CHECK(c.communication == Approx(loaded.during_s / loaded.alone_s));
-    CHECK(c.communication > 2.0);
 }
 
 TEST_CASE("profile_while_allreducing: a failing profile is rethrown once every rank left the loop", "[predict]") {

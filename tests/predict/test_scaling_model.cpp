@@ -200,6 +200,46 @@ TEST_CASE("predict_step: contention slows backward and the allreduce while they 
     // One rank has no allreduce to contend with.
     s.local_sgd_period = 0;
     CHECK(predict_step(t, layout, hand_link(), s, 1, 64).step_s == Approx(16e-3));
+
+    // With a straggler (s = 1.1) and measured bucket times (1 ms, 2 ms): backward 5.5 .. 16.5 ms alone, 11 ms of
+    // work. Bucket 0 ready at 2.2 ms of work (7.7 ms): 1.5 ms beside backward -> 9.2 ms, backward then 2.95 done.
+    // The rest (8.05 ms) alone -> backward ends 17.25 ms (0.75 ms late); bucket 1 (2 ms) -> 19.25; + 1.1 -> 20.35.
+    s = Setting{};
+    s.straggler = 0.1;
+    s.contention = {2.0, 1.5};
+    const double measured[] = {1e-3, 2e-3};
+    p = predict_step(t, layout, hand_link(), s, 4, 64, measured);
+    CHECK(p.bucket_end_s[0] == Approx(9.2e-3));
+    CHECK(p.step_s == Approx(20.35e-3));
+    CHECK(p.terms.contention == Approx(0.75e-3));
+    CHECK(p.terms.input + p.terms.compute + p.terms.optimizer + p.terms.straggler + p.terms.communication +
+              p.terms.latency + p.terms.contention == Approx(p.step_s));
+}
+
+TEST_CASE("predict_step: a gradient reported after backward's end; a backward of no time", "[predict]") {
+    // p0 reported at 12 ms, past backward's 10 ms (medians of different steps): bucket 1 waits until 5 + 12 = 17 ms
+    // -> 18.56 ms; step 19.56 ms, with or without contention (bucket 0's overlap makes backward 1.17 ms late, which
+    // the 2 ms wait past its end covers: 16.17 + 2 = 18.17 -> 19.73 -> 20.73 ms).
+    StepTimings t = hand_timings(250000);
+    t.ready_s = {12e-3, 6e-3, 2e-3};
+    const auto layout = two_buckets(t);
+    Setting s;
+    Prediction p = predict_step(t, layout, hand_link(), s, 4, 64);
+    CHECK(p.bucket_end_s[1] == Approx(18.56e-3));
+    CHECK(p.step_s == Approx(19.56e-3));
+    s.contention = {2.0, 1.5};
+    p = predict_step(t, layout, hand_link(), s, 4, 64);
+    CHECK(p.bucket_end_s[1] == Approx(19.73e-3));
+    CHECK(p.step_s == Approx(20.73e-3));
+    // No backward at all: nothing to contend with; both buckets after the forward (5 ms): 5 + 2·1.56 + 1 = 9.12 ms,
+    // and the terms still add up (no contention term).
+    t.backward_s = 0;
+    t.ready_s = {0, 0, 0};
+    p = predict_step(t, layout, hand_link(), s, 4, 64);
+    CHECK(p.step_s == Approx(9.12e-3));
+    CHECK(p.terms.contention == 0);
+    CHECK(p.terms.input + p.terms.compute + p.terms.optimizer + p.terms.communication + p.terms.latency ==
+          Approx(p.step_s));
 }
 
 TEST_CASE("predict_rows: the best setting is the fastest algorithm and wire format", "[predict]") {

@@ -1,8 +1,8 @@
 // Measuring how much backward and an allreduce slow each other down on this placement (scaling::Contention): the
 // step profiled again while a second thread allreduces back to back, as GradientSync's thread does beside backward.
-// On emulated hosts sharing two vCPUs the MNIST CNN's backward took 67 ms alone and 80-151 ms beside its
-// allreduce, which the link and a one-rank profile cannot see (bench/RESULTS.md, "Contention: backward beside its
-// allreduce").
+// On emulated hosts sharing two vCPUs the MNIST CNN's backward took 2.0-2.5x its time alone beside its allreduce,
+// which the link and a one-rank profile cannot see (bench/RESULTS.md, "Contention: backward beside its allreduce").
+// The allreduce's time beside is over the whole profile (set-up, forward and optimizer too), backward's its own.
 #pragma once
 
 #include <functional>

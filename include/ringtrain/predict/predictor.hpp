@@ -59,7 +59,7 @@ train::StepProfile profile_from_json(const nlohmann::json& doc, const std::strin
 // null (a profile of one rank). Throws InputError naming the file.
 nlohmann::json spread_from_json(const nlohmann::json& spread, const std::string& source);
 
-// The "contention" of a `predict --json` file ({"compute", "communication"}: factors >= 1, at most 100), checked.
+// The "contention" of a `predict --json` file ({"compute", "communication"}: factors from 1 to 1e6), checked.
 // Throws InputError naming the file.
 scaling::Contention contention_from_json(const nlohmann::json& contention, const std::string& source);
 

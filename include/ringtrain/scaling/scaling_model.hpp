@@ -6,9 +6,10 @@
 //
 // Assumptions (docs/scaling.md): weak scaling (per-rank batch fixed, so each rank's compute does not change with N);
 // every rank as fast as the measured one except the slowest, `straggler` slower, whom every collective waits for;
-// one link per rank with the given α and β, no contention beyond what the algorithm's formula counts; reduction and
-// packing cost inside the measured/fitted β; buckets reduced strictly in order, one at a time (as GradientSync does);
-// backward and an allreduce in flight slowed by the measured Contention while they overlap (none unless measured).
+// one link per rank with the given α and β, no contention on the link beyond what the algorithm's formula counts;
+// reduction and packing cost inside the measured/fitted β; buckets reduced strictly in order, one at a time (as
+// GradientSync does); backward and an allreduce in flight slowed by the measured Contention for the host's cores
+// while they overlap (none unless measured).
 #pragma once
 
 #include <cstddef>
@@ -98,7 +99,7 @@ struct Prediction {
     int64_t batch_per_rank = 0;
     double step_s = 0, samples_per_s = 0, efficiency = 0;
     Terms terms;
-    std::string dominant;  // the largest term: compute, input, optimizer, straggler, communication, latency
+    std::string dominant;  // the largest term: compute, input, optimizer, straggler, communication, latency, contention
     std::vector<double> bucket_end_s;  // when each bucket's allreduce ended, from the step's start (tests, tables)
     Setting setting;
 };
