@@ -183,9 +183,12 @@ def load_spec(path):
         fail(f"{path}: timeout_s must be a positive number of seconds (got {json.dumps(spec['timeout_s'])})")
     if "predict" in spec:
         pr = spec["predict"]
-        if not isinstance(pr, dict) or set(pr) - {"link"}:
-            fail(f"{path}: predict must be {{\"link\": \"measure\"}} or {{\"link\": \"10gbit,5us\"}} "
-                 f"(got {json.dumps(pr)})")
+        if not isinstance(pr, dict) or set(pr) - {"link", "repeats"}:
+            fail(f"{path}: predict must be {{\"link\": \"measure\"}} or {{\"link\": \"10gbit,5us\"}}, with "
+                 f"\"repeats\": R optional (got {json.dumps(pr)})")
+        if not is_int(pr.get("repeats", 1)) or pr.get("repeats", 1) < 1:
+            fail(f"{path}: predict.repeats must be a whole number >= 1 (got {json.dumps(pr['repeats'])}): how many "
+                 f"times each prediction runs, the median kept")
         link = pr.get("link", "measure")
         why = link_problem(link) if isinstance(link, str) and link != "measure" else None
         if not isinstance(link, str) or why:
@@ -823,21 +826,36 @@ def add_predictions(points, spec, binary, out, hosts):
         fail(str(e))
 
 
+def median_prediction(rows):
+    """Of one N's rows from repeated predictions, the one with the median step (the lower of the middle two), whole:
+    its terms and dominant term belong to its step."""
+    return sorted(rows, key=lambda r: r["step_s"])[(len(rows) - 1) // 2]
+
+
 def predict_points(points, spec, binary, out, hosts, dry_run=False):
     """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
     (over the emulated hosts at that rate with placement netns). With --measure, once per point's rank count N too,
     launched on N ranks (at least 2): they profile side by side, so the prediction carries N ranks' contention and
-    the wait for the slowest of them. Failed when the predictor fails or its output is unreadable; the points
-    predicted before that keep their predictions. dry_run: list the commands (points: dry_row's), run nothing."""
+    the wait for the slowest of them. predict.repeats R > 1: each of those R times, in R interleaved rounds (every
+    prediction once a round, as the points' repeats are), and per N the prediction with the median step
+    (predict-K-rR.json). Failed when the predictor fails or its output is unreadable; the points predicted before
+    that keep their predictions. dry_run: list the commands (points: dry_row's), run nothing."""
     link = spec["predict"].get("link", "measure")
+    repeats = spec["predict"].get("repeats", 1)
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
-    cache = {}
-    for p in points:
-        sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
+    wanted = {}  # prediction key -> a point that needs it, in the points' order
+
+    def prediction_key(p):
         measured_on = max(2, p["ranks"]) if link == "measure" else None
-        ck = (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None, measured_on)
-        if ck not in cache:
-            js = os.path.join(out, f"predict-{len(cache)}.json")
+        return (p["config"], p["sync"], p["batch_per_rank"], p.get("rate") if link == "measure" else None, measured_on)
+
+    for p in points:
+        wanted.setdefault(prediction_key(p), p)
+    runs = {ck: [] for ck in wanted}
+    for rep in range(repeats):
+        for k, (ck, p) in enumerate(wanted.items()):
+            sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
+            js = os.path.join(out, f"predict-{k}.json" if repeats == 1 else f"predict-{k}-r{rep}.json")
             bpr = p["batch_per_rank"]  # (None: --dry-run without batch: the config's, read only once a point ran)
             sets = list(spec["set"]) + list(sync["set"]) + ([] if bpr is None else [f"train.batch_size={bpr}"])
             args = [binary, "predict", "--config", p["config"], "--ranks", ",".join(map(str, ranks)),
@@ -845,20 +863,25 @@ def predict_points(points, spec, binary, out, hosts, dry_run=False):
             if link == "measure":
                 if p.get("rate") is not None:
                     hosts.shape(p["rate"])
-                cmd = launcher(spec, measured_on) + args + ["--measure"]
+                cmd = launcher(spec, ck[4]) + args + ["--measure"]
             else:
                 cmd = args + ["--link", link]
             if dry_run:
                 list_command(cmd, "predict")
-                cache[ck] = {}
                 continue
             run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")
             try:
                 with open(js) as f:
-                    cache[ck] = {r["ranks"]: r for r in json.load(f)["rows"]}
+                    runs[ck].append({r["ranks"]: r for r in json.load(f)["rows"]})
             except (OSError, ValueError, KeyError, TypeError) as e:
                 raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
+    cache = {ck: {n: median_prediction([r[n] for r in rs if n in r]) for n in ranks if any(n in r for r in rs)}
+             for ck, rs in runs.items()}
+    for p in points:
+        ck = prediction_key(p)
         pred = cache[ck].get(p["ranks"])
+        if pred and repeats > 1:
+            p["predicted_step_s_repeats"] = sorted(r[p["ranks"]]["step_s"] for r in runs[ck] if p["ranks"] in r)
         if pred:
             base = next((q for q in points if key(q) == key(p, 1)), None)
             measured, base_measured, p["measured_as"] = measured_steps(p, base)

@@ -62,6 +62,9 @@ def main():
             fail("--repeats must be at least 1")
         spec["repeats"] = a.repeats
         changes.append(f"repeats {a.repeats}")
+        if isinstance(spec.get("predict"), dict) and spec["predict"].get("repeats", 1) > a.repeats:
+            spec["predict"]["repeats"] = a.repeats  # the predictor's too: a time budget counts both
+            changes.append(f"predict.repeats {a.repeats}")
     if a.no_ceiling:
         spec["ceiling"] = False
         changes.append("no ceiling")
