@@ -17,6 +17,8 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/predict/contention_measurement.hpp"
 
+#include "rank0_of_two.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -24,19 +26,15 @@ using namespace std::chrono_literals;
 // Rank 0 of two. The other rank holds the same numbers as this one, except the last (the done flag), which it
 // raises `other_lag` allreduces after this rank first raised its own. An allreduce takes 2 ms, or 20 ms while
 // `busy` (the profile runs beside it).
-class TwoRanks final : public ringtrain::comm::Communicator {
+class TwoRanks final : public rt_predict_test::Rank0OfTwo {
 public:
     explicit TwoRanks(int other_lag) : other_lag_(other_lag) {}
     std::atomic<bool> busy{false};
     int calls = 0, calls_after_mine_done = 0;
     size_t floats = 0;
 
-    int rank() const override { return 0; }
-    int size() const override { return 2; }
-    int local_rank() const override { return 0; }
-    int local_size() const override { return 1; }
     std::string backend() const override { return "two-ranks"; }
-
+    using Rank0OfTwo::allreduce;
     void allreduce(std::span<float> data, ringtrain::comm::ReduceOp) override {
         ++calls;
         floats = data.size();
@@ -47,19 +45,8 @@ public:
         for (float& x : data) x += x;  // the other rank's copy
         data.back() = mine + other;
     }
-    void allreduce(std::span<double>, ringtrain::comm::ReduceOp) override {}
-    void barrier() override {}
-    void broadcast(std::span<float>, int) override { unused(); }
-    void broadcast_bytes(std::span<std::byte>, int) override { unused(); }
-    std::vector<float> allgather(std::span<const float>) override { unused(); }
-    std::vector<uint64_t> allgather(uint64_t) override { unused(); }
-    std::vector<std::byte> allgather_bytes(std::span<const std::byte>) override { unused(); }
-    uint64_t bytes_sent() const override { return 0; }
-    uint64_t bytes_received() const override { return 0; }
-    [[noreturn]] void abort(const std::string& message, int) override { throw std::runtime_error(message); }
 
 private:
-    [[noreturn]] static void unused() { throw std::logic_error("TwoRanks: not a collective the measurement uses"); }
     int other_lag_;
 };
 

@@ -14,6 +14,8 @@
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
 
+#include "rank0_of_two.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -24,33 +26,16 @@ using Clock = std::chrono::steady_clock;
 // transfer times, and `gap` between calls), so it holds the same bytes however the test is scheduled: a preempted
 // spin only makes that call slower, which measure_link's fastest-of-9 leaves out. The time is spent spinning, so the
 // caller's clock sees it.
-class TokenBucketLink final : public ringtrain::comm::Communicator {
+class TokenBucketLink final : public rt_predict_test::Rank0OfTwo {
 public:
     TokenBucketLink(double rate_bytes_per_s, double burst_bytes, double gap_s)
         : rate_(rate_bytes_per_s), burst_(burst_bytes), gap_s_(gap_s), tokens_(burst_bytes) {}
 
-    int rank() const override { return 0; }
-    int size() const override { return 2; }
-    int local_rank() const override { return 0; }
-    int local_size() const override { return 1; }
     std::string backend() const override { return "token-bucket"; }
-
+    using Rank0OfTwo::allreduce;
     void allreduce(std::span<float> data, ringtrain::comm::ReduceOp) override { send(data.size_bytes()); }
-    void allreduce(std::span<double>, ringtrain::comm::ReduceOp) override {}  // the slowest rank's time: rank 0's
-    void barrier() override {}
-
-    void broadcast(std::span<float>, int) override { unused(); }
-    void broadcast_bytes(std::span<std::byte>, int) override { unused(); }
-    std::vector<float> allgather(std::span<const float>) override { unused(); }
-    std::vector<uint64_t> allgather(uint64_t) override { unused(); }
-    std::vector<std::byte> allgather_bytes(std::span<const std::byte>) override { unused(); }
-    uint64_t bytes_sent() const override { return 0; }
-    uint64_t bytes_received() const override { return 0; }
-    [[noreturn]] void abort(const std::string& message, int) override { throw std::runtime_error(message); }
 
 private:
-    [[noreturn]] static void unused() { throw std::logic_error("TokenBucketLink: not a collective measure_link uses"); }
-
     void send(double bytes) {
         tokens_ = std::min(burst_, tokens_ + rate_ * gap_s_);
         const double from_bucket = std::min(tokens_, bytes);
