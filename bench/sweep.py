@@ -186,9 +186,9 @@ def load_spec(path):
         if not isinstance(pr, dict) or set(pr) - {"link", "repeats"}:
             fail(f"{path}: predict must be {{\"link\": \"measure\"}} or {{\"link\": \"10gbit,5us\"}}, with "
                  f"\"repeats\": R optional (got {json.dumps(pr)})")
-        if not is_int(pr.get("repeats", 1)) or pr.get("repeats", 1) < 1:
-            fail(f"{path}: predict.repeats must be a whole number >= 1 (got {json.dumps(pr['repeats'])}): how many "
-                 f"times each prediction runs, the median kept")
+        if not is_int(pr.get("repeats", 1)) or pr.get("repeats", 1) < 1 or pr.get("repeats", 1) % 2 == 0:
+            fail(f"{path}: predict.repeats must be an odd whole number >= 1 (got {json.dumps(pr['repeats'])}): how "
+                 f"many times each prediction runs, the median kept (of an even count there is no middle one)")
         link = pr.get("link", "measure")
         why = link_problem(link) if isinstance(link, str) and link != "measure" else None
         if not isinstance(link, str) or why:
@@ -604,7 +604,7 @@ def main():
              f"{out}/rows.json and report.md (marked incomplete); fix the cause and continue with: {resume_cmd}")
     if predict_failed:
         fail(f"the prediction step failed, not a point: {predict_failed}. Every point was measured and kept: "
-             f"{out}/rows.json and report.md, without predictions (predict them later: bench/device/extrapolate.py "
+             f"{out}/rows.json and report.md, with the predictions made before it only (predict them later: bench/device/extrapolate.py "
              f"{out}/rows.json --out DIR [--link RATE,LATENCY], or rerun only the prediction: {resume_cmd})")
 
 
@@ -826,20 +826,22 @@ def add_predictions(points, spec, binary, out, hosts):
         fail(str(e))
 
 
-def median_prediction(rows):
-    """Of one N's rows from repeated predictions, the one with the median step (the lower of the middle two), whole:
-    its terms and dominant term belong to its step."""
-    return sorted(rows, key=lambda r: r["step_s"])[(len(rows) - 1) // 2]
+def median_run(runs, n):
+    """Of repeated predictions (each {N: row}), the one whose step at N is the median (the lower of the middle two
+    when a failed round left an even count), whole: its one-rank row (what calibration scales by), terms and
+    dominant term come from the same profile. None when no run has N."""
+    having = sorted((r for r in runs if n in r), key=lambda r: r[n]["step_s"])
+    return having[(len(having) - 1) // 2] if having else None
 
 
 def predict_points(points, spec, binary, out, hosts, dry_run=False):
     """`ringtrain predict` once per (config, sync, per-rank batch, rate): the link given, or fitted with --measure
     (over the emulated hosts at that rate with placement netns). With --measure, once per point's rank count N too,
     launched on N ranks (at least 2): they profile side by side, so the prediction carries N ranks' contention and
-    the wait for the slowest of them. predict.repeats R > 1: each of those R times, in R interleaved rounds (every
-    prediction once a round, as the points' repeats are), and per N the prediction with the median step
-    (predict-K-rR.json). Failed when the predictor fails or its output is unreadable; the points predicted before
-    that keep their predictions. dry_run: list the commands (points: dry_row's), run nothing."""
+    the wait for the slowest of them. predict.repeats R > 1 (odd): each of those R times, in R interleaved rounds
+    (every prediction once a round, as the points' repeats are), and per N the run with the median step
+    (predict-K-rR.json). Failed when the predictor fails or its output is unreadable; the points get what the runs
+    before that gave. dry_run: list the commands (points: dry_row's), run nothing."""
     link = spec["predict"].get("link", "measure")
     repeats = spec["predict"].get("repeats", 1)
     ranks = sorted({p["ranks"] for p in points})  # 1 too: how well one rank's profile matches the training loop
@@ -852,53 +854,59 @@ def predict_points(points, spec, binary, out, hosts, dry_run=False):
     for p in points:
         wanted.setdefault(prediction_key(p), p)
     runs = {ck: [] for ck in wanted}
-    for rep in range(repeats):
-        for k, (ck, p) in enumerate(wanted.items()):
-            sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
-            js = os.path.join(out, f"predict-{k}.json" if repeats == 1 else f"predict-{k}-r{rep}.json")
-            bpr = p["batch_per_rank"]  # (None: --dry-run without batch: the config's, read only once a point ran)
-            sets = list(spec["set"]) + list(sync["set"]) + ([] if bpr is None else [f"train.batch_size={bpr}"])
-            args = [binary, "predict", "--config", p["config"], "--ranks", ",".join(map(str, ranks)),
-                    "--json", js] + sum((["--set", s] for s in sets), [])
-            if link == "measure":
-                if p.get("rate") is not None:
-                    hosts.shape(p["rate"])
-                cmd = launcher(spec, ck[4]) + args + ["--measure"]
-            else:
-                cmd = args + ["--link", link]
-            if dry_run:
-                list_command(cmd, "predict")
-                continue
-            run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")
-            try:
-                with open(js) as f:
-                    runs[ck].append({r["ranks"]: r for r in json.load(f)["rows"]})
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
-    cache = {ck: {n: median_prediction([r[n] for r in rs if n in r]) for n in ranks if any(n in r for r in rs)}
-             for ck, rs in runs.items()}
-    for p in points:
-        ck = prediction_key(p)
-        pred = cache[ck].get(p["ranks"])
-        if pred and repeats > 1:
-            p["predicted_step_s_repeats"] = sorted(r[p["ranks"]]["step_s"] for r in runs[ck] if p["ranks"] in r)
-        if pred:
-            base = next((q for q in points if key(q) == key(p, 1)), None)
-            measured, base_measured, p["measured_as"] = measured_steps(p, base)
-            p["measured_step_s"] = measured
-            p["predicted_step_s"] = pred["step_s"]
-            p["predicted_dominant"] = pred["dominant"]
-            p["prediction_error"] = (pred["step_s"] - measured) / measured
-            exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
-            one = cache[ck].get(1)
-            # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one
-            # (same interleaved runs), i.e. only the communication model is being tested.
-            calib = base_measured / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
-            if p.get("ceiling"):  # and slowed as much as N independent copies were (ranks sharing cores)
-                calib /= p["ceiling"]
-            if p["ranks"] > 1:
-                p["predicted_step_calibrated_s"] = (pred["step_s"] - exposed) * calib + exposed
-                p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - measured) / measured
+    try:
+        for rep in range(repeats):
+            for k, (ck, p) in enumerate(wanted.items()):
+                sync = next(s for s in spec["sync"] if s["name"] == p["sync"])
+                js = os.path.join(out, f"predict-{k}.json" if repeats == 1 else f"predict-{k}-r{rep}.json")
+                bpr = p["batch_per_rank"]  # (None: --dry-run without batch: the config's, read once a point ran)
+                sets = list(spec["set"]) + list(sync["set"]) + ([] if bpr is None else [f"train.batch_size={bpr}"])
+                args = [binary, "predict", "--config", p["config"], "--ranks", ",".join(map(str, ranks)),
+                        "--json", js] + sum((["--set", s] for s in sets), [])
+                if link == "measure":
+                    if p.get("rate") is not None:
+                        hosts.shape(p["rate"])
+                    cmd = launcher(spec, ck[4]) + args + ["--measure"]
+                else:
+                    cmd = args + ["--link", link]
+                if dry_run:
+                    list_command(cmd, "predict")
+                    continue
+                run(cmd, js[:-5] + ".log", spec["timeout_s"], what="the predictor (ringtrain predict)")
+                try:
+                    with open(js) as f:
+                        runs[ck].append({r["ranks"]: r for r in json.load(f)["rows"]})
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    raise Failed(f"the predictor's output {js} is unreadable ({e!r}); see {js[:-5]}.log") from None
+    finally:  # also after a failed run: the points keep what the runs before it gave
+        for p in points:
+            add_prediction(p, points, runs[prediction_key(p)], repeats)
+
+
+def add_prediction(p, points, runs, repeats):
+    """Point p's predicted fields from its prediction runs (each {N: row}): the median run at p's N."""
+    chosen = median_run(runs, p["ranks"])
+    if not chosen:
+        return
+    pred = chosen[p["ranks"]]
+    if repeats > 1:
+        p["predicted_step_s_repeats"] = sorted(r[p["ranks"]]["step_s"] for r in runs if p["ranks"] in r)
+    base = next((q for q in points if key(q) == key(p, 1)), None)
+    measured, base_measured, p["measured_as"] = measured_steps(p, base)
+    p["measured_step_s"] = measured
+    p["predicted_step_s"] = pred["step_s"]
+    p["predicted_dominant"] = pred["dominant"]
+    p["prediction_error"] = (pred["step_s"] - measured) / measured
+    exposed = pred["terms_s"]["communication"] + pred["terms_s"]["latency"]
+    one = chosen.get(1)  # the same run's: its profile is the one the prediction scaled
+    # Calibrated: the model's compute scaled so that its one-rank step is the sweep's own measured one (same
+    # interleaved runs), i.e. only the communication model is being tested.
+    calib = base_measured / one["step_s"] if one and base and one["step_s"] > 0 else 1.0
+    if p.get("ceiling"):  # and slowed as much as N independent copies were (ranks sharing cores)
+        calib /= p["ceiling"]
+    if p["ranks"] > 1:
+        p["predicted_step_calibrated_s"] = (pred["step_s"] - exposed) * calib + exposed
+        p["prediction_calibrated_error"] = (p["predicted_step_calibrated_s"] - measured) / measured
 
 
 def prediction_tally(points):

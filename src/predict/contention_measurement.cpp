@@ -81,8 +81,9 @@ scaling::Contention contention_from(const train::StepProfile& alone, const Loade
     if (loaded.allreduces < 1 || !(loaded.alone_s > 0) || !(alone.backward_s > 0))
         throw Error("contention_from: no allreduce ran during the profile, or a time of 0");
     scaling::Contention c;
-    c.compute = std::max(1.0, loaded.profile.backward_s / alone.backward_s);
-    c.communication = std::max(1.0, loaded.during_s / loaded.alone_s);
+    // At most 1e6, what a --profile file may hold (contention_from_json).
+    c.compute = std::clamp(loaded.profile.backward_s / alone.backward_s, 1.0, 1e6);
+    c.communication = std::clamp(loaded.during_s / loaded.alone_s, 1.0, 1e6);
     return c;
 }
 

@@ -44,10 +44,22 @@ assert sweep.measured_steps(warm2, warm1) == (0.010, 0.005, "warm")
 assert sweep.measured_steps(warm2, None) == (0.010, None, "warm")
 assert sweep.measured_steps(warm2, {"step_s": 0.006, "steady_step_s": None}) == (0.012, 0.006, "train_s/steps")
 assert sweep.measured_steps({"step_s": 0.012}, warm1) == (0.012, 0.006, "train_s/steps")
-# Repeated predictions: per N the one with the median step, whole (its terms with it); of two, the faster.
-rows = [{"step_s": 0.012, "dominant": "a"}, {"step_s": 0.010, "dominant": "b"}, {"step_s": 0.030, "dominant": "c"}]
-assert sweep.median_prediction(rows) == {"step_s": 0.012, "dominant": "a"}
-assert sweep.median_prediction(rows[:2])["dominant"] == "b" and sweep.median_prediction(rows[2:])["dominant"] == "c"
+# Repeated predictions: per N the run with the median step, whole (its one-rank row with it); of two (a failed
+# round), the faster; none without the N.
+runs = [{1: {"step_s": 0.003}, 2: {"step_s": 0.012}}, {1: {"step_s": 0.004}, 2: {"step_s": 0.010}},
+        {1: {"step_s": 0.009}, 2: {"step_s": 0.030}}]
+assert sweep.median_run(runs, 2) is runs[0] and sweep.median_run(runs, 1) is runs[1]
+assert sweep.median_run(runs[:2], 2) is runs[1] and sweep.median_run(runs, 3) is None
+# A point's prediction and its calibration come from that one run: the one-rank row of N = 2's median run (3 ms),
+# not the median one-rank row (4 ms, another run's profile). Hand-made rows, no binary.
+point = {"config": "c", "sync": "s", "batch": 64, "rate": None, "ranks": 2, "step_s": 0.012, "steady_step_s": 0.011}
+base1 = dict(point, ranks=1, step_s=0.005, steady_step_s=0.005)
+for r in runs:
+    for row in r.values():
+        row.update(dominant="compute", terms_s={"communication": 0.001, "latency": 0.0})
+sweep.add_prediction(point, [base1, point], runs, 3)
+assert point["predicted_step_s"] == 0.012 and point["predicted_step_s_repeats"] == [0.010, 0.012, 0.030], point
+assert abs(point["predicted_step_calibrated_s"] - ((0.012 - 0.001) * 0.005 / 0.003 + 0.001)) < 1e-12, point
 # Where a summary keeps it: dense stragglers (summed over the measured steps), sparse predicted terms (per step).
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
 assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001

@@ -65,8 +65,10 @@ if part == "inputs":
                       (dict(base, predict={"link": 10}), "predict.link 10 is not a link"),
                       (dict(base, predict="measure"), "predict must be {\"link\": \"measure\"}"),
                       (dict(base, predict={"link": "measure", "links": "x"}), "predict must be"),
-                      (dict(base, predict={"link": "measure", "repeats": 0}), "predict.repeats must be a whole number"),
-                      (dict(base, predict={"link": "measure", "repeats": 1.5}), "predict.repeats must be a whole number"),
+                      (dict(base, predict={"link": "measure", "repeats": 0}), "predict.repeats must be an odd whole"),
+                      (dict(base, predict={"link": "measure", "repeats": 1.5}), "predict.repeats must be an odd whole"),
+                      (dict(base, predict={"link": "measure", "repeats": 2}), "predict.repeats must be an odd whole"),
+                      (dict(base, predict={"link": "measure", "repeats": True}), "predict.repeats must be an odd whole"),
                       # types and ranges: one line naming the key, no traceback
                       (dict(base, ranks=2), "ranks must be a list of positive integers"),
                       (dict(base, ranks=[True, 2]), "ranks must be a list of positive integers"),

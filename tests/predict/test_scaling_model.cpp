@@ -218,8 +218,8 @@ TEST_CASE("predict_step: contention slows backward and the allreduce while they 
 
 TEST_CASE("predict_step: a gradient reported after backward's end; a backward of no time", "[predict]") {
     // p0 reported at 12 ms, past backward's 10 ms (medians of different steps): bucket 1 waits until 5 + 12 = 17 ms
-    // -> 18.56 ms; step 19.56 ms, with or without contention (bucket 0's overlap makes backward 1.17 ms late, which
-    // the 2 ms wait past its end covers: 16.17 + 2 = 18.17 -> 19.73 -> 20.73 ms).
+    // -> 18.56 ms; step 19.56 ms. With contention backward ends 1.17 ms late (bucket 0 beside it, as above) and the
+    // bucket still waits the 2 ms past that end: 16.17 + 2 = 18.17 -> 19.73 ms; step 20.73 ms.
     StepTimings t = hand_timings(250000);
     t.ready_s = {12e-3, 6e-3, 2e-3};
     const auto layout = two_buckets(t);

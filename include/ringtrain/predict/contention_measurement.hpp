@@ -1,6 +1,6 @@
 // Measuring how much backward and an allreduce slow each other down on this placement (scaling::Contention): the
 // step profiled again while a second thread allreduces back to back, as GradientSync's thread does beside backward.
-// On emulated hosts sharing two vCPUs the MNIST CNN's backward took 2.0-2.5x its time alone beside its allreduce,
+// On emulated hosts sharing two vCPUs the MNIST CNN's backward took 2.0-2.6x its time alone beside its allreduce,
 // which the link and a one-rank profile cannot see (bench/RESULTS.md, "Contention: backward beside its allreduce").
 // The allreduce's time beside is over the whole profile (set-up, forward and optimizer too), backward's its own.
 #pragma once
@@ -29,8 +29,8 @@ struct LoadedProfile {
 LoadedProfile profile_while_allreducing(comm::Communicator& comm, double bytes, int repeats,
                                         const std::function<train::StepProfile()>& profile);
 
-// The factors from the step alone and under load: backward's time ratio and the allreduce's, each at least 1 (a
-// ratio below 1 is the noise of the moment, not a speed-up). Needs a measured allreduce during the profile.
+// The factors from the step alone and under load: backward's time ratio and the allreduce's, each from 1 (a ratio
+// below 1 is the noise of the moment, not a speed-up) to 1e6. Needs a measured allreduce during the profile.
 scaling::Contention contention_from(const train::StepProfile& alone, const LoadedProfile& loaded);
 
 // The message the load runs: the step's gradients as one allreduce (the bytes a step sends), kept within the sizes
