@@ -891,6 +891,8 @@ def add_prediction(p, points, runs, repeats):
     pred = chosen[p["ranks"]]
     if repeats > 1:
         p["predicted_step_s_repeats"] = sorted(r[p["ranks"]]["step_s"] for r in runs if p["ranks"] in r)
+    else:  # (extrapolate.py predicts a finished sweep's rows again: not an earlier pass's list)
+        p.pop("predicted_step_s_repeats", None)
     base = next((q for q in points if key(q) == key(p, 1)), None)
     measured, base_measured, p["measured_as"] = measured_steps(p, base)
     p["measured_step_s"] = measured

@@ -60,6 +60,8 @@ for r in runs:
 sweep.add_prediction(point, [base1, point], runs, 3)
 assert point["predicted_step_s"] == 0.012 and point["predicted_step_s_repeats"] == [0.010, 0.012, 0.030], point
 assert abs(point["predicted_step_calibrated_s"] - ((0.012 - 0.001) * 0.005 / 0.003 + 0.001)) < 1e-12, point
+sweep.add_prediction(point, [base1, point], runs[:1], 1)  # predicted again once (extrapolate.py): no stale list
+assert point["predicted_step_s"] == 0.012 and "predicted_step_s_repeats" not in point, point
 # Where a summary keeps it: dense stragglers (summed over the measured steps), sparse predicted terms (per step).
 assert sweep.slowest_wait_per_step({"stragglers": {"steps": 4, "wait_for_slowest_s": 0.02}}) == 0.005
 assert sweep.slowest_wait_per_step({"predicted": {"terms_s": {"straggler": 0.001}}}) == 0.001
