@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the library and its unit, comm and sync tests with sanitizers and runs them: the unit tests, the fuzz
 # targets, and the collectives and gradient sync at 2 ranks (the communication thread, the stall watchdog, the
-# prefetch thread and the shared-memory barriers all run there).
+# prefetch thread and the shared-memory barriers all run there), and the predictor's allreduce-beside-the-profile
+# thread (test_predict).
 # Usage: scripts/sanitize.sh [address|undefined|thread] [--quick] [ctest arguments...]
 #   address   = ASan + UBSan (default)     thread = TSan
 #   --quick   core, comm and the image path: the tensor/RNG/hash/JSON/CRC units, every collective at 2 ranks
@@ -20,9 +21,9 @@ build="${BUILD_DIR:-$root/build-sanitize-$kind}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE="$kind" -DRINGTRAIN_CUDA=OFF \
   -DRINGTRAIN_BENCH=OFF -DRINGTRAIN_NATIVE=OFF
 targets=(test_core test_ops test_nn test_optim test_data test_image_decode test_image_transform test_half test_telemetry
-         test_sync_parts test_comm test_sync
+         test_sync_parts test_comm test_sync test_predict
          fuzz_config fuzz_model fuzz_idx fuzz_checkpoint)
-tests='^(test_(core|ops|nn|optim|data|image_decode|image_transform|half|telemetry|sync_parts)|test_comm_np2|test_sync_np2|fuzz_.*)$'
+tests='^(test_(core|ops|nn|optim|data|image_decode|image_transform|half|telemetry|sync_parts|predict)|test_comm_np2|test_sync_np2|fuzz_.*)$'
 if [ "$quick" -eq 1 ]; then
   targets=(test_core test_half test_comm test_image_decode test_image_transform)
   tests='^(test_core|test_half|test_comm_np2|test_image_decode|test_image_transform)$'
