@@ -604,8 +604,9 @@ def main():
              f"{out}/rows.json and report.md (marked incomplete); fix the cause and continue with: {resume_cmd}")
     if predict_failed:
         fail(f"the prediction step failed, not a point: {predict_failed}. Every point was measured and kept: "
-             f"{out}/rows.json and report.md, with the predictions made before it only (predict them later: bench/device/extrapolate.py "
-             f"{out}/rows.json --out DIR [--link RATE,LATENCY], or rerun only the prediction: {resume_cmd})")
+             f"{out}/rows.json and report.md, with the predictions made before it only (predict them later: "
+             f"bench/device/extrapolate.py {out}/rows.json --out DIR [--link RATE,LATENCY], or rerun only the "
+             f"prediction: {resume_cmd})")
 
 
 def binds_to_core(spec):

@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/crc32c.hpp"
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/comm/mpi_runtime.hpp"
 #include "ringtrain/core/json_file.hpp"
 #include "ringtrain/predict/contention_measurement.hpp"
 #include "ringtrain/predict/link_measurement.hpp"
@@ -281,10 +281,10 @@ void measure_contention(const PredictArgs& a, const train::Config& config, comm:
         loaded = predict::profile_while_allreducing(comm, bytes, 5,
                                                     [&] { return train::profile_steps(config, 2, a.steps, 1.0); });
     });
-    // Every rank computes the factors (rank 0's are used); none may throw alone, so the checks come first.
-    if (loaded.allreduces < 1) return not_measured("the profile ended before an allreduce beside it did");
-    if (!(loaded.alone_s > 0) || !(p.profile.backward_s > 0)) return not_measured("a time of 0 (clock resolution)");
-    p.contention = predict::contention_from(p.profile, loaded);
+    // Every rank computes the factors (rank 0's are used), with nothing collective after them.
+    const std::optional<scaling::Contention> factors = predict::contention_from(p.profile, loaded);
+    if (!factors) return not_measured("no allreduce ended beside the profile, or a time of 0 (clock resolution)");
+    p.contention = *factors;
     p.contention_json = {
         {"compute", p.contention.compute},
         {"communication", p.contention.communication},

@@ -19,4 +19,11 @@ std::vector<double> quantiles(std::vector<double> sample, int k) {
     return q;
 }
 
+double median(std::vector<double> sample) {
+    if (sample.empty()) return 0.0;
+    std::sort(sample.begin(), sample.end());
+    const size_t m = sample.size() / 2;
+    return sample.size() % 2 ? sample[m] : 0.5 * (sample[m - 1] + sample[m]);
+}
+
 }  // namespace ringtrain

@@ -1,4 +1,4 @@
-// profile_while_allreducing, contention_from: see the header.
+// profile_while_allreducing, contention_from, contention_bytes: see the header.
 #include "ringtrain/predict/contention_measurement.hpp"
 
 #include <algorithm>
@@ -9,16 +9,12 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/quantiles.hpp"
+#include "ringtrain/predict/link_measurement.hpp"
 
 namespace ringtrain::predict {
 
 namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -34,14 +30,7 @@ LoadedProfile profile_while_allreducing(comm::Communicator& comm, double bytes, 
     std::vector<float> buffer(floats, 0.0f);
     const std::span<float> all(buffer);
     LoadedProfile out;
-    std::vector<double> alone;
-    for (int r = 0; r <= repeats; ++r) {
-        comm.barrier();
-        const auto t0 = std::chrono::steady_clock::now();
-        comm.allreduce(all, comm::ReduceOp::Sum);
-        if (r > 0) alone.push_back(seconds_since(t0));  // the first pays for set-up
-    }
-    out.alone_s = median(alone);
+    out.alone_s = median(time_allreduces(comm, all, repeats));
 
     std::atomic<bool> done{false};
     std::vector<double> during;
@@ -77,9 +66,8 @@ LoadedProfile profile_while_allreducing(comm::Communicator& comm, double bytes, 
     return out;
 }
 
-scaling::Contention contention_from(const train::StepProfile& alone, const LoadedProfile& loaded) {
-    if (loaded.allreduces < 1 || !(loaded.alone_s > 0) || !(alone.backward_s > 0))
-        throw Error("contention_from: no allreduce ran during the profile, or a time of 0");
+std::optional<scaling::Contention> contention_from(const train::StepProfile& alone, const LoadedProfile& loaded) {
+    if (loaded.allreduces < 1 || !(loaded.alone_s > 0) || !(alone.backward_s > 0)) return std::nullopt;
     scaling::Contention c;
     // At most 1e6, what a --profile file may hold (contention_from_json).
     c.compute = std::clamp(loaded.profile.backward_s / alone.backward_s, 1.0, 1e6);

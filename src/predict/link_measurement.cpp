@@ -14,6 +14,18 @@ std::vector<double> link_sizes() {
     return sizes;
 }
 
+std::vector<double> time_allreduces(comm::Communicator& comm, std::span<float> data, int repeats) {
+    std::vector<double> times;
+    for (int r = 0; r <= repeats; ++r) {
+        comm.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        comm.allreduce(data, comm::ReduceOp::Sum);
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) times.push_back(t);  // the first one pays for set-up
+    }
+    return times;
+}
+
 LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>& sizes_bytes, int repeats,
                              scaling::Algorithm algorithm) {
     if (repeats < 1 || sizes_bytes.empty()) throw Error("measure_link: needs at least one size and one repeat");
@@ -23,14 +35,7 @@ LinkMeasurement measure_link(comm::Communicator& comm, const std::vector<double>
     std::vector<float> buffer;
     for (double bytes : sizes_bytes) {
         buffer.assign(static_cast<size_t>(bytes / sizeof(float)), 1.0f);
-        std::vector<double> times;
-        for (int r = 0; r <= repeats; ++r) {
-            comm.barrier();
-            const auto t0 = std::chrono::steady_clock::now();
-            comm.allreduce(std::span<float>(buffer), comm::ReduceOp::Sum);
-            const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (r > 0) times.push_back(t);  // the first one pays for set-up
-        }
+        const std::vector<double> times = time_allreduces(comm, buffer, repeats);
         // The fastest repeat is the transport's own cost: on a shared host the others include waiting to be
         // scheduled, which is the load of the moment, not the link (the sweep's ceiling measures that). The slowest
         // rank's time is the collective's: ranks leave at different moments.

@@ -22,13 +22,6 @@ double now_s() {
 
 constexpr int kMaxSteps = 5000;
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 // Every measured step's times, kept until the medians are taken.
 struct StepSamples {
     std::vector<double> input, forward, backward, optimizer;

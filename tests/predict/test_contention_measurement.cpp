@@ -80,9 +80,10 @@ TEST_CASE("profile_while_allreducing: allreduces beside the profile, alone first
     CHECK(comm.calls_after_mine_done == 4);
     CHECK(comm.calls == 6 + loaded.allreduces + 4);
 
-    const ringtrain::scaling::Contention c = ringtrain::predict::contention_from(step_with_backward(0.01), loaded);
-    CHECK(c.compute == Approx(3.0));
-    CHECK(c.communication == Approx(loaded.during_s / loaded.alone_s));
+    const auto c = ringtrain::predict::contention_from(step_with_backward(0.01), loaded);
+    REQUIRE(c);
+    CHECK(c->compute == Approx(3.0));
+    CHECK(c->communication == Approx(loaded.during_s / loaded.alone_s));
 }
 
 TEST_CASE("profile_while_allreducing: a failing profile is rethrown once every rank left the loop", "[predict]") {
@@ -103,11 +104,15 @@ TEST_CASE("contention_from and contention_bytes", "[predict]") {
     loaded.during_s = 1e-3;
     loaded.allreduces = 3;
     const auto c = ringtrain::predict::contention_from(step_with_backward(0.01), loaded);
-    CHECK(c.compute == 1.0);
-    CHECK(c.communication == 1.0);
-    CHECK_FALSE(c.any());
-    loaded.allreduces = 0;
-    CHECK_THROWS_AS(ringtrain::predict::contention_from(step_with_backward(0.01), loaded), ringtrain::Error);
+    REQUIRE(c);
+    CHECK(c->compute == 1.0);
+    CHECK(c->communication == 1.0);
+    CHECK_FALSE(c->any());
+    loaded.allreduces = 0;  // nothing measured beside the profile, or a time of 0: no factors
+    CHECK_FALSE(ringtrain::predict::contention_from(step_with_backward(0.01), loaded));
+    loaded.allreduces = 3;
+    loaded.alone_s = 0;
+    CHECK_FALSE(ringtrain::predict::contention_from(step_with_backward(0.01), loaded));
 
     ringtrain::train::StepProfile p;
     p.gradients = {{"w", 1000000, 0.0}, {"b", 200000, 0.0}};

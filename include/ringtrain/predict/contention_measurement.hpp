@@ -6,7 +6,7 @@
 #pragma once
 
 #include <functional>
-#include <string>
+#include <optional>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/scaling/scaling_model.hpp"
@@ -30,8 +30,9 @@ LoadedProfile profile_while_allreducing(comm::Communicator& comm, double bytes, 
                                         const std::function<train::StepProfile()>& profile);
 
 // The factors from the step alone and under load: backward's time ratio and the allreduce's, each from 1 (a ratio
-// below 1 is the noise of the moment, not a speed-up) to 1e6. Needs a measured allreduce during the profile.
-scaling::Contention contention_from(const train::StepProfile& alone, const LoadedProfile& loaded);
+// below 1 is the noise of the moment, not a speed-up) to 1e6. None without an allreduce during the profile or with a
+// time of 0 (clock resolution).
+std::optional<scaling::Contention> contention_from(const train::StepProfile& alone, const LoadedProfile& loaded);
 
 // The message the load runs: the step's gradients as one allreduce (the bytes a step sends), kept within the sizes
 // --measure times (4 KiB to 16 MiB).

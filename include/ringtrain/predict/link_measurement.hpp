@@ -1,6 +1,7 @@
 // Fitting the link: timed allreduces at several sizes over a real communicator, α and β by least squares.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
@@ -20,6 +21,10 @@ struct LinkMeasurement {
 // sizes went at burst speed and the fit saw a 2-3 Gbit/s link over a 100 Mbit/s one (bench/RESULTS.md, "--measure
 // over a token bucket").
 std::vector<double> link_sizes();
+
+// `repeats` allreduces of `data` over `comm` after one warm-up (it pays for set-up), each after a barrier: this rank's
+// seconds for each. Collective.
+std::vector<double> time_allreduces(comm::Communicator& comm, std::span<float> data, int repeats);
 
 // Allreduces of `sizes_bytes` (float32) in that order over `comm`, `repeats` times each after one warm-up, and
 // `algorithm`'s model (Auto: each size by the algorithm the ring backend takes for it) fitted to the fastest repeat
